@@ -1,0 +1,43 @@
+"""`duplex-demo`: start the duplex voice demo server and print its URL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from server.app import DemoServer
+from server.config import build_services, parse_config
+
+
+async def serve_forever(argv: Sequence[str] | None = None) -> None:
+    """Parse flags, load the models, serve until SIGINT/SIGTERM."""
+    config = parse_config(argv)
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    services = await asyncio.to_thread(build_services, config)
+    demo = DemoServer(services, config.allow_origin)
+    server = await demo.start(config.host, config.port)
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    print(f"duplex-demo listening on http://{host}:{demo.port()} "
+          f"(WebSocket at /v1/realtime)", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    server.close()
+    await server.wait_closed()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(argv if argv is not None else sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

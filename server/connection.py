@@ -1,0 +1,193 @@
+"""The per-socket asyncio driver: feeds the sans-I/O `Session`, runs generation, paces audio.
+
+One `Connection` per WebSocket. It owns three kinds of tasks: the receive loop (client frames in
+arrival order), the send loop (pacing by `Session.pull_outbound`, woken by new output, ACKs and
+cancels), and one generation task per response (calibration wait, responder, segmenter, TTS on a
+worker thread). Every write to the socket happens under one lock, so server events leave in the
+order the session produced them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from server.responder import Responder
+from server.segmenter import SpeechSegmenter
+from server.session import CancelGeneration, Session, SessionConfig, StartGeneration, WakeSender
+from server.tts import SpeechSynthesizer, resample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Process-wide parts shared by every connection.
+
+    Attributes:
+        synthesizer: the TTS engine (thread-safe, warmed up).
+        responder: the reply generator.
+        session_config: settings copied into each new session.
+        policy: the heard-text calibration policy, or None for `--calibration off`.
+        history_audio_max_bytes: retained reply audio per session (bytes).
+        calibration_timeout_s: per-callback and per-prompt calibration budget (s).
+    """
+
+    synthesizer: SpeechSynthesizer
+    responder: Responder
+    session_config: SessionConfig
+    policy: HistoryCalibrationPolicy | None
+    history_audio_max_bytes: int = 8 * 1024 * 1024
+    calibration_timeout_s: float = 1.0
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def float_to_pcm16(pcm: np.ndarray) -> bytes:
+    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
+    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+class Connection:
+    """Drive one session over one WebSocket.
+
+    Args:
+        websocket: the accepted `websockets` server connection.
+        services: shared TTS, responder and calibration settings.
+        session_id: id for the new session.
+    """
+
+    def __init__(self, websocket: ServerConnection, services: Services, session_id: str) -> None:
+        self.websocket = websocket
+        self.services = services
+        self.session = Session(services.session_config, session_id=session_id)
+        self.calibration: HistoryCalibration | None = None
+        if services.policy is not None:
+            self.calibration = HistoryCalibration(
+                self.session, services.policy,
+                max_bytes=services.history_audio_max_bytes,
+                timeout_s=services.calibration_timeout_s,
+                on_applied=self._on_calibrated,
+            )
+            self.session.calibration = self.calibration
+        self._write_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._generations: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """Serve the session until the socket closes; then cancel everything it started."""
+        self.session.open()
+        sender = asyncio.create_task(self._send_loop())
+        try:
+            await self._settle()
+            async for frame in self.websocket:
+                self.session.set_clock(_now_ms())
+                self.session.receive(frame)
+                await self._settle()
+        except ConnectionClosed:
+            pass
+        finally:
+            self.session.close()
+            self._apply_effects()
+            sender.cancel()
+            tasks = [sender, *self._generations.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _apply_effects(self) -> None:
+        for effect in self.session.take_effects():
+            match effect:
+                case StartGeneration(response_id=response_id):
+                    self._generations[response_id] = asyncio.create_task(
+                        self._generate(response_id)
+                    )
+                case CancelGeneration(response_id=response_id):
+                    task = self._generations.pop(response_id, None)
+                    if task is not None and task is not asyncio.current_task():
+                        task.cancel()
+                case WakeSender():
+                    self._wake.set()
+
+    async def _settle(self) -> None:
+        """Apply the session's effects, then send its pending events in order."""
+        self._apply_effects()
+        async with self._write_lock:
+            for event in self.session.take_events():
+                with contextlib.suppress(ConnectionClosed):
+                    await self.websocket.send(json.dumps(event, ensure_ascii=False))
+
+    def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
+        self.session.announce_calibration(response_id, elapsed_ms)
+        self._wake.set()
+
+    async def _send_loop(self) -> None:
+        while True:
+            self._wake.clear()
+            deadline = self.session.pull_outbound(_now_ms())
+            await self._settle()
+            timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    # ------------------------------------------------------------------ generation
+
+    async def _generate(self, response_id: str) -> None:
+        session = self.session
+        try:
+            if self.calibration is not None:
+                await self.calibration.before_prompt()
+            prompt = session.build_prompt(response_id)
+            if prompt is None:
+                return
+            segmenter = SpeechSegmenter()
+            async for delta in self.services.responder.respond(prompt):
+                if not session.on_text(response_id, delta):
+                    return
+                for span in segmenter.feed(delta):
+                    if not await self._speak(response_id, span):
+                        return
+            for span in segmenter.flush():
+                if not await self._speak(response_id, span):
+                    return
+            session.on_generation_done(response_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("generation failed for %s", response_id)
+            session.on_generation_failed(response_id, f"{type(exc).__name__} during generation")
+        finally:
+            if self._generations.get(response_id) is asyncio.current_task():
+                del self._generations[response_id]
+        await self._settle()
+
+    async def _speak(self, response_id: str, span: tuple[int, int]) -> bool:
+        """Synthesize one segment of the reply on a worker thread and queue its chunks."""
+        start, end = span
+        response = self.session.responses[response_id]
+        text = response.text[start:end]
+        synthesizer = self.services.synthesizer
+        chunks = await asyncio.to_thread(lambda: list(synthesizer.synthesize(text)))
+        rate = self.session.config.sample_rate_hz
+        if not chunks:
+            return self.session.on_speech(response_id, end, b"", [])
+        for chunk in chunks:
+            pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
+            marks = [mark.shifted(start, 0) for mark in chunk.marks]
+            if not self.session.on_speech(response_id, end, float_to_pcm16(pcm), marks):
+                return False
+            await self._settle()
+        return True

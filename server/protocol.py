@@ -1,0 +1,447 @@
+"""Client event parsing and validation for the `/v1/realtime` protocol (see PROTOCOL.md).
+
+Event and field names follow the OpenAI Realtime GA API; `playback.ack` and `barge_in` are our
+extensions. `parse_client_event` turns one text frame into a typed event or raises
+`ProtocolError`, which the session turns into an `error` event naming the offending `event_id`.
+Sans-I/O: pure functions and dataclasses.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_FRAME_CHARS = 1_048_576
+"""Largest client text frame accepted (code points); larger frames get an error event."""
+
+OUTPUT_SAMPLE_RATE_HZ = 24000
+"""The only output rate: the OpenAI Realtime `audio/pcm` format is 24 kHz PCM16 mono."""
+
+
+class ProtocolError(Exception):
+    """A client event that cannot be applied.
+
+    Attributes:
+        code: machine-readable error code (e.g. "invalid_json", "unknown_event_type").
+        message: human-readable explanation.
+        param: dotted path of the offending field, if any.
+        event_id: the client's `event_id` of the offending event, if it had one.
+    """
+
+    def __init__(
+        self, code: str, message: str, *, param: str | None = None, event_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+        self.event_id = event_id
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUpdate:
+    """`session.update`: the validated subset of session fields that were present."""
+
+    event_id: str | None
+    changes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemCreate:
+    """`conversation.item.create` with a user text message."""
+
+    event_id: str | None
+    text: str
+    item_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCreate:
+    """`response.create`; `instructions` overrides the session's for this response only."""
+
+    event_id: str | None
+    instructions: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCancel:
+    """`response.cancel`; without `response_id` it names the active response."""
+
+    event_id: str | None
+    response_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTruncate:
+    """`conversation.item.truncate`: a permanent cap at `audio_end_ms` on an assistant item."""
+
+    event_id: str | None
+    item_id: str
+    content_index: int
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutputAudioBufferClear:
+    """`output_audio_buffer.clear`: the client dropped its queued audio."""
+
+    event_id: str | None
+    response_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDelete:
+    """`conversation.item.delete`."""
+
+    event_id: str | None
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRetrieve:
+    """`conversation.item.retrieve`."""
+
+    event_id: str | None
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputAudioAppend:
+    """`input_audio_buffer.append`: PCM16 LE mono bytes at the session's input rate."""
+
+    event_id: str | None
+    pcm16: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InputAudioCommit:
+    """`input_audio_buffer.commit`."""
+
+    event_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class InputAudioClear:
+    """`input_audio_buffer.clear`."""
+
+    event_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlaybackAck:
+    """`playback.ack` (extension): what the client rendered of one response, in ms."""
+
+    event_id: str | None
+    response_id: str | None
+    item_id: str | None
+    played_ms: int
+    truncate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BargeIn:
+    """`barge_in` (extension): cancel, stop sending, cap at `audio_end_ms`, calibrate now."""
+
+    event_id: str | None
+    response_id: str | None
+    item_id: str | None
+    audio_end_ms: int
+    source: str = "unknown"
+
+
+ClientEvent = (
+    SessionUpdate
+    | ItemCreate
+    | ResponseCreate
+    | ResponseCancel
+    | ItemTruncate
+    | OutputAudioBufferClear
+    | ItemDelete
+    | ItemRetrieve
+    | InputAudioAppend
+    | InputAudioCommit
+    | InputAudioClear
+    | PlaybackAck
+    | BargeIn
+)
+
+
+class _Fields:
+    """Typed access to one event's fields; every failure raises ProtocolError."""
+
+    def __init__(self, data: dict[str, Any], event_id: str | None, allowed: set[str]) -> None:
+        self.data = data
+        self.event_id = event_id
+        unknown = sorted(set(data) - allowed - {"type", "event_id"})
+        if unknown:
+            raise ProtocolError(
+                "unknown_parameter", f"Unknown parameter '{unknown[0]}'.",
+                param=unknown[0], event_id=event_id,
+            )
+
+    def error(self, code: str, message: str, param: str) -> ProtocolError:
+        return ProtocolError(code, message, param=param, event_id=self.event_id)
+
+    def string(self, name: str, *, required: bool) -> str | None:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.error("missing_required_parameter", f"Missing '{name}'.", name)
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.error("invalid_type", f"'{name}' must be a non-empty string.", name)
+        return value
+
+    def milliseconds(self, name: str, *, required: bool = True) -> int:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.error("missing_required_parameter", f"Missing '{name}'.", name)
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error("invalid_type", f"'{name}' must be a number of milliseconds.", name)
+        if not math.isfinite(value) or value < 0:
+            raise self.error("invalid_value", f"'{name}' must be finite and >= 0.", name)
+        return int(value)
+
+    def boolean(self, name: str) -> bool:
+        value = self.data.get(name, False)
+        if not isinstance(value, bool):
+            raise self.error("invalid_type", f"'{name}' must be a boolean.", name)
+        return value
+
+
+def _parse_session(fields: _Fields) -> SessionUpdate:
+    session = fields.data.get("session")
+    if not isinstance(session, dict):
+        raise fields.error("invalid_type", "'session' must be an object.", "session")
+    changes: dict[str, Any] = {}
+    allowed = {"type", "instructions", "output_modalities", "audio", "model"}
+    for key, value in session.items():
+        param = f"session.{key}"
+        if key not in allowed:
+            raise fields.error("unknown_parameter", f"Unsupported session field '{key}'.", param)
+        if key == "type" and value != "realtime":
+            raise fields.error("invalid_value", "session.type must be 'realtime'.", param)
+        if key == "instructions":
+            if not isinstance(value, str):
+                raise fields.error("invalid_type", "instructions must be a string.", param)
+            changes["instructions"] = value
+        if key == "output_modalities" and value != ["audio"]:
+            raise fields.error("invalid_value", "Only ['audio'] output is supported.", param)
+        if key == "model" and not isinstance(value, str):
+            raise fields.error("invalid_type", "model must be a string.", param)
+        if key == "audio":
+            changes.update(_parse_audio_config(fields, value))
+    return SessionUpdate(fields.event_id, changes)
+
+
+def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
+    if not isinstance(audio, dict):
+        raise fields.error("invalid_type", "session.audio must be an object.", "session.audio")
+    changes: dict[str, Any] = {}
+    for direction, value in audio.items():
+        param = f"session.audio.{direction}"
+        if direction not in ("input", "output") or not isinstance(value, dict):
+            raise fields.error("unknown_parameter", f"Unsupported field '{param}'.", param)
+        allowed = {"format", "voice", "speed"} if direction == "output" else {"format"}
+        for key, setting in value.items():
+            sub = f"{param}.{key}"
+            if key not in allowed:
+                raise fields.error("unknown_parameter", f"Unsupported field '{sub}'.", sub)
+            if key == "format":
+                _check_pcm_format(fields, setting, sub)
+            if key == "voice":
+                if not isinstance(setting, str):
+                    raise fields.error("invalid_type", "voice must be a string.", sub)
+                changes["voice"] = setting
+            if key == "speed" and setting != 1.0:
+                raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
+    return changes
+
+
+def _check_pcm_format(fields: _Fields, value: Any, param: str) -> None:
+    if not isinstance(value, dict) or value.get("type", "audio/pcm") != "audio/pcm":
+        raise fields.error("invalid_value", "Only audio/pcm is supported.", param)
+    unknown = set(value) - {"type", "rate"}
+    if unknown or value.get("rate", OUTPUT_SAMPLE_RATE_HZ) != OUTPUT_SAMPLE_RATE_HZ:
+        raise fields.error("invalid_value", "Only audio/pcm at 24000 Hz is supported.", param)
+
+
+def _parse_item_create(fields: _Fields) -> ItemCreate:
+    item = fields.data.get("item")
+    if not isinstance(item, dict):
+        raise fields.error("invalid_type", "'item' must be an object.", "item")
+    if item.get("type") != "message" or item.get("role") != "user":
+        raise fields.error(
+            "invalid_value", "Only user messages with input_text can be created.", "item.role"
+        )
+    unknown = set(item) - {"type", "role", "content", "id", "object", "status"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise fields.error("unknown_parameter", f"Unknown item field '{name}'.", f"item.{name}")
+    content = item.get("content")
+    if not isinstance(content, list) or not content:
+        raise fields.error("invalid_type", "item.content must be a non-empty list.", "item.content")
+    texts = []
+    for index, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") != "input_text":
+            raise fields.error(
+                "invalid_value", "Only input_text content is supported.", f"item.content.{index}"
+            )
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise fields.error(
+                "invalid_type", "input_text.text must be a string.", f"item.content.{index}.text"
+            )
+        texts.append(text)
+    item_id = item.get("id")
+    if item_id is not None and (not isinstance(item_id, str) or not item_id):
+        raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
+    return ItemCreate(fields.event_id, "".join(texts), item_id)
+
+
+def _parse_response_create(fields: _Fields) -> ResponseCreate:
+    response = fields.data.get("response")
+    if response is None:
+        return ResponseCreate(fields.event_id)
+    if not isinstance(response, dict):
+        raise fields.error("invalid_type", "'response' must be an object.", "response")
+    unknown = set(response) - {"instructions", "output_modalities", "metadata"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise fields.error(
+            "unknown_parameter", f"Unsupported response field '{name}'.", f"response.{name}"
+        )
+    instructions = response.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise fields.error(
+            "invalid_type", "instructions must be a string.", "response.instructions"
+        )
+    if response.get("output_modalities", ["audio"]) != ["audio"]:
+        raise fields.error(
+            "invalid_value", "Only ['audio'] output is supported.", "response.output_modalities"
+        )
+    return ResponseCreate(fields.event_id, instructions)
+
+
+def _parse_audio_append(fields: _Fields) -> InputAudioAppend:
+    audio = fields.string("audio", required=True)
+    try:
+        pcm16 = base64.b64decode(audio or "", validate=True)
+    except (binascii.Error, ValueError):
+        raise fields.error("invalid_audio", "'audio' is not valid base64.", "audio") from None
+    if len(pcm16) % 2:
+        raise fields.error("invalid_audio", "PCM16 audio must have an even byte count.", "audio")
+    return InputAudioAppend(fields.event_id, pcm16)
+
+
+def _parse_ack(fields: _Fields) -> PlaybackAck:
+    response_id = fields.string("response_id", required=False)
+    item_id = fields.string("item_id", required=False)
+    if response_id is None and item_id is None:
+        raise fields.error(
+            "missing_required_parameter",
+            "playback.ack must name its response_id or item_id (positions are per response).",
+            "response_id",
+        )
+    return PlaybackAck(
+        fields.event_id, response_id, item_id, fields.milliseconds("played_ms"),
+        fields.boolean("truncate"),
+    )
+
+
+def _parse_barge_in(fields: _Fields) -> BargeIn:
+    source = fields.data.get("source", "unknown")
+    if not isinstance(source, str):
+        raise fields.error("invalid_type", "'source' must be a string.", "source")
+    return BargeIn(
+        fields.event_id,
+        fields.string("response_id", required=False),
+        fields.string("item_id", required=False),
+        fields.milliseconds("audio_end_ms", required=False),
+        source,
+    )
+
+
+def _parse_truncate(fields: _Fields) -> ItemTruncate:
+    item_id = fields.string("item_id", required=True)
+    content_index = fields.data.get("content_index", 0)
+    if content_index != 0 or isinstance(content_index, bool):
+        raise fields.error("invalid_value", "content_index must be 0.", "content_index")
+    return ItemTruncate(fields.event_id, item_id or "", 0, fields.milliseconds("audio_end_ms"))
+
+
+_PARSERS: dict[str, tuple[set[str], Any]] = {
+    "session.update": ({"session"}, _parse_session),
+    "conversation.item.create": ({"item", "previous_item_id"}, _parse_item_create),
+    "response.create": ({"response"}, _parse_response_create),
+    "response.cancel": (
+        {"response_id"},
+        lambda f: ResponseCancel(f.event_id, f.string("response_id", required=False)),
+    ),
+    "conversation.item.truncate": (
+        {"item_id", "content_index", "audio_end_ms"}, _parse_truncate,
+    ),
+    "output_audio_buffer.clear": (
+        {"response_id"},
+        lambda f: OutputAudioBufferClear(f.event_id, f.string("response_id", required=False)),
+    ),
+    "conversation.item.delete": (
+        {"item_id"}, lambda f: ItemDelete(f.event_id, f.string("item_id", required=True) or ""),
+    ),
+    "conversation.item.retrieve": (
+        {"item_id"}, lambda f: ItemRetrieve(f.event_id, f.string("item_id", required=True) or ""),
+    ),
+    "input_audio_buffer.append": ({"audio"}, _parse_audio_append),
+    "input_audio_buffer.commit": (set(), lambda f: InputAudioCommit(f.event_id)),
+    "input_audio_buffer.clear": (set(), lambda f: InputAudioClear(f.event_id)),
+    "playback.ack": (
+        {"response_id", "item_id", "played_ms", "committed_ms", "truncate"}, _parse_ack,
+    ),
+    "barge_in": ({"response_id", "item_id", "audio_end_ms", "source"}, _parse_barge_in),
+}
+
+
+def parse_client_event(frame: str | bytes) -> ClientEvent:
+    """Parse one WebSocket frame into a typed client event.
+
+    Args:
+        frame: a text frame (str) holding one JSON object; binary frames are rejected.
+
+    Returns:
+        One of the dataclasses in `ClientEvent`.
+
+    Raises:
+        ProtocolError: malformed JSON, a binary or oversized frame, an unknown `type`, unknown or
+            missing fields, wrong field types or values. `event_id` is filled when readable.
+    """
+    if isinstance(frame, bytes):
+        raise ProtocolError("invalid_frame", "Binary frames are not supported; send JSON text.")
+    if len(frame) > MAX_FRAME_CHARS:
+        raise ProtocolError("frame_too_large", f"Frames are limited to {MAX_FRAME_CHARS} chars.")
+    try:
+        data = json.loads(frame)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError("invalid_json", f"Frame is not valid JSON: {exc.msg}.") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("invalid_json", "A client event must be a JSON object.")
+    event_id = data.get("event_id")
+    if event_id is not None and not isinstance(event_id, str):
+        raise ProtocolError("invalid_type", "'event_id' must be a string.", param="event_id")
+    event_type = data.get("type")
+    if not isinstance(event_type, str):
+        raise ProtocolError(
+            "missing_required_parameter", "Missing 'type'.", param="type", event_id=event_id
+        )
+    if event_type not in _PARSERS:
+        raise ProtocolError(
+            "unknown_event_type", f"Unknown event type '{event_type}'.",
+            param="type", event_id=event_id,
+        )
+    allowed, parser = _PARSERS[event_type]
+    return parser(_Fields(data, event_id, allowed))

@@ -1,0 +1,862 @@
+"""The sans-I/O duplex session: items, responses, epochs, playback cursors and history.
+
+Events in (client frames, generation output, clock readings), events out (`take_events`) and
+effects out (`take_effects`: start or cancel a generation, wake the sender). No sockets, no sleeps,
+no tasks: the asyncio layer in `server.connection` drives it. Rules follow PROTOCOL.md and
+REFERENCE.md sections 1.3, 2 and 4: one terminal per response; no audio of a response after its
+cancellation; ACKs are per response and stay admissible after a newer response started; caps only
+tighten; history holds only what the listener heard (`server.history.heard_text_for`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from calibration.history_calibration import CalibrationView, HeardCut
+from calibration.word_marks import WordMark
+from server import protocol
+from server.history import ConversationHistory, HeardPrefix, HistoryItem, heard_text_for
+from server.playback import PlaybackCursor
+from server.responder import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
+
+if TYPE_CHECKING:
+    from calibration.history_calibration import HistoryCalibration
+
+DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """Per-session settings (all server-owned; `session.update` may change instructions only).
+
+    Attributes:
+        instructions: system instructions given to the responder.
+        voice: voice name reported in `session.created`.
+        sample_rate_hz: output PCM16 rate (24000, the OpenAI Realtime rate).
+        lead_ms: how far audio may be sent ahead of the client's latest ACK.
+        jitter_ms: initial jitter allowance added to the lead.
+        frame_ms: audio per `response.output_audio.delta`.
+        ack_timeout_ms: with no ACK for this long, pacing falls back to real time.
+        interruption_note: template told to the responder after an interrupted turn.
+        input_audio_max_bytes: bound on buffered microphone audio.
+    """
+
+    instructions: str = DEFAULT_INSTRUCTIONS
+    voice: str = "joe"
+    sample_rate_hz: int = protocol.OUTPUT_SAMPLE_RATE_HZ
+    lead_ms: int = 400
+    jitter_ms: int = 100
+    frame_ms: int = 100
+    ack_timeout_ms: int = 1000
+    interruption_note: str = DEFAULT_INTERRUPTION_NOTE
+    input_audio_max_bytes: int = 24000 * 2 * 600
+
+
+@dataclass(frozen=True, slots=True)
+class StartGeneration:
+    """Effect: run the responder and TTS for `response_id` (after calibration is ready)."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelGeneration:
+    """Effect: stop generating `response_id`; its late output is dropped anyway."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class WakeSender:
+    """Effect: new audio may be sendable (output queued, ACK arrived, or a response ended)."""
+
+
+Effect = StartGeneration | CancelGeneration | WakeSender
+
+
+@dataclass(slots=True)
+class _QueuedTranscript:
+    text: str
+
+
+@dataclass(slots=True)
+class _QueuedAudio:
+    pcm16: bytes
+    samples: int
+    marks: list[dict[str, object]] | None
+
+
+@dataclass(slots=True)
+class ResponseState:
+    """One response: its item, status, cursor, text and the outputs still waiting to be sent.
+
+    Attributes:
+        id, item_id: response and assistant item ids.
+        epoch: session epoch when the response started.
+        status: "in_progress" | "completed" | "cancelled" | "failed".
+        cursor: the playback cursor (ms).
+        text: the full text generated so far.
+        marks: word marks on the reply timeline (char offsets into `text`).
+        generation_ended: the responder/TTS stopped (finished, cancelled or failed).
+        generated_samples, sent_samples: sample counts at the output rate.
+        queue: transcript and audio outputs waiting for pacing.
+        first_send_ms, last_ack_ms: clock readings (ms) used by pacing.
+    """
+
+    id: str
+    item_id: str
+    epoch: int
+    status: str = "in_progress"
+    cursor: PlaybackCursor = field(default_factory=PlaybackCursor)
+    text: str = ""
+    queued_text_end: int = 0
+    marks: list[WordMark] = field(default_factory=list)
+    generation_ended: bool = False
+    generated_samples: int = 0
+    sent_samples: int = 0
+    queue: deque[_QueuedTranscript | _QueuedAudio] = field(default_factory=deque)
+    first_send_ms: float | None = None
+    last_ack_ms: float | None = None
+    status_reason: str | None = None
+    error_message: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True until the response's terminal event was produced."""
+        return self.status == "in_progress"
+
+
+class Session:
+    """One duplex session (one WebSocket connection). Sans-I/O.
+
+    Args:
+        config: session settings.
+        session_id: id reported in `session.created`.
+    """
+
+    def __init__(self, config: SessionConfig | None = None, *, session_id: str = "sess_1") -> None:
+        self.config = config or SessionConfig()
+        self.id = session_id
+        self.instructions = self.config.instructions
+        self.history = ConversationHistory()
+        self.responses: dict[str, ResponseState] = {}
+        self.current_response_id: str | None = None
+        self.epoch = 0
+        self.closed = False
+        self.calibration: HistoryCalibration | None = None
+        self.input_audio = bytearray()
+        self._events: list[dict[str, Any]] = []
+        self._effects: list[Effect] = []
+        self._seq = 0
+        self._ids = 0
+        self._announced: dict[str, tuple[str, str, bool]] = {}
+        self._response_instructions: dict[str, str] = {}
+        self._clock_ms = 0.0
+
+    # ------------------------------------------------------------------ outputs
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """Return and clear the server events produced so far (in order)."""
+        events, self._events = self._events, []
+        return events
+
+    def take_effects(self) -> list[Effect]:
+        """Return and clear the effects produced so far (in order)."""
+        effects, self._effects = self._effects, []
+        return effects
+
+    def _emit(self, event_type: str, **fields: Any) -> None:
+        self._seq += 1
+        self._events.append({"type": event_type, "event_id": f"event_{self._seq:06d}", **fields})
+
+    def _error(self, exc: protocol.ProtocolError) -> None:
+        self._emit(
+            "error",
+            error={
+                "type": "invalid_request_error",
+                "code": exc.code,
+                "message": exc.message,
+                "param": exc.param,
+                "event_id": exc.event_id,
+            },
+        )
+
+    def _new_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}_{self._ids:04d}"
+
+    # ------------------------------------------------------------------ session
+
+    def session_wire(self) -> dict[str, Any]:
+        """The session object of `session.created` / `session.updated`."""
+        audio_format = {"type": "audio/pcm", "rate": self.config.sample_rate_hz}
+        return {
+            "type": "realtime",
+            "id": self.id,
+            "object": "realtime.session",
+            "model": "duplex-demo",
+            "instructions": self.instructions,
+            "output_modalities": ["audio"],
+            "audio": {
+                "input": {"format": audio_format, "turn_detection": None},
+                "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
+            },
+        }
+
+    def open(self) -> None:
+        """Emit `session.created`; call once when the connection opens."""
+        self._emit("session.created", session=self.session_wire())
+
+    def close(self) -> None:
+        """Mark the session closed: generation is cancelled, calibration stops."""
+        self.closed = True
+        for response in self.responses.values():
+            if response.active:
+                self._effects.append(CancelGeneration(response.id))
+        if self.calibration is not None:
+            self.calibration.close()
+
+    # ------------------------------------------------------------------ client events
+
+    def receive(self, frame: str | bytes) -> None:
+        """Apply one client frame; bad input yields an `error` event and changes nothing."""
+        try:
+            event = protocol.parse_client_event(frame)
+            self._dispatch(event)
+        except protocol.ProtocolError as exc:
+            self._error(exc)
+
+    def _dispatch(self, event: protocol.ClientEvent) -> None:
+        match event:
+            case protocol.SessionUpdate():
+                self._session_update(event)
+            case protocol.ItemCreate():
+                self._item_create(event)
+            case protocol.ResponseCreate():
+                self._response_create(event)
+            case protocol.ResponseCancel():
+                self._response_cancel(event)
+            case protocol.ItemTruncate():
+                self._item_truncate(event)
+            case protocol.OutputAudioBufferClear():
+                self._output_clear(event)
+            case protocol.ItemDelete():
+                self._item_delete(event)
+            case protocol.ItemRetrieve():
+                self._item_retrieve(event)
+            case protocol.InputAudioAppend():
+                self._input_append(event)
+            case protocol.InputAudioCommit():
+                self._input_commit(event)
+            case protocol.InputAudioClear():
+                self.input_audio.clear()
+                self._emit("input_audio_buffer.cleared")
+            case protocol.PlaybackAck():
+                self._playback_ack(event)
+            case protocol.BargeIn():
+                self._barge_in(event)
+
+    def _session_update(self, event: protocol.SessionUpdate) -> None:
+        voice = event.changes.get("voice")
+        if voice is not None and voice != self.config.voice:
+            raise protocol.ProtocolError(
+                "invalid_value", f"Voice '{voice}' is not available; this server speaks with "
+                f"'{self.config.voice}'.", param="session.audio.output.voice",
+                event_id=event.event_id,
+            )
+        if "instructions" in event.changes:
+            self.instructions = event.changes["instructions"]
+        self._emit("session.updated", session=self.session_wire())
+
+    def _last_item_id(self) -> str | None:
+        items = list(self.history)
+        return items[-1].id if items else None
+
+    def _add_item(self, item: HistoryItem, status: str = "completed") -> None:
+        previous = self._last_item_id()
+        self.history.append(item)
+        self._emit("conversation.item.added", previous_item_id=previous,
+                   item=item.as_wire(status))
+        if status == "completed":
+            self._emit("conversation.item.done", previous_item_id=previous, item=item.as_wire())
+
+    def _item_create(self, event: protocol.ItemCreate) -> None:
+        item_id = event.item_id or self._new_id("item")
+        if item_id in self.history:
+            raise protocol.ProtocolError(
+                "duplicate_item_id", f"Item '{item_id}' already exists.", param="item.id",
+                event_id=event.event_id,
+            )
+        self._add_item(HistoryItem(id=item_id, role="user", text=event.text))
+
+    def _input_append(self, event: protocol.InputAudioAppend) -> None:
+        if len(self.input_audio) + len(event.pcm16) > self.config.input_audio_max_bytes:
+            raise protocol.ProtocolError(
+                "input_audio_buffer_full", "The input audio buffer is full; commit or clear it.",
+                param="audio", event_id=event.event_id,
+            )
+        self.input_audio.extend(event.pcm16)
+
+    def _input_commit(self, event: protocol.InputAudioCommit) -> None:
+        if not self.input_audio:
+            raise protocol.ProtocolError(
+                "input_audio_buffer_commit_empty", "The input audio buffer is empty.",
+                event_id=event.event_id,
+            )
+        item = HistoryItem(id=self._new_id("item"), role="user", text="",
+                           content_type="input_audio")
+        self.input_audio.clear()
+        self._emit("input_audio_buffer.committed", item_id=item.id,
+                   previous_item_id=self._last_item_id())
+        self._add_item(item)
+
+    # ------------------------------------------------------------------ responses
+
+    def _active_response(self) -> ResponseState | None:
+        response = self.responses.get(self.current_response_id or "")
+        return response if response is not None and response.active else None
+
+    def _response_wire(self, response: ResponseState) -> dict[str, Any]:
+        item = self.history.get(response.item_id)
+        wire: dict[str, Any] = {
+            "id": response.id,
+            "object": "realtime.response",
+            "status": response.status,
+            "output_modalities": ["audio"],
+            "conversation_id": self.id,
+            "output": [item.as_wire(self._item_status(response))] if item else [],
+            "audio": {"output": {"format": {"type": "audio/pcm",
+                                            "rate": self.config.sample_rate_hz},
+                                 "voice": self.config.voice}},
+        }
+        if response.status != "in_progress":
+            details: dict[str, Any] = {"type": response.status}
+            if response.status_reason:
+                details["reason"] = response.status_reason
+            if response.error_message:
+                details["error"] = {"type": "server_error", "message": response.error_message}
+            wire["status_details"] = details
+        return wire
+
+    @staticmethod
+    def _item_status(response: ResponseState) -> str:
+        if response.status == "in_progress":
+            return "in_progress"
+        return "completed" if response.status == "completed" else "incomplete"
+
+    def _response_create(self, event: protocol.ResponseCreate) -> None:
+        if self._active_response() is not None:
+            raise protocol.ProtocolError(
+                "conversation_already_has_active_response",
+                f"Response '{self.current_response_id}' is still in progress; cancel it first.",
+                event_id=event.event_id,
+            )
+        response = ResponseState(id=self._new_id("resp"), item_id=self._new_id("item"),
+                                 epoch=self.epoch)
+        self.responses[response.id] = response
+        self.current_response_id = response.id
+        item = HistoryItem(id=response.item_id, role="assistant", text="",
+                           response_id=response.id, content_type="output_audio")
+        self._emit("response.created", response=self._response_wire(response))
+        self._add_item(item, status="in_progress")
+        self._emit("response.output_item.added", response_id=response.id, output_index=0,
+                   item=item.as_wire("in_progress"))
+        self._emit("response.content_part.added", response_id=response.id, item_id=item.id,
+                   output_index=0, content_index=0, part={"type": "audio", "transcript": ""})
+        if event.instructions is not None:
+            self._response_instructions[response.id] = event.instructions
+        self._effects.append(StartGeneration(response.id))
+
+    def build_prompt(self, response_id: str) -> Prompt | None:
+        """The responder's prompt for `response_id`: history before its item, as heard.
+
+        Returns None when the response is no longer active (it was cancelled while waiting).
+        User turns are verbatim; assistant turns carry the heard text, the full text and whether
+        they were interrupted (the responder adds the interruption note).
+        """
+        response = self.responses.get(response_id)
+        if response is None or not response.active:
+            return None
+        turns = []
+        for item in self.history.before(response.item_id):
+            if item.role == "user":
+                turns.append(ConversationTurn(role="user", text=item.text))
+            else:
+                turns.append(ConversationTurn(role="assistant", text=item.text,
+                                              full_text=item.full_text,
+                                              interrupted=item.interrupted))
+        return Prompt(
+            instructions=self._response_instructions.get(response_id, self.instructions),
+            turns=tuple(turns),
+            interruption_note=self.config.interruption_note,
+        )
+
+    # ------------------------------------------------------------------ generation output
+
+    def _generating(self, response_id: str, epoch: int | None = None) -> ResponseState | None:
+        response = self.responses.get(response_id)
+        if response is None or not response.active or response.generation_ended:
+            return None
+        if epoch is not None and epoch != response.epoch:
+            return None
+        return response
+
+    def on_text(self, response_id: str, delta: str) -> bool:
+        """Append responder text to the reply; False when the response no longer generates."""
+        response = self._generating(response_id)
+        if response is None:
+            return False
+        response.text += delta
+        item = self.history.get(response.item_id)
+        if item is not None:
+            item.full_text = response.text
+        return True
+
+    def on_speech(
+        self, response_id: str, text_end: int, pcm16: bytes, marks: list[WordMark]
+    ) -> bool:
+        """Queue the transcript up to `text_end` and one synthesized chunk of audio.
+
+        Args:
+            response_id: the response the chunk belongs to.
+            text_end: code-point end (in the reply text) of the segment this chunk speaks.
+            pcm16: PCM16 LE mono at the session's output rate (may be empty).
+            marks: the chunk's word marks relative to the chunk start and to the reply text's
+                start (char offsets already shifted by the segment's start).
+
+        Returns:
+            False (and nothing is queued) when the response was cancelled, ended or is unknown:
+            late output of a cancelled response is dropped.
+        """
+        response = self._generating(response_id)
+        if response is None:
+            return False
+        if text_end > response.queued_text_end:
+            response.queue.append(_QueuedTranscript(response.text[response.queued_text_end:text_end]))
+            response.queued_text_end = text_end
+        samples = len(pcm16) // 2
+        if samples:
+            offset_ms = response.generated_samples * 1000 // self.config.sample_rate_hz
+            placed = [mark.shifted(0, offset_ms) for mark in marks]
+            response.marks.extend(placed)
+            wire_marks = [mark.to_wire(response.text) for mark in placed]
+            frame_bytes = self.config.sample_rate_hz * self.config.frame_ms // 1000 * 2
+            for start in range(0, len(pcm16), frame_bytes):
+                frame = pcm16[start:start + frame_bytes]
+                response.queue.append(_QueuedAudio(frame, len(frame) // 2,
+                                                   wire_marks if start == 0 else None))
+            response.generated_samples += samples
+            response.cursor.generated_ms = (
+                response.generated_samples * 1000 // self.config.sample_rate_hz
+            )
+            if self.calibration is not None:
+                pcm_f32 = _pcm16_to_f32le(pcm16)
+                self.calibration.record(response.id, {
+                    "pcm_f32le": pcm_f32, "sample_rate_hz": self.config.sample_rate_hz,
+                    "marks": placed,
+                })
+        self._effects.append(WakeSender())
+        return True
+
+    def on_generation_done(self, response_id: str) -> None:
+        """The responder and TTS finished the whole reply: the audio is complete."""
+        response = self._generating(response_id)
+        if response is None:
+            return
+        if response.queued_text_end < len(response.text):
+            response.queue.append(_QueuedTranscript(response.text[response.queued_text_end:]))
+            response.queued_text_end = len(response.text)
+        response.generation_ended = True
+        response.cursor.audio_complete = True
+        self._effects.append(WakeSender())
+
+    def on_generation_failed(self, response_id: str, message: str) -> None:
+        """Generation raised: end the response as failed; history keeps what was heard."""
+        response = self._generating(response_id)
+        if response is None:
+            return
+        response.generation_ended = True
+        response.queue.clear()
+        response.error_message = message
+        self._finish(response, "failed", None)
+        self._mark_interrupted(response)
+
+    # ------------------------------------------------------------------ pacing
+
+    def pull_outbound(self, now_ms: float) -> float | None:
+        """Move sendable outputs of the current response to the event list.
+
+        Pacing: audio may run at most `lead_ms` (+ `jitter_ms`) ahead of the client's latest ACK
+        for this response; with no ACK for `ack_timeout_ms`, the played position is estimated
+        from real time since the first audio was sent (so a client that never ACKs still gets
+        the whole reply). When the queue is drained and generation ended, the terminal events are
+        emitted (exactly once).
+
+        Args:
+            now_ms: a monotonic clock reading in ms.
+
+        Returns:
+            The clock reading (ms) at which more audio becomes sendable by the real-time
+            fallback, or None when only an ACK, new output or a cancel can unblock it.
+        """
+        response = self.responses.get(self.current_response_id or "")
+        if response is None or not response.active:
+            return None
+        rate = self.config.sample_rate_hz
+        while response.queue:
+            head = response.queue[0]
+            if isinstance(head, _QueuedAudio):
+                budget = self._send_budget_ms(response, now_ms)
+                sent_ms = response.sent_samples * 1000 / rate
+                if sent_ms >= budget:
+                    return self._fallback_deadline(response, sent_ms)
+                if response.first_send_ms is None:
+                    response.first_send_ms = now_ms
+                response.queue.popleft()
+                response.sent_samples += head.samples
+                response.cursor.sent_ms = response.sent_samples * 1000 // rate
+                fields: dict[str, Any] = {
+                    "response_id": response.id, "item_id": response.item_id,
+                    "output_index": 0, "content_index": 0,
+                    "delta": base64.b64encode(head.pcm16).decode("ascii"),
+                    "audio_end_ms": response.cursor.sent_ms,
+                }
+                if head.marks is not None:
+                    fields["marks"] = head.marks
+                self._emit("response.output_audio.delta", **fields)
+            else:
+                response.queue.popleft()
+                self._emit("response.output_audio_transcript.delta", response_id=response.id,
+                           item_id=response.item_id, output_index=0, content_index=0,
+                           delta=head.text)
+        if response.generation_ended:
+            self._finish(response, "completed", None)
+        return None
+
+    def _send_budget_ms(self, response: ResponseState, now_ms: float) -> float:
+        lead = self.config.lead_ms + self.config.jitter_ms
+        acked_recently = (
+            response.last_ack_ms is not None
+            and now_ms - response.last_ack_ms < self.config.ack_timeout_ms
+        )
+        played = float(response.cursor.played_ms)
+        if not acked_recently and response.first_send_ms is not None:
+            silent_since = max(response.first_send_ms, response.last_ack_ms or 0.0)
+            if now_ms - silent_since >= self.config.ack_timeout_ms:
+                played = max(played, now_ms - response.first_send_ms - self.config.jitter_ms)
+        return played + lead
+
+    def _fallback_deadline(self, response: ResponseState, sent_ms: float) -> float | None:
+        """When the real-time fallback of `_send_budget_ms` next lets audio out (ms)."""
+        if response.first_send_ms is None:
+            return None
+        silent_since = max(response.first_send_ms, response.last_ack_ms or 0.0)
+        by_time = response.first_send_ms + sent_ms - self.config.lead_ms
+        return max(silent_since + self.config.ack_timeout_ms, by_time) + 1
+
+    def _finish(self, response: ResponseState, status: str, reason: str | None) -> None:
+        """Emit the terminal sequence of a response (once) and end it."""
+        if not response.active:
+            return
+        response.status = status
+        response.status_reason = reason
+        response.queue.clear()
+        if self.current_response_id == response.id:
+            self.current_response_id = None
+        item = self.history.get(response.item_id)
+        common = {"response_id": response.id, "item_id": response.item_id,
+                  "output_index": 0, "content_index": 0}
+        self._emit("response.output_audio.done", **common)
+        self._emit("response.output_audio_transcript.done", **common, transcript=response.text)
+        self._emit("response.content_part.done", **common,
+                   part={"type": "audio", "transcript": response.text})
+        if item is not None:
+            self._refresh_history(response)
+            wire = item.as_wire(self._item_status(response))
+            self._emit("response.output_item.done", response_id=response.id, output_index=0,
+                       item=wire)
+            self._emit("conversation.item.done",
+                       previous_item_id=self.history.previous_id(item.id), item=wire)
+        self._emit("response.done", response=self._response_wire(response))
+        self._effects.append(WakeSender())
+
+    # ------------------------------------------------------------------ interruptions
+
+    def _resolve(
+        self, response_id: str | None, item_id: str | None, event_id: str | None
+    ) -> ResponseState:
+        """Find the response an event names (response_id and/or item_id); errors otherwise."""
+        response = None
+        if response_id is not None:
+            response = self.responses.get(response_id)
+            if response is None:
+                raise protocol.ProtocolError(
+                    "response_not_found", f"Unknown response '{response_id}'.",
+                    param="response_id", event_id=event_id,
+                )
+        if item_id is not None:
+            by_item = next((r for r in self.responses.values() if r.item_id == item_id), None)
+            if by_item is None or item_id not in self.history:
+                raise protocol.ProtocolError(
+                    "item_not_found", f"No assistant item '{item_id}'.", param="item_id",
+                    event_id=event_id,
+                )
+            if response is not None and response is not by_item:
+                raise protocol.ProtocolError(
+                    "item_response_mismatch",
+                    f"Item '{item_id}' does not belong to response '{response_id}'.",
+                    param="item_id", event_id=event_id,
+                )
+            response = by_item
+        if response is None:
+            raise protocol.ProtocolError(
+                "missing_required_parameter", "Name the response_id or item_id.",
+                param="response_id", event_id=event_id,
+            )
+        return response
+
+    def _latest_response(self) -> ResponseState | None:
+        return next(reversed(self.responses.values()), None)
+
+    def _cancel_generation(self, response: ResponseState, reason: str) -> None:
+        """Stop generating and sending `response`; emit its cancelled terminal sequence."""
+        if not response.active:
+            return
+        if not response.generation_ended:
+            response.generation_ended = True
+            self._effects.append(CancelGeneration(response.id))
+        self.epoch += 1
+        self._finish(response, "cancelled", reason)
+
+    def _mark_interrupted(self, response: ResponseState) -> None:
+        item = self.history.get(response.item_id)
+        if item is not None and not response.cursor.fully_played:
+            item.interrupted = True
+        self._refresh_history(response)
+        self._request_calibration()
+
+    def _barge_in(self, event: protocol.BargeIn) -> None:
+        if event.response_id is None and event.item_id is None:
+            response = self._active_response() or self._latest_response()
+            if response is None:
+                raise protocol.ProtocolError(
+                    "response_not_found", "There is no response to interrupt.",
+                    event_id=event.event_id,
+                )
+        else:
+            response = self._resolve(event.response_id, event.item_id, event.event_id)
+        if response.cursor.fully_played:
+            return
+        reason = "turn_detected" if event.source == "vad" else "client_cancelled"
+        self._cancel_generation(response, reason)
+        cap = response.cursor.truncate(event.audio_end_ms)
+        if response.item_id in self.history:
+            self._emit("conversation.item.truncated", item_id=response.item_id,
+                       content_index=0, audio_end_ms=cap)
+        self._mark_interrupted(response)
+
+    def _response_cancel(self, event: protocol.ResponseCancel) -> None:
+        if event.response_id is not None:
+            response = self._resolve(event.response_id, None, event.event_id)
+        else:
+            response = self._active_response()
+        if response is None or not response.active:
+            raise protocol.ProtocolError(
+                "response_cancel_not_active", "There is no active response to cancel.",
+                event_id=event.event_id,
+            )
+        self._cancel_generation(response, "client_cancelled")
+        self._mark_interrupted(response)
+
+    def _item_truncate(self, event: protocol.ItemTruncate) -> None:
+        response = self._resolve(None, event.item_id, event.event_id)
+        if event.audio_end_ms > response.cursor.total_ms:
+            raise protocol.ProtocolError(
+                "invalid_value",
+                f"audio_end_ms {event.audio_end_ms} is beyond the item's audio "
+                f"({response.cursor.total_ms} ms).", param="audio_end_ms",
+                event_id=event.event_id,
+            )
+        cap = response.cursor.truncate(event.audio_end_ms)
+        self._emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
+                   audio_end_ms=cap)
+        self._mark_interrupted(response)
+
+    def _output_clear(self, event: protocol.OutputAudioBufferClear) -> None:
+        if event.response_id is not None:
+            response = self._resolve(event.response_id, None, event.event_id)
+        else:
+            response = self._latest_response()
+        if response is None:
+            raise protocol.ProtocolError(
+                "response_not_found", "There is no output audio to clear.",
+                event_id=event.event_id,
+            )
+        self._emit("output_audio_buffer.cleared", response_id=response.id)
+        if response is not self._latest_response() or response.cursor.fully_played:
+            return
+        self._cancel_generation(response, "client_cancelled")
+        self._mark_interrupted(response)
+
+    def _playback_ack(self, event: protocol.PlaybackAck) -> None:
+        response = self._resolve(event.response_id, event.item_id, event.event_id)
+        response.last_ack_ms = self._clock_ms
+        cursor = response.cursor
+        cursor.acknowledge(event.played_ms)
+        if event.truncate:
+            cursor.truncate(event.played_ms)
+        self._emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,
+                   played_ms=cursor.played_ms, cursor=cursor.as_wire())
+        if event.truncate:
+            self._mark_interrupted(response)
+        else:
+            self._refresh_history(response)
+        superseded = response is not self._latest_response()
+        if response.generation_ended and (cursor.unplayed_ms == 0 or superseded):
+            self._mark_interrupted(response)
+        if self.calibration is not None:
+            self.calibration.release_confirmed()
+        self._effects.append(WakeSender())
+
+    def set_clock(self, now_ms: float) -> None:
+        """Tell the session the current monotonic time (ms) before feeding it an ACK."""
+        self._clock_ms = now_ms
+
+    def _request_calibration(self) -> None:
+        if self.calibration is not None:
+            self.calibration.request_ready()
+
+    # ------------------------------------------------------------------ items
+
+    def _item_delete(self, event: protocol.ItemDelete) -> None:
+        item = self.history.get(event.item_id)
+        if item is None:
+            raise protocol.ProtocolError(
+                "item_not_found", f"No item '{event.item_id}'.", param="item_id",
+                event_id=event.event_id,
+            )
+        if item.response_id is not None:
+            response = self.responses[item.response_id]
+            self._cancel_generation(response, "client_cancelled")
+            if self.calibration is not None:
+                self.calibration.discard(response.id)
+        self.history.delete(item.id)
+        self._announced.pop(item.id, None)
+        self._emit("conversation.item.deleted", item_id=item.id)
+
+    def _item_retrieve(self, event: protocol.ItemRetrieve) -> None:
+        item = self.history.get(event.item_id)
+        if item is None:
+            raise protocol.ProtocolError(
+                "item_not_found", f"No item '{event.item_id}'.", param="item_id",
+                event_id=event.event_id,
+            )
+        status = "completed"
+        if item.response_id is not None:
+            status = self._item_status(self.responses[item.response_id])
+        self._emit("conversation.item.retrieved", item=item.as_wire(status))
+
+    # ------------------------------------------------------------------ history
+
+    def _refresh_history(self, response: ResponseState, elapsed_ms: float | None = None) -> None:
+        """Recompute the item's stored text; announce `conversation.item.heard` on change."""
+        item = self.history.get(response.item_id)
+        if item is None:
+            return
+        text, method = heard_text_for(item, response.cursor)
+        item.text, item.method = text, method
+        if method == "full":
+            item.interrupted = False
+        state = (text, method, item.interrupted)
+        if state == self._announced.get(item.id) or (method == "none" and not item.interrupted):
+            return
+        self._announced[item.id] = state
+        heard = item.heard if method not in ("none", "full") else None
+        self._emit(
+            "conversation.item.heard", item_id=item.id, response_id=response.id, text=text,
+            full_text=item.full_text, played_ms=response.cursor.cutoff_ms, method=method,
+            asr_text=heard.asr_text if heard else None,
+            marks_agree=heard.marks_agree if heard else None,
+            elapsed_ms=round(elapsed_ms, 1) if elapsed_ms is not None else None,
+            interrupted=item.interrupted,
+        )
+
+    # ------------------------------------------------------------------ calibration session
+
+    def calibration_view(self, response_id: str) -> CalibrationView | None:
+        """What the calibration controller may know of a reply (None when unknown/deleted)."""
+        response = self.responses.get(response_id)
+        if response is None or response.item_id not in self.history or self.closed:
+            return None
+        cursor = response.cursor
+        complete = cursor.total_ms if cursor.audio_complete else None
+        return CalibrationView(
+            text=response.text,
+            generating=not response.generation_ended,
+            cutoff_ms=cursor.cutoff_ms,
+            total_audio_ms=cursor.total_ms,
+            complete_audio_duration_ms=complete,
+            fully_heard=cursor.fully_played,
+        )
+
+    def apply_heard_text(
+        self, response_id: str, *, text: str, audio_end_ms: int, char_end: int
+    ) -> bool:
+        """Store a calibration result after re-validating it (REFERENCE.md section 4.1).
+
+        Args:
+            response_id: the reply.
+            text: the full text the result was computed on (must equal the reply's text now).
+            audio_end_ms: the cutoff the evidence covered (must be > 0 and <= the cutoff now).
+            char_end: exclusive code-point end of the heard prefix, 0 <= char_end <= len(text);
+                a `HeardCut` also carries the method and the ASR transcript.
+
+        Returns:
+            True when the result was stored (the heard text is re-derived from it); False when
+            any check fails, in which case nothing changes.
+        """
+        response = self.responses.get(response_id)
+        if self.closed or response is None or not response.generation_ended:
+            return False
+        item = self.history.get(response.item_id)
+        if item is None or response.text != text or isinstance(char_end, bool):
+            return False
+        if not 0 <= char_end <= len(text) or audio_end_ms <= 0:
+            return False
+        if audio_end_ms > response.cursor.cutoff_ms:
+            return False
+        method = char_end.method if isinstance(char_end, HeardCut) else "custom"
+        item.heard = HeardPrefix(
+            text=text, char_end=int(char_end), audio_end_ms=audio_end_ms, method=method,
+            asr_text=getattr(char_end, "asr_text", None),
+            marks_agree=getattr(char_end, "marks_agree", None),
+        )
+        return True
+
+    def announce_calibration(self, response_id: str, elapsed_ms: float) -> None:
+        """After `apply_heard_text` succeeded: re-derive and announce the item's heard text."""
+        response = self.responses.get(response_id)
+        if response is not None:
+            self._announced.pop(response.item_id, None)
+            self._refresh_history(response, elapsed_ms)
+
+
+def _pcm16_to_f32le(pcm16: bytes) -> bytes:
+    """PCM16 LE bytes -> float32 LE bytes in [-1, 1)."""
+    return (np.frombuffer(pcm16, dtype="<i2").astype("<f4") / 32768.0).tobytes()
+
+
+__all__ = [
+    "CancelGeneration",
+    "Effect",
+    "ResponseState",
+    "Session",
+    "SessionConfig",
+    "StartGeneration",
+    "WakeSender",
+]

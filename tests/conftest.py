@@ -1,0 +1,96 @@
+"""Shared fixtures: a real demo server on loopback, with voices loaded once per test run."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from server.app import DemoServer
+from server.config import ServerConfig, build_services
+from server.responder import DemoResponder, Prompt
+from server.tts import SpeechChunk, SpeechSynthesizer, create_synthesizer
+
+
+@functools.cache
+def loaded_synthesizer(name: str) -> SpeechSynthesizer:
+    """A warmed synthesizer, loaded once per test process (Piper is deterministic here)."""
+    synthesizer = create_synthesizer(name, deterministic=True)
+    synthesizer.warm_up()
+    return synthesizer
+
+
+class RecordingResponder:
+    """The real demo responder, keeping every prompt it was given (tests read them)."""
+
+    def __init__(self) -> None:
+        self.inner = DemoResponder()
+        self.prompts: list[Prompt] = []
+
+    def respond(self, prompt: Prompt) -> Any:
+        self.prompts.append(prompt)
+        return self.inner.respond(prompt)
+
+
+class SlowSynthesizer:
+    """A real synthesizer whose every segment takes `delay_s` longer (a busy TTS server)."""
+
+    def __init__(self, inner: SpeechSynthesizer, delay_s: float) -> None:
+        self.inner = inner
+        self.delay_s = delay_s
+        self.name = inner.name
+        self.sample_rate_hz = inner.sample_rate_hz
+
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
+    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
+        for chunk in self.inner.synthesize(text):
+            time.sleep(self.delay_s)
+            yield chunk
+
+
+class RunningServer:
+    """A started demo server: its URLs and the responder that records prompts."""
+
+    def __init__(self, demo: DemoServer, responder: RecordingResponder) -> None:
+        self.demo = demo
+        self.responder = responder
+        self.http_url = f"http://127.0.0.1:{demo.port()}"
+        self.ws_url = f"ws://127.0.0.1:{demo.port()}/v1/realtime"
+
+
+@pytest.fixture
+async def start_server() -> AsyncIterator[Callable[..., Any]]:
+    """Factory: `await start_server(tts="uniform", calibration="marks", lead_ms=...)`.
+
+    Starts a real `DemoServer` on 127.0.0.1 (free port) in this test's event loop; stops every
+    server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`.
+    """
+    started: list[DemoServer] = []
+
+    async def start(tts: str = "uniform", tts_delay_s: float = 0.0,
+                    **overrides: Any) -> RunningServer:
+        config = replace(ServerConfig(port=0, tts=tts, calibration="marks",
+                                      deterministic=True), **overrides)
+        synthesizer = await asyncio.to_thread(loaded_synthesizer, tts)
+        if tts_delay_s:
+            synthesizer = SlowSynthesizer(synthesizer, tts_delay_s)
+        responder = RecordingResponder()
+        services = await asyncio.to_thread(
+            build_services, config, synthesizer=synthesizer, responder=responder)
+        demo = DemoServer(services, config.allow_origin)
+        await demo.start("127.0.0.1", 0)
+        started.append(demo)
+        return RunningServer(demo, responder)
+
+    yield start
+    for demo in started:
+        assert demo.server is not None
+        demo.server.close()
+        await demo.server.wait_closed()

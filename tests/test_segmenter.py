@@ -1,0 +1,161 @@
+"""SpeechSegmenter: spans cover the reply exactly, first clause early, then whole sentences."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from server.segmenter import SpeechSegmenter
+
+
+def segments(text: str, *, first_clause: bool = True) -> list[str]:
+    segmenter = SpeechSegmenter(first_clause=first_clause)
+    spans = segmenter.feed(text) + segmenter.flush()
+    return [text[start:end] for start, end in spans]
+
+
+def spans_fed_in_pieces(text: str, cuts: list[int]) -> list[tuple[int, int]]:
+    segmenter = SpeechSegmenter()
+    bounds = [0, *sorted(cuts), len(text)]
+    spans: list[tuple[int, int]] = []
+    for start, end in pairwise(bounds):
+        spans += segmenter.feed(text[start:end])
+    return spans + segmenter.flush()
+
+
+def test_first_clause_then_sentences_with_trailing_whitespace() -> None:
+    text = "Well, once upon a time, there was a cat.  It sat on a mat, all day. The end."
+    assert segments(text) == [
+        "Well, once upon a time, ",
+        "there was a cat.  ",
+        "It sat on a mat, all day. ",
+        "The end.",
+    ]
+
+
+def test_first_clause_is_emitted_before_its_sentence_ends() -> None:
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed("10, 9, 8, 7") == [(0, 10)]
+    assert segmenter.feed(", 6, 5, 4, 3, 2, 1, liftoff!") == []
+    assert segmenter.flush() == [(10, len("10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff!"))]
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Good bread needs only four things: flour, water, salt and yeast.", "Good bread "
+         "needs only four things: "),
+        ("Let me explain; the three plans differ.", "Let me explain; "),
+        ("The answer to that \u2014 sadly \u2014 is no.", "The answer to that \u2014 "),
+        ("The answer to that - sadly - is no.", "The answer to that - "),
+        ("Yes, I can help you place your order. Please tell me.", "Yes, I can help you place "
+         "your order. "),
+        ("It costs 1,500 dollars in total, roughly.", "It costs 1,500 dollars in total, "),
+        ("Meet at 10:30 tomorrow: bring tea.", "Meet at 10:30 tomorrow: "),
+        ("A well-known fact, sadly.", "A well-known fact, "),
+    ],
+)
+def test_first_clause_needs_three_words_and_a_real_clause_mark(text: str, first: str) -> None:
+    assert segments(text)[0] == first
+
+
+def test_without_first_clause_every_segment_is_a_sentence() -> None:
+    text = "10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff! Next one."
+    assert segments(text, first_clause=False) == ["10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff! ",
+                                                  "Next one."]
+
+
+def test_abbreviations_initialisms_and_decimals_do_not_end_sentences() -> None:
+    text = (
+        "Ask Dr. Lee. Mr. Smith paid $9.05 for 3.5 kilos. He lives in the U.S.A. Today, e.g. "
+        "Monday, works. St. Ives is small."
+    )
+    assert segments(text, first_clause=False) == [
+        "Ask Dr. Lee. ",
+        "Mr. Smith paid $9.05 for 3.5 kilos. ",
+        "He lives in the U.S.A. Today, e.g. Monday, works. ",
+        "St. Ives is small.",
+    ]
+
+
+def test_lower_case_continuation_and_quoted_ellipsis_do_not_end_sentences() -> None:
+    text = 'Wait... what? I was cut off after "... 7, 6,", so here. He said "yes." Then left.'
+    assert segments(text, first_clause=False) == [
+        "Wait... what? ",
+        'I was cut off after "... 7, 6,", so here. ',
+        'He said "yes." ',
+        "Then left.",
+    ]
+
+
+def test_other_terminators_closers_and_newlines() -> None:
+    text = "Really?! Yes\u2026 Done. \U0001f389\U0001f389 **Great job!** Well done.\nTitle\n\nBody"
+    assert segments(text, first_clause=False) == [
+        "Really?! ",
+        "Yes\u2026 ",
+        "Done. ",
+        "\U0001f389\U0001f389 **Great job!** ",
+        "Well done.\n",
+        "Title\n\n",
+        "Body",
+    ]
+
+
+def test_cjk_sentence_ends_need_no_whitespace() -> None:
+    assert segments("\u4f60\u597d\uff01\u6211\u662f\u4f60\u7684\u52a9\u624b\u3002"
+                    "\u4eca\u5929\u60f3\u804a\u4ec0\u4e48\uff1f") == [
+        "\u4f60\u597d\uff01",
+        "\u6211\u662f\u4f60\u7684\u52a9\u624b\u3002",
+        "\u4eca\u5929\u60f3\u804a\u4ec0\u4e48\uff1f",
+    ]
+
+
+def test_cjk_first_clause_counts_characters_as_words() -> None:
+    text = "\u3053\u3093\u306b\u3061\u306f\u3001\u4eca\u65e5\u306f\u3044\u3044\u5929\u6c17" \
+           "\u3067\u3059\u306d\u3002"
+    assert segments(text) == [text[:6], text[6:]]
+
+
+def test_a_boundary_waits_for_the_next_word_so_whitespace_is_complete() -> None:
+    segmenter = SpeechSegmenter(first_clause=False)
+    assert segmenter.feed("Hello there.") == []
+    assert segmenter.feed(" ") == []
+    assert segmenter.feed(" ") == []
+    assert segmenter.feed("Next") == [(0, 14)]
+    assert segmenter.flush() == [(14, 18)]
+    assert segmenter.flush() == []
+
+
+def test_leading_whitespace_joins_the_first_segment() -> None:
+    assert segments("\n  Hi there. Bye.") == ["\n  Hi there. ", "Bye."]
+
+
+def test_empty_reply_gives_no_spans() -> None:
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed("") == []
+    assert segmenter.flush() == []
+
+
+_PIECES = st.sampled_from([
+    "word", "Dr.", "U.S.A.", "e.g.", "$9.05", "3.5", "10", ",", ";", ":", ".", "!", "?", "...",
+    "\u2026", "\u2014", "-", '"', "**", " ", "  ", "\n", "\u4f60", "\u3002", "\uff01", "\u3001",
+    "\U0001f389", "The", "it",
+])
+
+
+@given(pieces=st.lists(_PIECES, max_size=40), data=st.data())
+def test_spans_cover_the_text_and_do_not_depend_on_delta_boundaries(
+    pieces: list[str], data: st.DataObject
+) -> None:
+    text = "".join(pieces)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=10))
+    spans = spans_fed_in_pieces(text, cuts)
+    whole = spans_fed_in_pieces(text, [])
+    assert spans == whole
+    assert "".join(text[start:end] for start, end in spans) == text
+    assert all(start < end for start, end in spans)
+    assert all(a[1] == b[0] for a, b in pairwise(spans))
+    assert all(text[start:end].strip() for start, end in spans[:-1])
