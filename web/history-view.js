@@ -1,0 +1,148 @@
+/**
+ * The conversation history as the server stores it for the next prompt: user turns verbatim,
+ * assistant turns cut to what the listener heard. For an assistant item the heard part comes
+ * from its latest `conversation.item.heard` (`text`); the unheard rest is `full_text` minus that
+ * prefix, struck through. Before any heard event the reply text is shown as pending.
+ */
+export class HistoryView {
+  #list;
+  /** itemId -> entry (see #createEntry) */
+  #entries = new Map();
+
+  /** @param {HTMLOListElement} list */
+  constructor(list) {
+    this.#list = list;
+  }
+
+  clear() {
+    this.#list.replaceChildren();
+    this.#entries.clear();
+  }
+
+  /** Add an item (idempotent); `text` is a user turn's verbatim text. */
+  addItem(itemId, role, text = '') {
+    const entry = this.#entries.get(itemId) ?? this.#createEntry(itemId, role);
+    if (role === 'user' && text) entry.text.textContent = text;
+  }
+
+  /** Grow an assistant item's pending text with a transcript delta. */
+  appendText(itemId, delta) {
+    const entry = this.#entries.get(itemId);
+    if (!entry) return;
+    entry.fullText += delta;
+    this.#renderText(entry);
+  }
+
+  /** Replace an assistant item's pending text (the final transcript). */
+  setText(itemId, text) {
+    const entry = this.#entries.get(itemId);
+    if (!entry) return;
+    entry.fullText = text;
+    this.#renderText(entry);
+  }
+
+  /** Show a `conversation.item.heard` event (the latest one wins). */
+  setHeard(heard) {
+    const entry = this.#entries.get(heard.item_id) ?? this.#createEntry(heard.item_id, 'assistant');
+    entry.heard = heard;
+    this.#renderText(entry);
+    this.#renderBadges(entry);
+  }
+
+  /** Show the cursor of the latest `playback.acknowledged` for an item. */
+  setCursor(itemId, cursor) {
+    const entry = this.#entries.get(itemId);
+    if (!entry?.cursor) return;
+    const parts = [
+      `played ${cursor.played_ms} ms`,
+      `sent ${cursor.sent_ms} ms`,
+      `generated ${cursor.generated_ms} ms`,
+    ];
+    if (cursor.audio_complete) parts.push('audio complete');
+    entry.cursor.textContent = parts.join(' · ');
+  }
+
+  remove(itemId) {
+    this.#entries.get(itemId)?.item.remove();
+    this.#entries.delete(itemId);
+  }
+
+  #createEntry(itemId, role) {
+    const item = document.createElement('li');
+    item.className = `turn ${role}`;
+    item.dataset.itemId = itemId;
+    const who = document.createElement('span');
+    who.className = 'who';
+    who.textContent = role === 'user' ? 'User' : 'Assistant';
+    const text = document.createElement('p');
+    item.append(who, text);
+    const entry = { item, text, fullText: '', heard: null };
+    if (role === 'assistant') {
+      item.dataset.testid = 'history-item';
+      entry.heardPart = element('span', 'heard');
+      entry.unheardPart = element('del', 'unheard');
+      entry.pendingPart = element('span', 'pending');
+      text.append(entry.heardPart, entry.unheardPart, entry.pendingPart);
+      entry.badges = document.createElement('ul');
+      entry.badges.className = 'badges';
+      entry.cursor = document.createElement('p');
+      entry.cursor.className = 'cursor';
+      item.append(entry.badges, entry.cursor);
+      this.#renderText(entry);
+    }
+    this.#entries.set(itemId, entry);
+    this.#list.append(item);
+    return entry;
+  }
+
+  #renderText(entry) {
+    const { heard } = entry;
+    if (heard) {
+      const full = heard.full_text ?? '';
+      entry.heardPart.textContent = heard.text;
+      const rest = full.startsWith(heard.text) ? full.slice(heard.text.length) : '';
+      // The whitespace after the cut goes into an inline-block so the strike starts at a word.
+      const [, gap, words] = rest.match(/^(\s*)([\s\S]*)$/);
+      const space = document.createElement('span');
+      space.className = 'gap';
+      space.textContent = gap;
+      entry.unheardPart.replaceChildren(...(gap ? [space] : []), words);
+      entry.pendingPart.textContent = '';
+    } else {
+      entry.heardPart.textContent = '';
+      entry.unheardPart.replaceChildren();
+      entry.pendingPart.textContent = entry.fullText;
+    }
+  }
+
+  #renderBadges(entry) {
+    const { heard } = entry;
+    const badges = [];
+    if (heard.interrupted) badges.push(['interrupted', 'warn']);
+    if (heard.text === '') badges.push(['nothing heard', 'warn']);
+    badges.push([`method: ${heard.method}`]);
+    if (heard.marks_agree === true) badges.push(['marks agree with ASR', 'ok']);
+    if (heard.marks_agree === false) badges.push(['marks disagree with ASR', 'warn']);
+    if (Number.isFinite(heard.played_ms)) badges.push([`heard up to ${heard.played_ms} ms`]);
+    if (Number.isFinite(heard.elapsed_ms)) {
+      badges.push([`calibration ${Math.round(heard.elapsed_ms)} ms`]);
+    }
+    if (heard.asr_text != null) badges.push([`ASR heard: “${heard.asr_text}”`, 'asr']);
+    entry.badges.replaceChildren(
+      ...badges.map(([label, tone]) => {
+        const badge = document.createElement('li');
+        badge.className = tone ? `badge ${tone}` : 'badge';
+        badge.textContent = label;
+        return badge;
+      }),
+    );
+  }
+}
+
+/** An element whose class and `data-testid` are both `name`. */
+function element(tag, name) {
+  const node = document.createElement(tag);
+  node.className = name;
+  node.dataset.testid = name;
+  return node;
+}

@@ -1,0 +1,125 @@
+/**
+ * AudioWorkletProcessor "playback-processor": plays the assistant's audio of ONE response at a
+ * time (mono Float32 frames at the context rate) and counts the frames it actually rendered.
+ *
+ * Messages from the main thread:
+ *   {type: 'start', responseId}           make responseId current; a still-current older response
+ *                                         is reported as stopped (reason 'superseded') first
+ *   {type: 'audio', responseId, samples}  Float32Array; dropped unless responseId is current
+ *   {type: 'end', responseId}             no more audio will come for responseId
+ *   {type: 'stop', responseId}            stop responseId now; ignored unless it is current, so a
+ *                                         late stop for an old response never cuts a newer one
+ *
+ * Reports to the main thread (renderedFrames counts frames written to the output, per response):
+ *   {type: 'progress', responseId, renderedFrames, rendering, queueEmpty}   every ~REPORT_MS
+ *   {type: 'stopped', responseId, renderedFrames, reason}   exactly once, before the reset
+ *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
+ */
+
+/** Rendering of a response starts once this much is queued (or its audio ended): jitter buffer. */
+const JITTER_MS = 100;
+/** Interval of the 'progress' reports. */
+const REPORT_MS = 50;
+
+class PlaybackProcessor extends AudioWorkletProcessor {
+  constructor() {
+    super();
+    this.jitterFrames = Math.round((sampleRate * JITTER_MS) / 1000);
+    this.reportFrames = Math.round((sampleRate * REPORT_MS) / 1000);
+    this.framesSinceReport = 0;
+    this.reset(null);
+    this.port.onmessage = (event) => this.handle(event.data);
+  }
+
+  /** Forget the queue and counters and make `responseId` (or nothing) current. */
+  reset(responseId) {
+    this.responseId = responseId;
+    this.queue = [];
+    this.head = 0; // read offset into queue[0]
+    this.queuedFrames = 0;
+    this.renderedFrames = 0;
+    this.audioEnded = false;
+    this.rendering = false;
+  }
+
+  handle(message) {
+    const current = message.responseId === this.responseId;
+    switch (message.type) {
+      case 'start':
+        if (current) return;
+        this.report('stopped', 'superseded');
+        this.reset(message.responseId);
+        break;
+      case 'audio':
+        if (!current || this.audioEnded || message.samples.length === 0) return;
+        this.queue.push(message.samples);
+        this.queuedFrames += message.samples.length;
+        break;
+      case 'end':
+        if (current) this.audioEnded = true;
+        break;
+      case 'stop':
+        if (!current) return;
+        this.report('stopped', 'stop');
+        this.reset(null);
+        break;
+    }
+  }
+
+  /** Post a report about the current response, if there is one. */
+  report(type, reason) {
+    if (this.responseId === null) return;
+    this.port.postMessage({
+      type,
+      responseId: this.responseId,
+      renderedFrames: this.renderedFrames,
+      reason,
+      rendering: this.rendering,
+      queueEmpty: this.queuedFrames === 0,
+    });
+  }
+
+  /** Copy queued frames into `out`; returns how many were written. */
+  render(out) {
+    let written = 0;
+    while (written < out.length && this.queue.length > 0) {
+      const chunk = this.queue[0];
+      const count = Math.min(out.length - written, chunk.length - this.head);
+      out.set(chunk.subarray(this.head, this.head + count), written);
+      written += count;
+      this.head += count;
+      if (this.head === chunk.length) {
+        this.queue.shift();
+        this.head = 0;
+      }
+    }
+    this.queuedFrames -= written;
+    this.renderedFrames += written;
+    return written;
+  }
+
+  process(_inputs, outputs) {
+    const out = outputs[0][0];
+    let written = 0;
+    if (this.responseId !== null) {
+      this.rendering ||= this.audioEnded || this.queuedFrames >= this.jitterFrames;
+      if (this.rendering) written = this.render(out);
+    }
+    out.fill(0, written);
+
+    if (this.responseId === null) return true;
+    if (this.rendering && this.audioEnded && this.queuedFrames === 0) {
+      this.report('drained');
+      this.reset(null);
+      return true;
+    }
+    this.framesSinceReport += out.length;
+    if (this.framesSinceReport >= this.reportFrames) {
+      this.framesSinceReport = 0;
+      this.report('progress');
+    }
+    return true;
+  }
+}
+
+registerProcessor('playback-processor', PlaybackProcessor);
