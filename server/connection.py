@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from calibration.history_calibration import HistoryCalibration, HistoryCalibrati
 from server.responder import Responder
 from server.segmenter import SpeechSegmenter
 from server.session import CancelGeneration, Session, SessionConfig, StartGeneration, WakeSender
-from server.tts import SpeechSynthesizer, resample
+from server.tts import SpeechChunk, SpeechSynthesizer, resample
 
 log = logging.getLogger(__name__)
 
@@ -175,19 +176,42 @@ class Connection:
         await self._settle()
 
     async def _speak(self, response_id: str, span: tuple[int, int]) -> bool:
-        """Synthesize one segment of the reply on a worker thread and queue its chunks."""
+        """Synthesize one segment of the reply and queue each chunk as soon as it exists.
+
+        The synthesizer's blocking generator runs on a worker thread; chunks cross to the loop
+        through a queue, so a segment's first sentence is sent while the next is synthesized.
+        Returns False when the response stopped generating (the rest is dropped).
+        """
         start, end = span
-        response = self.session.responses[response_id]
-        text = response.text[start:end]
+        text = self.session.responses[response_id].text[start:end]
         synthesizer = self.services.synthesizer
-        chunks = await asyncio.to_thread(lambda: list(synthesizer.synthesize(text)))
         rate = self.session.config.sample_rate_hz
-        if not chunks:
-            return self.session.on_speech(response_id, end, b"", [])
-        for chunk in chunks:
-            pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
-            marks = [mark.shifted(start, 0) for mark in chunk.marks]
-            if not self.session.on_speech(response_id, end, float_to_pcm16(pcm), marks):
-                return False
-            await self._settle()
-        return True
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[SpeechChunk | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for chunk in synthesizer.synthesize(text):
+                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(chunks.put_nowait, None)
+            except Exception as exc:
+                loop.call_soon_threadsafe(chunks.put_nowait, exc)
+
+        loop.run_in_executor(None, produce)
+        spoke = False
+        try:
+            while (item := await chunks.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                pcm = resample(item.pcm, synthesizer.sample_rate_hz, rate)
+                marks = [mark.shifted(start, 0) for mark in item.marks]
+                if not self.session.on_speech(response_id, end, float_to_pcm16(pcm), marks):
+                    return False
+                spoke = True
+                await self._settle()
+        finally:
+            stop.set()
+        return spoke or self.session.on_speech(response_id, end, b"", [])
