@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,7 @@ class Connection:
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._generations: dict[str, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Future[None]] = set()
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
@@ -102,7 +104,7 @@ class Connection:
             self.session.close()
             self._apply_effects()
             sender.cancel()
-            tasks = [sender, *self._generations.values()]
+            tasks = [sender, *self._generations.values(), *self._background]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -133,6 +135,21 @@ class Connection:
 
     def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
         self.session.announce_calibration(response_id, elapsed_ms)
+        cross_check = getattr(result, "cross_check", None)
+        if cross_check is not None:
+            task = asyncio.ensure_future(self._report_cross_check(response_id, result,
+                                                                  cross_check))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        self._wake.set()
+
+    async def _report_cross_check(
+        self, response_id: str, result: int,
+        cross_check: Awaitable[tuple[str | None, bool | None]],
+    ) -> None:
+        """Wait for a marks result's ASR cross-check, then let the session announce it."""
+        asr_text, marks_agree = await cross_check
+        self.session.report_cross_check(response_id, result, asr_text, marks_agree)
         self._wake.set()
 
     async def _send_loop(self) -> None:

