@@ -248,7 +248,8 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
         param = f"session.audio.{direction}"
         if direction not in ("input", "output") or not isinstance(value, dict):
             raise fields.error("unknown_parameter", f"Unsupported field '{param}'.", param)
-        allowed = {"format", "voice", "speed"} if direction == "output" else {"format"}
+        allowed = ({"format", "voice", "speed"} if direction == "output"
+                   else {"format", "turn_detection", "transcription"})
         for key, setting in value.items():
             sub = f"{param}.{key}"
             if key not in allowed:
@@ -261,7 +262,70 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
                 changes["voice"] = setting
             if key == "speed" and setting != 1.0:
                 raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
+            if key == "turn_detection":
+                changes["turn_detection"] = _parse_turn_detection(fields, setting, sub)
+            if key == "transcription" and not (
+                setting is None or (isinstance(setting, dict)
+                                    and set(setting) <= {"model", "language"})
+            ):
+                raise fields.error(
+                    "invalid_value", "transcription accepts only model and language.", sub
+                )
     return changes
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDetection:
+    """`session.audio.input.turn_detection` of type `server_vad` (OpenAI Realtime fields).
+
+    Attributes:
+        threshold: speech probability (0-1) above which Silero VAD counts a 32 ms window as speech.
+        prefix_padding_ms: audio kept before the detected speech start.
+        silence_duration_ms: silence that ends an utterance.
+        create_response: answer each transcribed utterance automatically.
+        interrupt_response: a speech start interrupts an assistant reply still playing.
+    """
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    create_response: bool = True
+    interrupt_response: bool = True
+
+
+def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetection | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "server_vad":
+        raise fields.error("invalid_value", "Only server_vad turn detection is supported.", param)
+    unknown = set(value) - {"type", "threshold", "prefix_padding_ms", "silence_duration_ms",
+                            "create_response", "interrupt_response"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise fields.error("unknown_parameter", f"Unsupported field '{name}'.",
+                           f"{param}.{name}")
+    threshold = value.get("threshold", 0.5)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
+        0.0 < threshold < 1.0
+    ):
+        raise fields.error("invalid_value", "threshold must be in (0, 1).", f"{param}.threshold")
+    durations = {}
+    for name, default, limit in (("prefix_padding_ms", 300, 2000),
+                                 ("silence_duration_ms", 500, 5000)):
+        setting = value.get(name, default)
+        if isinstance(setting, bool) or not isinstance(setting, int) or not (
+            0 <= setting <= limit
+        ):
+            raise fields.error("invalid_value", f"{name} must be an int in [0, {limit}].",
+                               f"{param}.{name}")
+        durations[name] = setting
+    flags = {}
+    for name in ("create_response", "interrupt_response"):
+        setting = value.get(name, True)
+        if not isinstance(setting, bool):
+            raise fields.error("invalid_type", f"{name} must be a boolean.", f"{param}.{name}")
+        flags[name] = setting
+    return TurnDetection(threshold=float(threshold), **durations, **flags)
 
 
 def _check_pcm_format(fields: _Fields, value: Any, param: str) -> None:

@@ -76,7 +76,29 @@ class WakeSender:
     """Effect: new audio may be sendable (output queued, ACK arrived, or a response ended)."""
 
 
-Effect = StartGeneration | CancelGeneration | WakeSender
+@dataclass(frozen=True, slots=True)
+class DetectSpeech:
+    """Effect: run server VAD over newly appended microphone audio (PCM16 LE mono).
+
+    Attributes:
+        pcm16: the appended bytes at the session's input rate.
+        assistant_playing: an assistant reply is still being played (raise the VAD threshold
+            against the assistant's own voice leaking into the microphone).
+    """
+
+    pcm16: bytes = field(repr=False)
+    assistant_playing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transcribe:
+    """Effect: transcribe a committed user utterance (PCM16 LE mono at the input rate)."""
+
+    item_id: str
+    pcm16: bytes = field(repr=False)
+
+
+Effect = StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
 
 
 @dataclass(slots=True)
@@ -100,7 +122,9 @@ class ResponseState:
         epoch: session epoch when the response started.
         status: "in_progress" | "completed" | "cancelled" | "failed".
         cursor: the playback cursor (ms).
-        text: the full text generated so far.
+        text: the full text generated so far (the history item's `full_text`).
+        queued_text_end, sent_text_end: how much of `text` was queued / sent as transcript
+            deltas; `response.output_audio_transcript.done` carries exactly the deltas sent.
         marks: word marks on the reply timeline (char offsets into `text`).
         generation_ended: the responder/TTS stopped (finished, cancelled or failed).
         generated_samples, sent_samples: sample counts at the output rate.
@@ -115,6 +139,7 @@ class ResponseState:
     cursor: PlaybackCursor = field(default_factory=PlaybackCursor)
     text: str = ""
     queued_text_end: int = 0
+    sent_text_end: int = 0
     marks: list[WordMark] = field(default_factory=list)
     generation_ended: bool = False
     generated_samples: int = 0
@@ -150,6 +175,10 @@ class Session:
         self.closed = False
         self.calibration: HistoryCalibration | None = None
         self.input_audio = bytearray()
+        self.input_base_ms = 0
+        self.turn_detection: protocol.TurnDetection | None = None
+        self._speech_item: tuple[str, int] | None = None
+        self._pending_transcripts: set[str] = set()
         self._events: list[dict[str, Any]] = []
         self._effects: list[Effect] = []
         self._seq = 0
@@ -203,10 +232,21 @@ class Session:
             "instructions": self.instructions,
             "output_modalities": ["audio"],
             "audio": {
-                "input": {"format": audio_format, "turn_detection": None},
+                "input": {"format": audio_format,
+                          "turn_detection": self._turn_detection_wire()},
                 "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
             },
         }
+
+    def _turn_detection_wire(self) -> dict[str, Any] | None:
+        detection = self.turn_detection
+        if detection is None:
+            return None
+        return {"type": "server_vad", "threshold": detection.threshold,
+                "prefix_padding_ms": detection.prefix_padding_ms,
+                "silence_duration_ms": detection.silence_duration_ms,
+                "create_response": detection.create_response,
+                "interrupt_response": detection.interrupt_response}
 
     def open(self) -> None:
         """Emit `session.created`; call once when the connection opens."""
@@ -254,7 +294,8 @@ class Session:
             case protocol.InputAudioCommit():
                 self._input_commit(event)
             case protocol.InputAudioClear():
-                self.input_audio.clear()
+                self._drop_input(len(self.input_audio))
+                self._speech_item = None
                 self._emit("input_audio_buffer.cleared")
             case protocol.PlaybackAck():
                 self._playback_ack(event)
@@ -271,6 +312,9 @@ class Session:
             )
         if "instructions" in event.changes:
             self.instructions = event.changes["instructions"]
+        if "turn_detection" in event.changes:
+            self.turn_detection = event.changes["turn_detection"]
+            self._speech_item = None
         self._emit("session.updated", session=self.session_wire())
 
     def _last_item_id(self) -> str | None:
@@ -294,6 +338,33 @@ class Session:
             )
         self._add_item(HistoryItem(id=item_id, role="user", text=event.text))
 
+    def _input_ms(self, byte_count: int) -> int:
+        """Duration (ms) of `byte_count` bytes of PCM16 mono input."""
+        return byte_count * 1000 // (2 * self.config.sample_rate_hz)
+
+    def _input_bytes(self, ms: int) -> int:
+        """Byte offset (even) of `ms` of PCM16 mono input."""
+        return ms * self.config.sample_rate_hz // 1000 * 2
+
+    def _drop_input(self, byte_count: int) -> None:
+        """Forget the first `byte_count` bytes of the input buffer, keeping positions stable."""
+        del self.input_audio[:byte_count]
+        self.input_base_ms += self._input_ms(byte_count)
+
+    def assistant_playing(self) -> bool:
+        """True while the latest reply is generating or has audio the client has not played."""
+        response = self._latest_response()
+        if response is None or response.cursor.fully_played:
+            return False
+        if response.first_send_ms is not None and not response.active:
+            playback_end = response.first_send_ms + response.cursor.sent_ms
+            if self._clock_ms > playback_end + self.config.ack_timeout_ms:
+                return False
+        item = self.history.get(response.item_id)
+        return response.active or (
+            item is not None and not item.interrupted and response.cursor.unplayed_ms > 0
+        )
+
     def _input_append(self, event: protocol.InputAudioAppend) -> None:
         if len(self.input_audio) + len(event.pcm16) > self.config.input_audio_max_bytes:
             raise protocol.ProtocolError(
@@ -301,6 +372,28 @@ class Session:
                 param="audio", event_id=event.event_id,
             )
         self.input_audio.extend(event.pcm16)
+        detection = self.turn_detection
+        if detection is None:
+            return
+        if self._speech_item is None:
+            keep = self._input_bytes(detection.prefix_padding_ms + 1000)
+            if len(self.input_audio) > keep:
+                self._drop_input(len(self.input_audio) - keep)
+        self._effects.append(DetectSpeech(event.pcm16, self.assistant_playing()))
+
+    def _commit_input(self, start_ms: int, end_ms: int) -> None:
+        """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""
+        first = self._input_bytes(max(0, start_ms - self.input_base_ms))
+        last = self._input_bytes(max(0, end_ms - self.input_base_ms))
+        pcm16 = bytes(self.input_audio[first:last])
+        self._drop_input(min(last, len(self.input_audio)))
+        item_id = self._speech_item[0] if self._speech_item else self._new_id("item")
+        item = HistoryItem(id=item_id, role="user", text="", content_type="input_audio")
+        self._emit("input_audio_buffer.committed", item_id=item.id,
+                   previous_item_id=self._last_item_id())
+        self._add_item(item, status="in_progress")
+        self._pending_transcripts.add(item.id)
+        self._effects.append(Transcribe(item.id, pcm16))
 
     def _input_commit(self, event: protocol.InputAudioCommit) -> None:
         if not self.input_audio:
@@ -308,12 +401,69 @@ class Session:
                 "input_audio_buffer_commit_empty", "The input audio buffer is empty.",
                 event_id=event.event_id,
             )
-        item = HistoryItem(id=self._new_id("item"), role="user", text="",
-                           content_type="input_audio")
-        self.input_audio.clear()
-        self._emit("input_audio_buffer.committed", item_id=item.id,
-                   previous_item_id=self._last_item_id())
-        self._add_item(item)
+        self._speech_item = None
+        self._commit_input(self.input_base_ms,
+                           self.input_base_ms + self._input_ms(len(self.input_audio)))
+
+    def on_speech_started(self, audio_start_ms: int) -> None:
+        """Server VAD heard speech begin at `audio_start_ms` (ms of input audio).
+
+        Announces `input_audio_buffer.speech_started`; with `interrupt_response`, a reply still
+        playing is interrupted at the client's latest ACK (a soft cut: the client's final ACK
+        may still refine it) and the client is told to clear its queued audio.
+        """
+        detection = self.turn_detection
+        if detection is None or self._speech_item is not None:
+            return
+        item_id = self._new_id("item")
+        self._speech_item = (item_id, audio_start_ms)
+        self._emit("input_audio_buffer.speech_started", audio_start_ms=audio_start_ms,
+                   item_id=item_id)
+        response = self._latest_response()
+        if detection.interrupt_response and response is not None and self.assistant_playing():
+            self._cancel_generation(response, "turn_detected")
+            self._emit("output_audio_buffer.cleared", response_id=response.id)
+            self._mark_interrupted(response)
+
+    def on_speech_stopped(self, audio_end_ms: int) -> None:
+        """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription."""
+        if self.turn_detection is None or self._speech_item is None:
+            return
+        item_id, start_ms = self._speech_item
+        self._emit("input_audio_buffer.speech_stopped", audio_end_ms=audio_end_ms,
+                   item_id=item_id)
+        self._commit_input(start_ms, audio_end_ms)
+        self._speech_item = None
+
+    def on_transcription(self, item_id: str, transcript: str) -> None:
+        """The transcript of a committed utterance is ready.
+
+        An utterance with no words (noise, a cough) is deleted instead of becoming a user turn.
+        Otherwise the item gets its transcript and, under server VAD with `create_response`,
+        a response starts when none is active.
+        """
+        self._pending_transcripts.discard(item_id)
+        item = self.history.get(item_id)
+        if item is None:
+            return
+        if not any(ch.isalnum() for ch in transcript):
+            self.history.delete(item_id)
+            self._emit("conversation.item.deleted", item_id=item_id)
+            return
+        item.text = transcript.strip()
+        self._emit("conversation.item.input_audio_transcription.completed", item_id=item_id,
+                   content_index=0, transcript=item.text)
+        self._emit("conversation.item.done", previous_item_id=self.history.previous_id(item_id),
+                   item=item.as_wire())
+        detection = self.turn_detection
+        if detection is not None and detection.create_response and (
+            self._active_response() is None
+        ):
+            self._start_response(None)
+
+    def pending_transcripts(self) -> bool:
+        """True while a committed utterance still waits for its transcript."""
+        return bool(self._pending_transcripts)
 
     # ------------------------------------------------------------------ responses
 
@@ -356,6 +506,9 @@ class Session:
                 f"Response '{self.current_response_id}' is still in progress; cancel it first.",
                 event_id=event.event_id,
             )
+        self._start_response(event.instructions)
+
+    def _start_response(self, instructions: str | None) -> None:
         response = ResponseState(id=self._new_id("resp"), item_id=self._new_id("item"),
                                  epoch=self.epoch)
         self.responses[response.id] = response
@@ -368,8 +521,8 @@ class Session:
                    item=item.as_wire("in_progress"))
         self._emit("response.content_part.added", response_id=response.id, item_id=item.id,
                    output_index=0, content_index=0, part={"type": "audio", "transcript": ""})
-        if event.instructions is not None:
-            self._response_instructions[response.id] = event.instructions
+        if instructions is not None:
+            self._response_instructions[response.id] = instructions
         self._effects.append(StartGeneration(response.id))
 
     def build_prompt(self, response_id: str) -> Prompt | None:
@@ -531,6 +684,7 @@ class Session:
                 self._emit("response.output_audio.delta", **fields)
             else:
                 response.queue.popleft()
+                response.sent_text_end += len(head.text)
                 self._emit("response.output_audio_transcript.delta", response_id=response.id,
                            item_id=response.item_id, output_index=0, content_index=0,
                            delta=head.text)
@@ -572,9 +726,10 @@ class Session:
         common = {"response_id": response.id, "item_id": response.item_id,
                   "output_index": 0, "content_index": 0}
         self._emit("response.output_audio.done", **common)
-        self._emit("response.output_audio_transcript.done", **common, transcript=response.text)
+        sent_text = response.text[:response.sent_text_end]
+        self._emit("response.output_audio_transcript.done", **common, transcript=sent_text)
         self._emit("response.content_part.done", **common,
-                   part={"type": "audio", "transcript": response.text})
+                   part={"type": "audio", "transcript": sent_text})
         if item is not None:
             self._refresh_history(response)
             wire = item.as_wire(self._item_status(response))

@@ -263,8 +263,8 @@ function isTyping(target) {
 
 function animate() {
   for (const responseId of animated) {
-    conversation.transcript(responseId)?.render(playback.playedMs(responseId));
     const phase = playback.phase(responseId);
+    conversation.transcript(responseId)?.render(playback.playedMs(responseId), phase !== 'stopped');
     if (phase === 'idle' || phase === 'stopped') animated.delete(responseId);
   }
   requestAnimationFrame(animate);

@@ -31,6 +31,7 @@ export class HistoryView {
     if (!entry) return;
     entry.fullText += delta;
     this.#renderText(entry);
+    if (!entry.heard) entry.pendingPart.scrollIntoView({ block: 'nearest' });
   }
 
   /** Replace an assistant item's pending text (the final transcript). */
@@ -47,6 +48,8 @@ export class HistoryView {
     entry.heard = heard;
     this.#renderText(entry);
     this.#renderBadges(entry);
+    // Show where the cut is: the end of the heard part (and the badges below the text).
+    entry.heardPart.scrollIntoView({ block: 'nearest' });
   }
 
   /** Show the cursor of the latest `playback.acknowledged` for an item. */
@@ -92,6 +95,7 @@ export class HistoryView {
     }
     this.#entries.set(itemId, entry);
     this.#list.append(item);
+    item.scrollIntoView({ block: 'nearest' });
     return entry;
   }
 
@@ -119,7 +123,9 @@ export class HistoryView {
     const { heard } = entry;
     const badges = [];
     if (heard.interrupted) badges.push(['interrupted', 'warn']);
-    if (heard.text === '') badges.push(['nothing heard', 'warn']);
+    // Method 'none' means the heard text is unknown (not calibrated), not that nothing was heard.
+    if (heard.text === '' && heard.method === 'none') badges.push(['heard text unknown', 'warn']);
+    else if (heard.text === '') badges.push(['nothing heard', 'warn']);
     badges.push([`method: ${heard.method}`]);
     if (heard.marks_agree === true) badges.push(['marks agree with ASR', 'ok']);
     if (heard.marks_agree === false) badges.push(['marks disagree with ASR', 'warn']);

@@ -1,7 +1,8 @@
 /**
  * The text of one assistant reply as it is spoken: each word mark becomes a <span class="word">
  * whose data-state is '' (not yet played), 'current' (start_ms <= position < end_ms) or
- * 'spoken' (end_ms <= position). Text without marks is shown plain.
+ * 'spoken' (end_ms <= position). Text without marks is shown plain. The current word is kept
+ * scrolled into view.
  *
  * Offsets in marks are code points into the concatenation of the reply's transcript deltas, so
  * the text is kept as an array of code points and never indexed as UTF-16.
@@ -14,6 +15,7 @@ export class TranscriptView {
   #words = [];
   #dirty = false;
   #positionMs = null;
+  #live = true;
 
   /** @param {HTMLElement} element the container the reply is rendered into */
   constructor(element) {
@@ -39,17 +41,25 @@ export class TranscriptView {
     this.#dirty = true;
   }
 
-  /** Show `positionMs` (heard position on the reply's audio timeline); cheap when nothing changed. */
-  render(positionMs) {
+  /**
+   * Show `positionMs` (heard position on the reply's audio timeline); cheap when nothing changed.
+   * `live` is false once playback stopped: the word cut in the middle is then shown unplayed,
+   * as history counts it (a word is heard only when its end_ms <= the position).
+   */
+  render(positionMs, live = true) {
     const rebuilt = this.#dirty;
     if (rebuilt) this.#rebuild();
-    if (!rebuilt && positionMs === this.#positionMs) return;
+    if (!rebuilt && positionMs === this.#positionMs && live === this.#live) return;
     this.#positionMs = positionMs;
+    this.#live = live;
     for (const word of this.#words) {
       let state = '';
       if (word.endMs <= positionMs) state = 'spoken';
-      else if (word.startMs <= positionMs) state = 'current';
-      if (word.element.dataset.state !== state) word.element.dataset.state = state;
+      else if (live && word.startMs <= positionMs) state = 'current';
+      if (word.element.dataset.state === state) continue;
+      word.element.dataset.state = state;
+      // Keep the word being spoken on screen as the reply grows below the panel's fold.
+      if (state === 'current') word.element.scrollIntoView({ block: 'nearest' });
     }
   }
 
