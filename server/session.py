@@ -509,6 +509,9 @@ class Session:
         self._start_response(event.instructions)
 
     def _start_response(self, instructions: str | None) -> None:
+        previous = self._latest_response()
+        if previous is not None and not previous.cursor.fully_played:
+            self._mark_interrupted(previous)
         response = ResponseState(id=self._new_id("resp"), item_id=self._new_id("item"),
                                  epoch=self.epoch)
         self.responses[response.id] = response
@@ -837,6 +840,10 @@ class Session:
                 f"({response.cursor.total_ms} ms).", param="audio_end_ms",
                 event_id=event.event_id,
             )
+        if response.cursor.fully_played:
+            self._emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
+                       audio_end_ms=response.cursor.cutoff_ms)
+            return
         cap = response.cursor.truncate(event.audio_end_ms)
         self._emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
                    audio_end_ms=cap)
@@ -862,18 +869,22 @@ class Session:
         response = self._resolve(event.response_id, event.item_id, event.event_id)
         response.last_ack_ms = self._clock_ms
         cursor = response.cursor
+        was_fully_played = cursor.fully_played
         cursor.acknowledge(event.played_ms)
-        if event.truncate:
+        if event.truncate and not was_fully_played:
             cursor.truncate(event.played_ms)
         self._emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,
                    played_ms=cursor.played_ms, cursor=cursor.as_wire())
-        if event.truncate:
+        item = self.history.get(response.item_id)
+        interrupted = item is not None and item.interrupted
+        superseded = response is not self._latest_response()
+        playback_over = cursor.unplayed_ms == 0 or superseded or interrupted
+        if (event.truncate and not was_fully_played) or (
+            response.generation_ended and playback_over
+        ):
             self._mark_interrupted(response)
         else:
             self._refresh_history(response)
-        superseded = response is not self._latest_response()
-        if response.generation_ended and (cursor.unplayed_ms == 0 or superseded):
-            self._mark_interrupted(response)
         if self.calibration is not None:
             self.calibration.release_confirmed()
         self._effects.append(WakeSender())
@@ -957,6 +968,7 @@ class Session:
             total_audio_ms=cursor.total_ms,
             complete_audio_duration_ms=complete,
             fully_heard=cursor.fully_played,
+            playback_active=response is self._latest_response() and self.assistant_playing(),
         )
 
     def apply_heard_text(
