@@ -19,6 +19,7 @@ from server.connection import Services
 from server.responder import DEFAULT_INTERRUPTION_NOTE, DemoResponder, Responder
 from server.session import SessionConfig
 from server.tts import SpeechSynthesizer, create_synthesizer
+from server.vad import load_vad_model
 
 TTS_ENGINES = ("piper", "espeak", "uniform", "uniform-nomarks")
 CALIBRATION_POLICIES = ("auto", "marks", "asr", "ratio", "off")
@@ -150,14 +151,17 @@ def build_services(
                                          deterministic=config.deterministic)
         synthesizer.warm_up()
     transcriber = build_transcriber(config)
-    if isinstance(transcriber, LocalWhisperTranscriber):
-        transcriber.load()
+    input_transcriber = transcriber or LocalWhisperTranscriber()
+    if isinstance(input_transcriber, LocalWhisperTranscriber):
+        input_transcriber.load()
+    load_vad_model()
     return Services(
         synthesizer=synthesizer,
         responder=responder or DemoResponder(),
         session_config=SessionConfig(lead_ms=config.lead_ms,
                                      interruption_note=config.interruption_note),
         policy=make_policy(config.calibration, transcriber),
+        input_transcriber=input_transcriber,
         history_audio_max_bytes=config.history_audio_max_bytes,
         calibration_timeout_s=config.calibration_timeout_ms / 1000,
     )

@@ -22,11 +22,23 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from server.input_speech import InputSpeechDetector
 from server.responder import Responder
 from server.segmenter import SpeechSegmenter
-from server.session import CancelGeneration, Session, SessionConfig, StartGeneration, WakeSender
+from server.session import (
+    CancelGeneration,
+    DetectSpeech,
+    Effect,
+    Session,
+    SessionConfig,
+    StartGeneration,
+    Transcribe,
+    WakeSender,
+)
 from server.tts import SpeechChunk, SpeechSynthesizer, resample
+from server.vad import SpeechStarted
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +52,7 @@ class Services:
         responder: the reply generator.
         session_config: settings copied into each new session.
         policy: the heard-text calibration policy, or None for `--calibration off`.
+        input_transcriber: ASR for the person's spoken turns (faster-whisper tiny.en).
         history_audio_max_bytes: retained reply audio per session (bytes).
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
     """
@@ -48,6 +61,7 @@ class Services:
     responder: Responder
     session_config: SessionConfig
     policy: HistoryCalibrationPolicy | None
+    input_transcriber: Transcriber
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
 
@@ -87,6 +101,8 @@ class Connection:
         self._wake = asyncio.Event()
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._transcriptions: set[asyncio.Future[None]] = set()
+        self._speech_detector: InputSpeechDetector | None = None
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
@@ -104,7 +120,8 @@ class Connection:
             self.session.close()
             self._apply_effects()
             sender.cancel()
-            tasks = [sender, *self._generations.values(), *self._background]
+            tasks = [sender, *self._generations.values(), *self._background,
+                     *self._transcriptions]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -112,18 +129,53 @@ class Connection:
     # ------------------------------------------------------------------ plumbing
 
     def _apply_effects(self) -> None:
-        for effect in self.session.take_effects():
-            match effect:
-                case StartGeneration(response_id=response_id):
-                    self._generations[response_id] = asyncio.create_task(
-                        self._generate(response_id)
-                    )
-                case CancelGeneration(response_id=response_id):
-                    task = self._generations.pop(response_id, None)
-                    if task is not None and task is not asyncio.current_task():
-                        task.cancel()
-                case WakeSender():
-                    self._wake.set()
+        while effects := self.session.take_effects():
+            for effect in effects:
+                self._apply(effect)
+
+    def _apply(self, effect: Effect) -> None:
+        match effect:
+            case StartGeneration(response_id=response_id):
+                self._generations[response_id] = asyncio.create_task(
+                    self._generate(response_id)
+                )
+            case CancelGeneration(response_id=response_id):
+                task = self._generations.pop(response_id, None)
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
+            case WakeSender():
+                self._wake.set()
+            case DetectSpeech():
+                self._detect_speech(effect)
+            case Transcribe(item_id=item_id, pcm16=pcm16):
+                task = asyncio.ensure_future(self._transcribe(item_id, pcm16))
+                self._transcriptions.add(task)
+                task.add_done_callback(self._transcriptions.discard)
+
+    def _detect_speech(self, effect: DetectSpeech) -> None:
+        """Feed appended microphone audio to server VAD; hand turn events to the session."""
+        detector = self._speech_detector
+        if detector is None or detector.settings != effect.settings:
+            detector = InputSpeechDetector(effect.settings, self.session.config.sample_rate_hz,
+                                           effect.position_ms)
+            self._speech_detector = detector
+        for event in detector.feed(effect.pcm16, effect.assistant_playing):
+            if isinstance(event, SpeechStarted):
+                self.session.on_speech_started(event.audio_start_ms)
+            else:
+                self.session.on_speech_stopped(event.audio_end_ms)
+
+    async def _transcribe(self, item_id: str, pcm16: bytes) -> None:
+        """Transcribe a committed utterance (faster-whisper on a worker thread)."""
+        pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        try:
+            transcript = await self.services.input_transcriber.transcribe(
+                pcm, self.session.config.sample_rate_hz)
+        except Exception as exc:
+            log.warning("input transcription failed: %s", type(exc).__name__)
+            transcript = ""
+        self.session.on_transcription(item_id, transcript)
+        await self._settle()
 
     async def _settle(self) -> None:
         """Apply the session's effects, then send its pending events in order."""
@@ -166,6 +218,8 @@ class Connection:
     async def _generate(self, response_id: str) -> None:
         session = self.session
         try:
+            if self._transcriptions:
+                await asyncio.wait(list(self._transcriptions))
             if self.calibration is not None:
                 await self.calibration.before_prompt()
             prompt = session.build_prompt(response_id)

@@ -82,12 +82,16 @@ class DetectSpeech:
 
     Attributes:
         pcm16: the appended bytes at the session's input rate.
+        settings: the session's `server_vad` settings in force.
+        position_ms: input-timeline position (ms) of the first appended sample.
         assistant_playing: an assistant reply is still being played (raise the VAD threshold
             against the assistant's own voice leaking into the microphone).
     """
 
     pcm16: bytes = field(repr=False)
     assistant_playing: bool
+    settings: protocol.TurnDetection
+    position_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,7 @@ class Transcribe:
 
 
 Effect = StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
+"""Everything the session asks its asyncio driver to do."""
 
 
 @dataclass(slots=True)
@@ -371,6 +376,7 @@ class Session:
                 "input_audio_buffer_full", "The input audio buffer is full; commit or clear it.",
                 param="audio", event_id=event.event_id,
             )
+        position_ms = self.input_base_ms + self._input_ms(len(self.input_audio))
         self.input_audio.extend(event.pcm16)
         detection = self.turn_detection
         if detection is None:
@@ -379,7 +385,8 @@ class Session:
             keep = self._input_bytes(detection.prefix_padding_ms + 1000)
             if len(self.input_audio) > keep:
                 self._drop_input(len(self.input_audio) - keep)
-        self._effects.append(DetectSpeech(event.pcm16, self.assistant_playing()))
+        self._effects.append(DetectSpeech(event.pcm16, self.assistant_playing(), detection,
+                                          position_ms))
 
     def _commit_input(self, start_ms: int, end_ms: int) -> None:
         """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""

@@ -28,7 +28,7 @@ class RealtimeClient:
     def __init__(self, websocket: ClientConnection) -> None:
         self.websocket = websocket
         self.events: list[Event] = []
-        self._read = 0
+        self._consumed: set[int] = set()
         self._ids = itertools.count(1)
 
     @classmethod
@@ -56,18 +56,23 @@ class RealtimeClient:
         self, event_type: str, predicate: Callable[[Event], bool] | None = None,
         timeout: float = 20.0,
     ) -> Event:
-        """Return the first not-yet-consumed event of `event_type` matching `predicate`.
+        """Return the earliest not-yet-returned event of `event_type` matching `predicate`.
 
-        Events before it stay in `events`; waiting again continues after it.
-        Raises TimeoutError when none arrives within `timeout` seconds.
+        Every received event can be returned once; events that did not match stay available
+        to later waits, whatever order the waits come in. Raises TimeoutError when none
+        arrives within `timeout` seconds.
         """
         deadline = asyncio.get_running_loop().time() + timeout
+        scanned = 0
         while True:
-            while self._read < len(self.events):
-                event = self.events[self._read]
-                self._read += 1
-                if event["type"] == event_type and (predicate is None or predicate(event)):
+            for index in range(scanned, len(self.events)):
+                event = self.events[index]
+                if index in self._consumed or event["type"] != event_type:
+                    continue
+                if predicate is None or predicate(event):
+                    self._consumed.add(index)
                     return event
+            scanned = len(self.events)
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 raise TimeoutError(f"no {event_type} within {timeout} s")

@@ -1,16 +1,23 @@
 /**
  * Entry point of the duplex voice demo page: wires the realtime socket, the audio playback with
- * its ACKs, barge-in (Stop button / Space), the live transcript and the history panel.
+ * its ACKs, barge-in (Stop button / Space / client VAD), the microphone with server VAD turns,
+ * the live transcript and the history panel.
  *
- * Test hooks: `window.duplexDemo.state` (see `state` below) and `data-testid` attributes.
+ * Test hooks: `window.duplexDemo.state` (see `state` below), `window.duplexDemo.vadConfig` (the
+ * client VAD parameters, read when the microphone is switched on; see vad.js) and `data-testid`
+ * attributes.
  */
+import { BargeInTimings } from './barge-in-timings.js';
 import { ConversationView } from './conversation-view.js';
 import { HistoryView } from './history-view.js';
+import { LevelMeter } from './level-meter.js';
+import { MicControl } from './mic-control.js';
 import { Playback } from './playback.js';
 import { RealtimeClient } from './realtime-client.js';
 import { StatusView } from './status-view.js';
+import { DEFAULT_VAD_CONFIG } from './vad.js';
 
-/** Output rate (Hz) assumed when `session.created` names none: the OpenAI default. */
+/** Audio rate (Hz) assumed when `session.created` names none: the OpenAI default. */
 const DEFAULT_RATE = 24000;
 
 const byId = (id) => document.getElementById(id);
@@ -26,26 +33,45 @@ const status = new StatusView({
 });
 const conversation = new ConversationView(byId('conversation'));
 const historyPanel = new HistoryView(byId('history'));
+const levelMeter = new LevelMeter(byId('level-meter'));
 
 /** responseId -> id of its assistant item (from `response.output_item.added`) */
 const itemOfResponse = new Map();
 /** responses whose transcript still needs animation frames */
 const animated = new Set();
+const timings = new BargeInTimings(renderTiming);
 
 const state = {
   connected: false, // a session is established (`session.created` received, socket open)
   sessionRate: null, // output rate in Hz
   currentResponseId: null, // the newest response (kept after it finished)
   responseState: 'idle', // 'idle' | 'speaking' | 'stopped', for the current response
-  lastBargeInLatencyMs: null, // Stop gesture -> local silence
+  lastBargeInLatencyMs: null, // Stop gesture or speech onset -> local silence (latest)
   acks: [], // sent playback.ack payloads {response_id, item_id?, played_ms}
   bargeIns: [], // sent barge_in events
   heard: {}, // item_id -> latest conversation.item.heard event
   items: [], // conversation items in order: {id, role, responseId}
   lastError: null, // latest error ({type, code, message, event_id} from the server)
   renderedMs: (responseId) => playback.renderedMs(responseId),
+  inputRate: null, // the session's input audio rate in Hz (microphone audio is sent at it)
+  mic: {
+    enabled: false,
+    error: null, // message shown in [data-testid=mic-error], or null
+    vadState: 'idle', // client VAD: 'idle' | 'speech' | 'fired'
+    levelDb: null, // loudest 10 ms frame of the latest 50 ms report, dBFS
+    noiseFloorDb: null, // dBFS
+    onsetDb: null, // current onset threshold, dBFS
+    playbackDb: null, // the assistant's output level as the echo guard sees it, dBFS
+    serverVad: 'off', // 'off' | 'pending' | 'on' | 'unsupported' (audio sent if pending/on)
+    framesSent: 0, // input_audio_buffer.append events sent (40 ms each)
+    contextRate: null, // capture AudioContext rate in Hz (resampled to inputRate in the worklet)
+  },
+  vadEvents: [], // {type: 'onset'|'fired'|'released', t: performance.now(), playing}
+  bargeInTimings: timings.list, // per interruption, see barge-in-timings.js
+  userTranscripts: [], // {item_id, transcript} from input_audio_transcription.completed
+  speechStarted: [], // input_audio_buffer.speech_started events
 };
-window.duplexDemo = { state };
+window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG } };
 
 const playback = new Playback({
   onAck(ack) {
@@ -66,6 +92,19 @@ const client = new RealtimeClient(
   },
 );
 
+const mic = new MicControl({
+  button: byId('mic'),
+  error: byId('mic-error'),
+  meter: levelMeter,
+  client,
+  playback,
+  state,
+  vadConfig: () => window.duplexDemo.vadConfig,
+  onFired(onsetT) {
+    if (playback.isActive(state.currentResponseId)) bargeIn(onsetT, 'vad');
+  },
+});
+
 /** Server event handlers by `type`; events not listed are ignored. */
 const handlers = {
   'session.created': onSession,
@@ -74,6 +113,15 @@ const handlers = {
   'conversation.item.created': onItem,
   'conversation.item.done': onItem,
   'conversation.item.deleted': onItemDeleted,
+  'conversation.item.input_audio_transcription.completed': onTranscript,
+  'conversation.item.truncated': (event) => timings.serverStopped(responseOfItem(event.item_id)),
+  'input_audio_buffer.speech_started': (event) => {
+    state.speechStarted.push(event);
+    levelMeter.markServerSpeech(event);
+  },
+  'input_audio_buffer.speech_stopped': (event) => {
+    status.log('info', `Server VAD: speech ended at ${event.audio_end_ms} ms of input`);
+  },
   'response.created': onResponseCreated,
   'response.output_item.added': onOutputItem,
   'response.output_audio_transcript.delta': (event) => {
@@ -98,15 +146,16 @@ const handlers = {
   'response.done': onResponseDone,
   // The server dropped this response's unsent audio: stop it here too (a late clear for an
   // older response is a no-op because only the active response can be stopped).
-  'output_audio_buffer.cleared': (event) => playback.stop(event.response_id),
+  'output_audio_buffer.cleared': (event) => stopForServer(event.response_id),
   'playback.acknowledged': (event) => {
     if (event.cursor) historyPanel.setCursor(itemIdOf(event), event.cursor);
   },
   'conversation.item.heard': (event) => {
     state.heard[event.item_id] = event;
     historyPanel.setHeard(event);
+    if (Number.isFinite(event.elapsed_ms)) timings.calibrated(event.response_id, event.elapsed_ms);
   },
-  error: (event) => reportError(event.error ?? { type: 'error', message: 'unspecified error' }),
+  error: onError,
 };
 
 function onSocketState(socketState, detail) {
@@ -122,7 +171,9 @@ function onSocketState(socketState, detail) {
 }
 
 function onSession(event) {
-  const rate = event.session?.audio?.output?.format?.rate ?? state.sessionRate ?? DEFAULT_RATE;
+  const { input, output } = event.session?.audio ?? {};
+  const rate = output?.format?.rate ?? state.sessionRate ?? DEFAULT_RATE;
+  state.inputRate = input?.format?.rate ?? state.inputRate ?? DEFAULT_RATE;
   if (event.type === 'session.created') {
     resetSession();
     status.log('info', `Session ${event.session?.id ?? ''} started, audio at ${rate} Hz`);
@@ -130,9 +181,11 @@ function onSession(event) {
   state.sessionRate = rate;
   state.connected = true;
   status.setConnection('connected');
-  playback.configure(rate).catch((error) => {
+  // A new audio context needs the microphone's echo guard linked to it again.
+  playback.configure(rate).then(() => mic.linkLevels(), (error) => {
     reportError({ type: 'client_error', message: `audio output unavailable: ${error.message}` });
   });
+  mic.onSession(event);
 }
 
 /** A new session starts with an empty conversation. */
@@ -142,12 +195,15 @@ function resetSession() {
   historyPanel.clear();
   itemOfResponse.clear();
   animated.clear();
+  timings.clear();
   Object.assign(state, {
     currentResponseId: null,
     acks: [],
     bargeIns: [],
     heard: {},
     items: [],
+    userTranscripts: [],
+    speechStarted: [],
   });
   renderStatus();
 }
@@ -156,6 +212,13 @@ function onItem(event) {
   const { item } = event;
   if (!item?.id || (item.role !== 'user' && item.role !== 'assistant')) return;
   addItem(item.id, item.role, null);
+  const speech = item.content?.find((part) => part.type === 'input_audio');
+  if (item.role === 'user' && speech) {
+    // A spoken turn: shown as pending until its transcript arrives (an empty one never shows).
+    addSpokenTurn(item.id);
+    if (speech.transcript?.trim()) setUserTranscript(item.id, speech.transcript);
+    return;
+  }
   const text = item.content?.find((part) => part.type === 'input_text')?.text;
   historyPanel.addItem(item.id, item.role, text);
 }
@@ -164,6 +227,24 @@ function onItemDeleted(event) {
   state.items = state.items.filter((item) => item.id !== event.item_id);
   delete state.heard[event.item_id];
   historyPanel.remove(event.item_id);
+  conversation.removeUser(event.item_id);
+}
+
+function onTranscript(event) {
+  const transcript = typeof event.transcript === 'string' ? event.transcript : '';
+  state.userTranscripts.push({ item_id: event.item_id, transcript });
+  if (!state.items.some((item) => item.id === event.item_id)) return;
+  setUserTranscript(event.item_id, transcript);
+}
+
+function addSpokenTurn(itemId) {
+  conversation.addUserSpeech(itemId);
+  historyPanel.addSpokenItem(itemId);
+}
+
+function setUserTranscript(itemId, transcript) {
+  conversation.setUserTranscript(itemId, transcript);
+  historyPanel.setUserText(itemId, transcript);
 }
 
 function onResponseCreated(event) {
@@ -183,14 +264,20 @@ function onOutputItem(event) {
   playback.setItem(responseId, item.id);
   addItem(item.id, 'assistant', responseId);
   historyPanel.addItem(item.id, 'assistant');
+  const timing = timings.find(responseId);
+  if (timing) renderTiming(timing);
 }
 
 function onResponseDone(event) {
   const { id, status: outcome, status_details: details } = event.response ?? {};
   // A cancelled response stops playing at once (server VAD or a cancel); otherwise what is
   // queued plays out.
-  if (outcome === 'cancelled') playback.stop(id);
-  else playback.endAudio(id);
+  if (outcome === 'cancelled') {
+    timings.serverStopped(id);
+    stopForServer(id);
+  } else {
+    playback.endAudio(id);
+  }
   if (outcome === 'failed') {
     reportError(details?.error ?? { type: 'response_failed', message: `response ${id} failed` });
   }
@@ -204,6 +291,16 @@ function addItem(id, role, responseId) {
 
 function itemIdOf(event) {
   return event.item_id ?? itemOfResponse.get(event.response_id);
+}
+
+function responseOfItem(itemId) {
+  return state.items.find((item) => item.id === itemId)?.responseId ?? null;
+}
+
+function onError(event) {
+  const error = event.error ?? { type: 'error', message: 'unspecified error' };
+  mic.onError(error);
+  reportError(error);
 }
 
 function reportError(error) {
@@ -222,24 +319,55 @@ function renderStatus() {
 
 /**
  * Barge in on the current response: silence it locally at once, then tell the server how much
- * was heard. `startedAt` is the gesture's performance.now(). Does nothing when nothing plays.
+ * was heard. `startedAt` is the performance.now() of the gesture (source 'button') or of the
+ * first frame the VAD counted as speech (source 'vad'). Does nothing when nothing plays.
+ * Adds an entry to `state.bargeInTimings` (startedAt -> local silence, then the server's stop
+ * and calibration times as they arrive).
  */
-async function bargeIn(startedAt) {
+async function bargeIn(startedAt, source) {
   const responseId = state.currentResponseId;
   const stopping = playback.stop(responseId);
   if (!stopping) return;
   const { playedMs } = await stopping; // the final ACK has been sent by now
-  state.lastBargeInLatencyMs = performance.now() - startedAt;
-  status.setBargeInLatency(state.lastBargeInLatencyMs);
+  const timing = addTiming(responseId, source, performance.now() - startedAt);
   const itemId = itemOfResponse.get(responseId);
   const event = {
     type: 'barge_in',
     response_id: responseId,
     ...(itemId ? { item_id: itemId } : {}),
     audio_end_ms: playedMs,
-    source: 'button',
+    source,
   };
-  if (client.send(event)) state.bargeIns.push(event);
+  if (!client.send(event)) return;
+  state.bargeIns.push(event);
+  timings.sent(timing);
+}
+
+/** The server stopped `responseId` (playing here or not): it may have been asked to. */
+function stopForServer(responseId) {
+  const stopping = playback.stop(responseId);
+  if (!stopping || !mic.enabled) return;
+  // With the microphone on, the server stops a playing reply when its VAD heard speech.
+  const { onsetT } = mic;
+  stopping.then(() => {
+    addTiming(responseId, 'server_vad', onsetT === null ? null : performance.now() - onsetT);
+  });
+}
+
+/** Record an interruption of `responseId` that took `onsetToSilenceMs` (null: unknown). */
+function addTiming(responseId, source, onsetToSilenceMs) {
+  if (onsetToSilenceMs !== null) {
+    state.lastBargeInLatencyMs = onsetToSilenceMs;
+    status.setBargeInLatency(onsetToSilenceMs, source === 'button' ? 'button' : 'vad');
+  }
+  return timings.add(responseId, itemOfResponse.get(responseId) ?? null, source, onsetToSilenceMs);
+}
+
+function renderTiming(timing) {
+  const itemId = itemOfResponse.get(timing.responseId);
+  if (!itemId) return;
+  timing.itemId = itemId;
+  historyPanel.setTiming(itemId, timing);
 }
 
 /** Send the typed prompt; a reply still playing is barged in on first. */
@@ -247,7 +375,7 @@ async function sendPrompt() {
   const text = promptInput.value;
   if (!text.trim() || !state.connected) return;
   promptInput.value = '';
-  if (playback.isActive(state.currentResponseId)) await bargeIn(performance.now());
+  if (playback.isActive(state.currentResponseId)) await bargeIn(performance.now(), 'button');
   conversation.addUser(text);
   client.send({
     type: 'conversation.item.create',
@@ -274,13 +402,13 @@ byId('composer').addEventListener('submit', (event) => {
   event.preventDefault();
   sendPrompt();
 });
-stopButton.addEventListener('click', () => bargeIn(performance.now()));
+stopButton.addEventListener('click', () => bargeIn(performance.now(), 'button'));
 reconnectButton.addEventListener('click', () => client.connect());
 document.addEventListener('keydown', (event) => {
   if (event.code !== 'Space' || isTyping(event.target)) return;
   // Also keeps a focused button from being activated by this Space press.
   event.preventDefault();
-  if (!event.repeat) bargeIn(performance.now());
+  if (!event.repeat) bargeIn(performance.now(), 'button');
 });
 document.addEventListener('keyup', (event) => {
   if (event.code === 'Space' && !isTyping(event.target)) event.preventDefault();

@@ -5,6 +5,8 @@ export class ConversationView {
   #list;
   /** responseId -> {item: HTMLLIElement, transcript: TranscriptView, note: HTMLElement} */
   #replies = new Map();
+  /** itemId -> {item: HTMLLIElement, body: HTMLParagraphElement} of spoken user turns */
+  #spoken = new Map();
 
   /** @param {HTMLOListElement} list */
   constructor(list) {
@@ -14,12 +16,43 @@ export class ConversationView {
   clear() {
     this.#list.replaceChildren();
     this.#replies.clear();
+    this.#spoken.clear();
   }
 
   addUser(text) {
     const body = document.createElement('p');
     body.textContent = text;
     this.#append('user', 'You', body);
+  }
+
+  /** Add a spoken user turn (item `itemId`) whose transcript is still coming. */
+  addUserSpeech(itemId) {
+    if (this.#spoken.has(itemId)) return;
+    const body = document.createElement('p');
+    body.className = 'pending';
+    body.textContent = 'Transcribing…';
+    const item = this.#append('user', 'You (spoken)', body);
+    item.dataset.itemId = itemId;
+    item.dataset.testid = 'user-speech';
+    this.#spoken.set(itemId, { item, body });
+  }
+
+  /** The transcript of a spoken turn arrived; a turn without words is removed. */
+  setUserTranscript(itemId, text) {
+    const turn = this.#spoken.get(itemId);
+    if (!turn) return;
+    if (!text.trim()) {
+      this.removeUser(itemId);
+      return;
+    }
+    turn.body.className = '';
+    turn.body.textContent = text;
+  }
+
+  /** Remove a spoken user turn (the server deleted its item). */
+  removeUser(itemId) {
+    this.#spoken.get(itemId)?.item.remove();
+    this.#spoken.delete(itemId);
   }
 
   /** Add the reply of `responseId` and return its TranscriptView. */

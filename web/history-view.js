@@ -25,6 +25,41 @@ export class HistoryView {
     if (role === 'user' && text) entry.text.textContent = text;
   }
 
+  /** Add a spoken user turn whose transcript is still coming (idempotent). */
+  addSpokenItem(itemId) {
+    if (this.#entries.has(itemId)) return;
+    const entry = this.#createEntry(itemId, 'user');
+    entry.text.className = 'pending';
+    entry.text.textContent = 'Transcribing…';
+  }
+
+  /** Set a spoken user turn's transcript; one without words is removed (never shown empty). */
+  setUserText(itemId, text) {
+    const entry = this.#entries.get(itemId);
+    if (!entry) return;
+    if (!text.trim()) {
+      this.remove(itemId);
+      return;
+    }
+    entry.text.className = '';
+    entry.text.textContent = text;
+  }
+
+  /**
+   * Show the barge-in timing of an interrupted assistant item:
+   * {source, onsetToSilenceMs, bargeInToServerStopMs, calibrationMs} (ms; null = not yet/none).
+   */
+  setTiming(itemId, timing) {
+    const entry = this.#entries.get(itemId);
+    if (!entry?.timing) return;
+    const ms = (value) => (Number.isFinite(value) ? `${Math.round(value)} ms` : '–');
+    entry.timing.textContent = [
+      `${ONSET_LABELS[timing.source] ?? timing.source} → silence ${ms(timing.onsetToSilenceMs)}`,
+      `barge-in → server stop ${ms(timing.bargeInToServerStopMs)}`,
+      `calibration ${ms(timing.calibrationMs)}`,
+    ].join(' · ');
+  }
+
   /** Grow an assistant item's pending text with a transcript delta. */
   appendText(itemId, delta) {
     const entry = this.#entries.get(itemId);
@@ -77,6 +112,7 @@ export class HistoryView {
     const who = document.createElement('span');
     who.className = 'who';
     who.textContent = role === 'user' ? 'User' : 'Assistant';
+    if (role === 'user') item.dataset.testid = 'history-user';
     const text = document.createElement('p');
     item.append(who, text);
     const entry = { item, text, fullText: '', heard: null };
@@ -90,7 +126,10 @@ export class HistoryView {
       entry.badges.className = 'badges';
       entry.cursor = document.createElement('p');
       entry.cursor.className = 'cursor';
-      item.append(entry.badges, entry.cursor);
+      entry.timing = document.createElement('p');
+      entry.timing.className = 'timing';
+      entry.timing.dataset.testid = 'barge-in-timing';
+      item.append(entry.badges, entry.timing, entry.cursor);
       this.#renderText(entry);
     }
     this.#entries.set(itemId, entry);
@@ -144,6 +183,13 @@ export class HistoryView {
     );
   }
 }
+
+/** What starts the onset -> silence interval, by barge-in source. */
+const ONSET_LABELS = {
+  vad: 'speech onset',
+  server_vad: 'speech onset (server VAD stop)',
+  button: 'Stop press',
+};
 
 /** An element whose class and `data-testid` are both `name`. */
 function element(tag, name) {

@@ -12,3 +12,17 @@ export function decodePcm16(base64) {
   }
   return samples;
 }
+
+/**
+ * Base64 of raw bytes (e.g. PCM16 LE frames for `input_audio_buffer.append`).
+ * @param {ArrayBuffer} buffer
+ * @returns {string}
+ */
+export function encodeBase64(buffer) {
+  const bytes = new Uint8Array(buffer);
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x2000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x2000));
+  }
+  return btoa(binary);
+}

@@ -9,17 +9,25 @@
  *   {type: 'end', responseId}             no more audio will come for responseId
  *   {type: 'stop', responseId}            stop responseId now; ignored unless it is current, so a
  *                                         late stop for an old response never cuts a newer one
+ *   {type: 'level-port', port}            MessagePort to the capture worklet (echo guard of the
+ *                                         client VAD); replaces an earlier one
  *
  * Reports to the main thread (renderedFrames counts frames written to the output, per response):
  *   {type: 'progress', responseId, renderedFrames, rendering, queueEmpty}   every ~REPORT_MS
  *   {type: 'stopped', responseId, renderedFrames, reason}   exactly once, before the reset
  *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
+ *
+ * Reports on the level port, every LEVEL_MS of output while a port is set:
+ *   {type: 'level', db, active}   RMS of the output in dBFS (-100 for silence), and whether any of
+ *                                 it was assistant audio
  */
 
 /** Rendering of a response starts once this much is queued (or its audio ended): jitter buffer. */
 const JITTER_MS = 100;
 /** Interval of the 'progress' reports. */
 const REPORT_MS = 50;
+/** Interval of the output level reports to the capture worklet (the issue asks for 20-50 ms). */
+const LEVEL_MS = 20;
 
 class PlaybackProcessor extends AudioWorkletProcessor {
   constructor() {
@@ -27,6 +35,11 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.jitterFrames = Math.round((sampleRate * JITTER_MS) / 1000);
     this.reportFrames = Math.round((sampleRate * REPORT_MS) / 1000);
     this.framesSinceReport = 0;
+    this.levelFrames = Math.round((sampleRate * LEVEL_MS) / 1000);
+    this.levelPort = null;
+    this.levelSum = 0;
+    this.levelCount = 0;
+    this.levelActive = false;
     this.reset(null);
     this.port.onmessage = (event) => this.handle(event.data);
   }
@@ -43,6 +56,11 @@ class PlaybackProcessor extends AudioWorkletProcessor {
   }
 
   handle(message) {
+    if (message.type === 'level-port') {
+      this.levelPort?.close();
+      this.levelPort = message.port;
+      return;
+    }
     const current = message.responseId === this.responseId;
     switch (message.type) {
       case 'start':
@@ -106,6 +124,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       if (this.rendering) written = this.render(out);
     }
     out.fill(0, written);
+    this.measure(out, written > 0);
 
     if (this.responseId === null) return true;
     if (this.rendering && this.audioEnded && this.queuedFrames === 0) {
@@ -119,6 +138,21 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       this.report('progress');
     }
     return true;
+  }
+
+  /** Accumulate the output level; post it on the level port every LEVEL_MS. */
+  measure(out, active) {
+    if (!this.levelPort) return;
+    for (let i = 0; i < out.length; i += 1) this.levelSum += out[i] * out[i];
+    this.levelCount += out.length;
+    this.levelActive ||= active;
+    if (this.levelCount < this.levelFrames) return;
+    const rms = Math.sqrt(this.levelSum / this.levelCount);
+    const db = rms > 0 ? Math.max(-100, 20 * Math.log10(rms)) : -100;
+    this.levelPort.postMessage({ type: 'level', db, active: this.levelActive });
+    this.levelSum = 0;
+    this.levelCount = 0;
+    this.levelActive = false;
   }
 }
 

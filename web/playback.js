@@ -75,6 +75,15 @@ export class Playback {
     }
   }
 
+  /**
+   * Hand the worklet one end of a MessageChannel on which it reports its output level every
+   * ~20 ms ({type: 'level', db, active}: dBFS, assistant audio rendered): the echo reference of
+   * the client VAD. Lost when `configure` creates a new context: link again after it.
+   */
+  linkLevelPort(port) {
+    this.#post({ type: 'level-port', port }, [port]);
+  }
+
   /** Resume a context the autoplay policy suspended; call from user gestures. */
   resume() {
     if (this.#context?.state === 'suspended') this.#context.resume();

@@ -28,9 +28,13 @@ export class StatusView {
     setText(this.#response, `Assistant: ${label}`);
   }
 
-  /** @param {number} ms time from the Stop gesture to local silence */
-  setBargeInLatency(ms) {
-    setText(this.#latency, `Stop → silence: ${ms.toFixed(1)} ms`);
+  /**
+   * @param {number} ms time from the barge-in's start to local silence
+   * @param {string} source 'button' (start: the Stop gesture) or 'vad' (start: speech onset)
+   */
+  setBargeInLatency(ms, source) {
+    const start = source === 'vad' ? 'Speech' : 'Stop';
+    setText(this.#latency, `${start} → silence: ${ms.toFixed(1)} ms`);
   }
 
   /** Append a log line; `level` ('info' | 'error') is its CSS class. */

@@ -1,0 +1,63 @@
+"""Server VAD over the microphone stream: PCM16 at the input rate in, turn events out.
+
+Glue between the session's `DetectSpeech` effects and `server.vad`: a streaming soxr
+resampler to 16 kHz (one filter state across appends, so chunk edges add no artefacts), the
+streaming Silero VAD, and the `TurnDetector` state machine configured from the session's
+`server_vad` settings. Positions are ms on the session's input timeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+from server.protocol import TurnDetection
+from server.vad import (
+    SAMPLE_RATE_HZ,
+    SileroStreamingVad,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+    TurnEvent,
+)
+
+
+class InputSpeechDetector:
+    """Turn detection for one session's microphone stream.
+
+    Args:
+        settings: the session's `server_vad` settings (threshold, prefix padding, silence).
+        input_rate_hz: sample rate of the PCM16 input (24000).
+        start_ms: position on the input timeline of the first sample fed (ms).
+    """
+
+    def __init__(self, settings: TurnDetection, input_rate_hz: int, start_ms: int) -> None:
+        self.settings = settings
+        self.start_ms = start_ms
+        self._resampler = soxr.ResampleStream(input_rate_hz, SAMPLE_RATE_HZ, 1, dtype="float32")
+        self._vad = SileroStreamingVad()
+        self._turns = TurnDetector(TurnDetectionConfig(
+            threshold=settings.threshold,
+            prefix_padding_ms=settings.prefix_padding_ms,
+            silence_duration_ms=settings.silence_duration_ms,
+        ))
+
+    def feed(self, pcm16: bytes, assistant_playing: bool) -> list[TurnEvent]:
+        """Run VAD over appended PCM16 LE mono; return the turn events it completes.
+
+        `assistant_playing` raises the detection threshold against the assistant's own voice
+        leaking into the microphone (`TurnDetectionConfig.echo_threshold`). Event positions are
+        on the input timeline (ms).
+        """
+        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        pcm_16k = self._resampler.resample_chunk(samples)
+        self._turns.assistant_playing = assistant_playing
+        events: list[TurnEvent] = []
+        for window in self._vad.feed_windows(pcm_16k):
+            event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
+            if isinstance(event, SpeechStarted):
+                events.append(SpeechStarted(event.audio_start_ms + self.start_ms))
+            elif isinstance(event, SpeechStopped):
+                events.append(SpeechStopped(event.audio_end_ms + self.start_ms))
+        return events

@@ -1,0 +1,444 @@
+"""Server-side voice activity detection: streaming Silero VAD and an OpenAI `server_vad` turn
+detector.
+
+- `SileroStreamingVad` runs the Silero VAD v6 model bundled with faster-whisper
+  (`faster_whisper.vad.get_vad_model()`, `assets/silero_vad_v6.onnx`) over audio fed in pieces
+  of any size. It reproduces `SileroVADModel.__call__` (512-sample windows at 16 kHz, each
+  preceded by the last 64 samples of the previous window, zeros before the first; the model
+  runs the windows of one call in order, carrying the LSTM state `h`/`c` of shape (1, 1, 128))
+  and keeps that state, the context and the unfinished window across calls, so any chunking
+  gives faster-whisper's batch probabilities (tests: within 1e-5 for chunks of 1 to 4801
+  samples).
+- `TurnDetector` is the sans-I/O state machine over (window end ms, probability, level) that
+  emits `SpeechStarted` / `SpeechStopped` with OpenAI Realtime `server_vad` semantics
+  (`threshold` 0.5, `prefix_padding_ms` 300, `silence_duration_ms` 500; openai
+  `types/realtime/realtime_audio_input_turn_detection.py`) plus a minimum speech duration,
+  hysteresis (speech continues while probability >= threshold - 0.15), a level-range gate
+  against hums and an echo guard while the assistant is playing.
+- `resample_to_16k` turns PCM16 LE microphone bytes into the model's 16 kHz float32 input.
+
+Cost, measured here (2 cores, shared with other work; onnxruntime CPU with the one intra-op
+thread faster-whisper configures): 0.15-0.18 ms CPU per 32 ms window when fed 20 ms at a time,
+i.e. 5 ms CPU per second of audio (0.5 % of a core) including the detector; 0.06 ms per window
+in one batch call. Model load 0.13 s once per process, after a 0.2 s faster-whisper import.
+`feed` is cheap enough to call on the event loop for each microphone append.
+
+Echo guard: Silero's probability barely depends on level (Piper speech at -3, -30 and -50 dBFS
+peak all reaches 0.96-0.99), so a raised threshold alone cannot reject the assistant's voice
+leaking into the microphone. While `assistant_playing` is set, a turn therefore also needs the
+mean power of its last `min_speech_ms` of windows to reach `echo_level_dbfs` (measured with
+the default -35 dBFS: Piper echo at -25 dBFS peak or lower never starts a turn, Piper speech at
+-15 dBFS peak or louder does).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from server.tts import resample
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+SAMPLE_RATE_HZ = 16_000
+"""Input rate of the Silero model."""
+
+WINDOW_SAMPLES = 512
+"""Samples per Silero window at 16 kHz (faster-whisper `SileroVADModel`, `num_samples`)."""
+
+CONTEXT_SAMPLES = 64
+"""Samples of the previous window prepended to each window (`context_size_samples`)."""
+
+WINDOW_MS = WINDOW_SAMPLES * 1000 // SAMPLE_RATE_HZ
+"""Duration of one window: 32 ms."""
+
+STATE_SHAPE = (1, 1, 128)
+"""Shape of the LSTM state tensors `h` and `c` of `silero_vad_v6.onnx`."""
+
+SILENCE_DBFS = -120.0
+"""Level reported for an all-zero window (instead of minus infinity)."""
+
+BATCH_WINDOWS = 10_000
+"""Most windows per inference call (faster-whisper's `encoder_batch_size`)."""
+
+_SAMPLES_PER_MS = SAMPLE_RATE_HZ // 1000
+_model_lock = threading.Lock()
+
+
+def load_vad_model() -> onnxruntime.InferenceSession:
+    """Return the process-wide Silero VAD inference session, loading it on first use.
+
+    The session is faster-whisper's cached `get_vad_model().session` (CPU provider, one
+    intra-op thread); `run` is thread-safe, so every `SileroStreamingVad` shares it. Blocking
+    on first use (0.13 s, plus 0.2 s to import faster-whisper); call at start-up to warm up.
+
+    Raises:
+        RuntimeError: onnxruntime is not installed (from faster-whisper).
+    """
+    from faster_whisper.vad import get_vad_model
+
+    with _model_lock:
+        return get_vad_model().session
+
+
+@dataclass(frozen=True, slots=True)
+class VadWindow:
+    """The verdict on one 512-sample window.
+
+    Attributes:
+        end_ms: end of the window on the input timeline, ms since the stream started (floor).
+        probability: Silero speech probability in [0, 1].
+        level_dbfs: RMS level of the window's samples in dB relative to full scale 1.0 (a
+            full-scale square wave is 0 dBFS, a full-scale sine -3 dBFS); `SILENCE_DBFS` for
+            digital silence.
+    """
+
+    end_ms: int
+    probability: float
+    level_dbfs: float
+
+
+class SileroStreamingVad:
+    """Incremental Silero VAD over 16 kHz mono float audio; one instance per input stream.
+
+    Feed audio in pieces of any size; every complete 512-sample window (32 ms) gets one
+    probability, the one faster-whisper's batch `SileroVADModel.__call__` gives it on the whole
+    stream (that call also zeroes the last 64 samples of its input in place: a quirk not
+    reproduced). Samples of an unfinished window wait for the next call. Not thread-safe
+    (one caller per instance); the model itself is shared (`load_vad_model`).
+    """
+
+    def __init__(self) -> None:
+        """Create the stream state; loads the shared model on first use (see `load_vad_model`)."""
+        self._session = load_vad_model()
+        self._received = 0
+        self._base = 0
+        self._windows = 0
+        self._h = np.zeros(STATE_SHAPE, dtype=np.float32)
+        self._c = np.zeros(STATE_SHAPE, dtype=np.float32)
+        self._context = np.zeros((1, CONTEXT_SAMPLES), dtype=np.float32)
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    @property
+    def received_ms(self) -> int:
+        """Input received so far, ms since the stream started (floor), including samples still
+        waiting for their window to complete."""
+        return self._received // _SAMPLES_PER_MS
+
+    def feed(self, pcm_16k: np.ndarray) -> list[float]:
+        """Append `pcm_16k` and return one speech probability per newly completed window.
+
+        Same input and errors as `feed_windows`.
+        """
+        return [window.probability for window in self.feed_windows(pcm_16k)]
+
+    def feed_windows(self, pcm_16k: np.ndarray) -> list[VadWindow]:
+        """Append `pcm_16k` (1-D float samples in [-1, 1] at 16 kHz, any length) and return the
+        newly completed windows in order, with their end positions and levels.
+
+        Raises:
+            ValueError: the input is not 1-D or holds non-finite samples.
+        """
+        samples = np.asarray(pcm_16k, dtype=np.float32)
+        if samples.ndim != 1:
+            raise ValueError("pcm_16k must be a 1-D array")
+        if not np.isfinite(samples).all():
+            raise ValueError("pcm_16k contains non-finite samples")
+        self._received += samples.size
+        buffer = np.concatenate((self._pending, samples)) if self._pending.size else samples
+        count = buffer.size // WINDOW_SAMPLES
+        self._pending = buffer[count * WINDOW_SAMPLES :].copy()
+        if count == 0:
+            return []
+        frames = buffer[: count * WINDOW_SAMPLES].reshape(count, WINDOW_SAMPLES)
+        contexts = np.concatenate((self._context, frames[:-1, -CONTEXT_SAMPLES:]))
+        inputs = np.concatenate((contexts, frames), axis=1)
+        self._context = frames[-1:, -CONTEXT_SAMPLES:].copy()
+        probabilities = [self._run(inputs[i : i + BATCH_WINDOWS])
+                         for i in range(0, count, BATCH_WINDOWS)]
+        powers = np.mean(np.square(frames, dtype=np.float64), axis=1)
+        windows = []
+        for probability, power in zip(np.concatenate(probabilities), powers, strict=True):
+            self._windows += 1
+            end_sample = self._base + self._windows * WINDOW_SAMPLES
+            level = 10.0 * math.log10(power) if power > 0.0 else SILENCE_DBFS
+            windows.append(VadWindow(end_sample // _SAMPLES_PER_MS, float(probability),
+                                     max(level, SILENCE_DBFS)))
+        return windows
+
+    def reset(self) -> None:
+        """Forget the model state and the unfinished window (e.g. after the input buffer was
+        cleared). The timeline keeps counting: the next window ends 512 samples after the last
+        sample received so far."""
+        self._base = self._received
+        self._windows = 0
+        self._h = np.zeros(STATE_SHAPE, dtype=np.float32)
+        self._c = np.zeros(STATE_SHAPE, dtype=np.float32)
+        self._context = np.zeros((1, CONTEXT_SAMPLES), dtype=np.float32)
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    def _run(self, inputs: np.ndarray) -> np.ndarray:
+        """Run the model on (n, 576) window inputs in order, carrying the LSTM state."""
+        output, self._h, self._c = self._session.run(
+            None, {"input": inputs, "h": self._h, "c": self._c}
+        )
+        return np.asarray(output, dtype=np.float32).reshape(-1)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStarted:
+    """A turn began: `audio_start_ms` is the speech start minus the prefix padding (>= 0), ms
+    on the input timeline (`input_audio_buffer.speech_started.audio_start_ms`)."""
+
+    audio_start_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStopped:
+    """A turn ended: `audio_end_ms` is the end of its last speech window, ms on the input
+    timeline (`input_audio_buffer.speech_stopped.audio_end_ms`)."""
+
+    audio_end_ms: int
+
+
+TurnEvent = SpeechStarted | SpeechStopped
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDetectionConfig:
+    """Parameters of `TurnDetector`; the first three are OpenAI `server_vad`'s, with its
+    defaults.
+
+    Attributes:
+        threshold: probability at which a window is speech (default 0.5).
+        prefix_padding_ms: audio included before the speech start (default 300).
+        silence_duration_ms: non-speech after the last speech window that ends a turn
+            (default 500).
+        min_speech_ms: speech must last this long (ms from the start of its first window)
+            before the turn starts, so that coughs, clicks and knocks do not (default 250).
+        hysteresis: windows down to `threshold - hysteresis` (at least 0.01) continue speech,
+            and such windows just before the first one >= threshold count as its start
+            (faster-whisper's `neg_threshold` default; default 0.15).
+        candidate_gap_ms: before the turn starts, dips below the hysteresis level up to this
+            long do not restart the count, e.g. the closure of the "t" in "What time" or
+            "Actually" (measured with espeak-ng: up to three windows at 0.16-0.34; default 96 ms).
+        min_level_range_db: before the turn starts, the window levels of the last
+            `min_speech_ms` (the first window of the speech excluded, windows more than
+            `MODULATION_FLOOR_DB` below the loudest ignored) must differ by this much: speech
+            rises and falls by syllable, a hum does not (measured: Silero scores harmonic hums
+            at 0.5-0.85 with a level range under 1 dB; speech at the start moment ranged
+            5.5-105 dB). 0 disables the check (default 3.0 dB).
+        echo_threshold: used instead of `threshold` while the assistant is playing (default
+            0.8).
+        echo_level_dbfs: while the assistant is playing, the mean power of the windows of the
+            last `min_speech_ms` must also reach this level (dBFS, as `VadWindow.level_dbfs`)
+            before the turn starts (default -35.0).
+
+    Raises:
+        ValueError: a threshold outside (0, 1), a negative duration or range, a hysteresis
+            outside [0, 1) or a level above 0 dBFS.
+    """
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    min_speech_ms: int = 250
+    hysteresis: float = 0.15
+    candidate_gap_ms: int = 96
+    min_level_range_db: float = 3.0
+    echo_threshold: float = 0.8
+    echo_level_dbfs: float = -35.0
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "echo_threshold"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in (0, 1)")
+        for name in ("prefix_padding_ms", "silence_duration_ms", "min_speech_ms",
+                     "candidate_gap_ms", "min_level_range_db"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0")
+        if not 0.0 <= self.hysteresis < 1.0:
+            raise ValueError("hysteresis must be in [0, 1)")
+        if not self.echo_level_dbfs <= 0.0:
+            raise ValueError("echo_level_dbfs must be <= 0")
+
+
+ONSET_LOOKBACK_MS = 64
+"""How far the speech start reaches back over windows >= threshold - hysteresis right before
+the first window >= threshold (the soft start of "Wait" scores 0.41 in the window before)."""
+
+MODULATION_FLOOR_DB = 30.0
+"""Windows this far below the loudest recent one do not count for `min_level_range_db` (the
+silence right after a hum stops, which Silero still scores at about 0.6)."""
+
+
+class TurnDetector:
+    """OpenAI `server_vad` turn detection over VAD windows; sans-I/O (no model, no clock).
+
+    Feed every window in order to `process`; a window spans `WINDOW_MS` (32 ms) ending at
+    `window_end_ms`. With `low = max(active threshold - hysteresis, 0.01)`:
+
+    - silence: a window >= the active threshold opens a candidate; its speech starts at the
+      start of that window, or up to `ONSET_LOOKBACK_MS` earlier over the unbroken run of
+      windows >= low right before it;
+    - candidate: windows >= low continue it, dips below low longer than `candidate_gap_ms`
+      drop it silently; on a window >= low once it lasted `min_speech_ms` and its recent
+      levels pass the gates (`min_level_range_db`, and `echo_level_dbfs` while
+      `assistant_playing`), `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
+    - speaking: a window >= low is speech; once the windows below low reach
+      `silence_duration_ms` past the end of the last speech window, `SpeechStopped(end of the
+      last speech window)` is returned. (faster-whisper's `get_speech_timestamps` lets a
+      window between low and threshold only continue a silence already begun; that cut the
+      final "s" of "minutes" off, whose windows score 0.4-0.5 after a 0.2 dip.)
+
+    `assistant_playing` (set by the caller) switches the threshold to `echo_threshold` and adds
+    the echo level gate while no turn is in progress.
+    """
+
+    def __init__(self, config: TurnDetectionConfig | None = None) -> None:
+        """Start in silence with `config` (defaults: `TurnDetectionConfig()`)."""
+        self.config = config or TurnDetectionConfig()
+        self.assistant_playing = False
+        self._last_end_ms: int | None = None
+        self._run_start_ms: int | None = None
+        self._start_ms: int | None = None
+        self._speaking = False
+        self._speech_end_ms = 0
+        self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
+
+    @property
+    def speaking(self) -> bool:
+        """True between a `SpeechStarted` and its `SpeechStopped`."""
+        return self._speaking
+
+    def reset(self) -> None:
+        """Return to silence, dropping a candidate or a turn in progress without an event.
+        Window positions may then start over (any non-negative `window_end_ms`)."""
+        self._last_end_ms = None
+        self._speaking = False
+        self._drop_candidate()
+
+    def process(
+        self, window_end_ms: int, probability: float, level_dbfs: float | None = None
+    ) -> TurnEvent | None:
+        """Take the next window and return the event it completes, if any.
+
+        Args:
+            window_end_ms: end of the window, ms on the input timeline; never decreasing.
+            probability: speech probability of the window in [0, 1].
+            level_dbfs: RMS level of the window (`VadWindow.level_dbfs`), or None when
+                unknown: the level gates are open while a recent window has no level.
+
+        Raises:
+            ValueError: `window_end_ms` is negative or below the previous one, or the
+                probability is not in [0, 1].
+        """
+        if window_end_ms < 0 or (self._last_end_ms is not None
+                                 and window_end_ms < self._last_end_ms):
+            raise ValueError("window_end_ms must be >= 0 and never decrease")
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError("probability must be in [0, 1]")
+        self._last_end_ms = window_end_ms
+        config = self.config
+        threshold = config.echo_threshold if self.assistant_playing else config.threshold
+        low = max(threshold - config.hysteresis, 0.01)
+        if self._speaking:
+            return self._continue_turn(window_end_ms, probability, low)
+        if self._start_ms is None:
+            return self._listen(window_end_ms, probability, level_dbfs, threshold, low)
+        self._remember(window_end_ms, level_dbfs)
+        if probability < low:
+            if window_end_ms - self._speech_end_ms > config.candidate_gap_ms:
+                self._drop_candidate()
+            return None
+        self._speech_end_ms = window_end_ms
+        return self._maybe_start(window_end_ms, self._start_ms)
+
+    def _listen(self, window_end_ms: int, probability: float, level_dbfs: float | None,
+                threshold: float, low: float) -> TurnEvent | None:
+        """Silence: track the run of windows >= low; a window >= threshold opens a candidate."""
+        if probability < low:
+            self._drop_candidate()
+            return None
+        window_start_ms = max(window_end_ms - WINDOW_MS, 0)
+        if self._run_start_ms is None:
+            self._run_start_ms = window_start_ms
+        self._remember(window_end_ms, level_dbfs)
+        if probability < threshold:
+            return None
+        self._start_ms = max(self._run_start_ms, window_start_ms - ONSET_LOOKBACK_MS)
+        self._speech_end_ms = window_end_ms
+        return self._maybe_start(window_end_ms, self._start_ms)
+
+    def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
+        """Keep the levels of the candidate's windows that end within the last `min_speech_ms`."""
+        self._recent.append((window_end_ms, level_dbfs))
+        span = max(self.config.min_speech_ms, WINDOW_MS)
+        while self._recent[0][0] <= window_end_ms - span:
+            self._recent.popleft()
+
+    def _maybe_start(self, window_end_ms: int, start_ms: int) -> SpeechStarted | None:
+        """Start the turn when the candidate (speech from `start_ms`) lasted `min_speech_ms`
+        and its recent windows pass the level gates."""
+        if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
+            return None
+        self._drop_candidate()
+        self._speaking = True
+        return SpeechStarted(max(start_ms - self.config.prefix_padding_ms, 0))
+
+    def _gates_open(self, start_ms: int) -> bool:
+        """The level gates over the recent windows; open while a recent level is unknown."""
+        recent = [(end_ms, level) for end_ms, level in self._recent if level is not None]
+        if len(recent) < len(self._recent):
+            return True
+        modulated = [level for end_ms, level in recent if end_ms - WINDOW_MS > start_ms]
+        if len(modulated) >= 2 and self.config.min_level_range_db > 0:
+            loudest = max(modulated)
+            audible = [level for level in modulated if level >= loudest - MODULATION_FLOOR_DB]
+            if loudest - min(audible) < self.config.min_level_range_db:
+                return False
+        if not self.assistant_playing:
+            return True
+        mean_power = sum(10.0 ** (level / 10.0) for _, level in recent) / len(recent)
+        return 10.0 * math.log10(max(mean_power, 1e-12)) >= self.config.echo_level_dbfs
+
+    def _drop_candidate(self) -> None:
+        self._run_start_ms = None
+        self._start_ms = None
+        self._recent.clear()
+
+    def _continue_turn(self, window_end_ms: int, probability: float,
+                       low: float) -> SpeechStopped | None:
+        """Speaking state: a window >= low is speech, a lower one counts toward the silence."""
+        if probability >= low:
+            self._speech_end_ms = window_end_ms
+            return None
+        if window_end_ms - self._speech_end_ms < self.config.silence_duration_ms:
+            return None
+        self._speaking = False
+        return SpeechStopped(self._speech_end_ms)
+
+
+def resample_to_16k(pcm16: bytes, rate_hz: int) -> np.ndarray:
+    """Decode PCM16 little-endian mono bytes at `rate_hz` Hz to float32 at 16 kHz.
+
+    Samples are scaled by 1/32768 into [-1, 1) and resampled with soxr HQ
+    (`server.tts.resample`); the output has round(n * 16000 / rate_hz) samples. Each call is
+    resampled on its own: a stream cut into pieces gets filter edges at every cut (measured
+    effect on Silero probabilities in tests/test_vad.py).
+
+    Raises:
+        ValueError: an odd number of bytes or a rate that is not a positive int.
+    """
+    if isinstance(rate_hz, bool) or not isinstance(rate_hz, int) or rate_hz <= 0:
+        raise ValueError("rate_hz must be a positive int")
+    if len(pcm16) % 2:
+        raise ValueError("PCM16 audio must have an even number of bytes")
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+    return resample(samples, rate_hz, SAMPLE_RATE_HZ)

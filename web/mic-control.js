@@ -1,0 +1,219 @@
+import { Microphone } from './microphone.js';
+import { encodeBase64 } from './pcm16.js';
+import { DEFAULT_VAD_CONFIG } from './vad.js';
+
+/** Server turn detection asked for while the microphone is on (OpenAI Realtime `server_vad`). */
+export const SERVER_VAD = Object.freeze({
+  type: 'server_vad',
+  threshold: 0.5,
+  prefix_padding_ms: 300,
+  silence_duration_ms: 500,
+  create_response: true,
+  interrupt_response: true,
+});
+
+/** Input rate (Hz) used before a session names one: the OpenAI default. */
+const DEFAULT_INPUT_RATE = 24000;
+
+/** Bound on `state.vadEvents` (oldest dropped). */
+const VAD_EVENTS_KEPT = 1000;
+
+const SERVER_VAD_NOTES = {
+  off: '',
+  pending: 'Server VAD: requested',
+  on: 'Server VAD: on (speak to send a prompt)',
+  unsupported: 'Server VAD unavailable: the microphone only interrupts the assistant',
+};
+
+/**
+ * The page's microphone feature: the Mic toggle, the capture worklet with the client VAD, the
+ * level meter, server turn detection (`session.update` with SERVER_VAD) and the audio stream
+ * (`input_audio_buffer.append`, 40 ms PCM16 frames, only while server VAD is requested or on: a
+ * server without it would only buffer them).
+ *
+ * Keeps `state.mic` and `state.vadEvents` of the page's test hook up to date (see app.js).
+ */
+export class MicControl {
+  #button;
+  #error;
+  #meter;
+  #client;
+  #playback;
+  #state;
+  #vadConfig;
+  #onFired;
+  #microphone;
+  /** event_id of the session.update that asked for server VAD (its error means: unsupported) */
+  #requestId = null;
+  /** performance.now() of the current VAD candidate's first frame, null when the VAD is idle */
+  onsetT = null;
+
+  /**
+   * @param {object} options
+   * @param {HTMLButtonElement} options.button the Mic toggle (aria-pressed, data-state)
+   * @param {HTMLElement} options.error the element showing microphone failures
+   * @param {import('./level-meter.js').LevelMeter} options.meter
+   * @param {import('./realtime-client.js').RealtimeClient} options.client
+   * @param {import('./playback.js').Playback} options.playback
+   * @param {object} options.state the page state: `mic`, `vadEvents`, `inputRate` are used
+   * @param {() => object} options.vadConfig the VAD parameters to use when the mic starts
+   * @param {(onsetT: number) => void} options.onFired the VAD fired; onsetT: performance.now()
+   *   of the first frame it counted as speech
+   */
+  constructor({ button, error, meter, client, playback, state, vadConfig, onFired }) {
+    this.#button = button;
+    this.#error = error;
+    this.#meter = meter;
+    this.#client = client;
+    this.#playback = playback;
+    this.#state = state;
+    this.#vadConfig = vadConfig;
+    this.#onFired = onFired;
+    this.#microphone = new Microphone({
+      onAudio: (pcm) => this.#sendAudio(pcm),
+      onVad: (event) => this.#onVad(event),
+      onLevel: (level) => this.#onLevel(level),
+      onEnded: (message) => {
+        this.stop();
+        this.#showError(message);
+      },
+    });
+    button.addEventListener('click', () => this.toggle());
+    this.#setButton('off');
+  }
+
+  get enabled() {
+    return this.#microphone.enabled;
+  }
+
+  /** Switch the microphone on (asking for permission) or off. */
+  async toggle() {
+    if (this.#button.dataset.state !== 'off') {
+      this.stop();
+      return;
+    }
+    this.#showError(null);
+    this.#setButton('starting');
+    const error = await this.#microphone.start(this.#state.inputRate ?? DEFAULT_INPUT_RATE,
+      this.#config());
+    if (this.#button.dataset.state !== 'starting') return; // switched off meanwhile
+    if (error) {
+      this.#setButton('off');
+      this.#showError(error);
+      return;
+    }
+    this.#setButton('on');
+    Object.assign(this.#state.mic, { enabled: true, contextRate: this.#microphone.contextRate });
+    this.linkLevels();
+    this.#requestServerVad(true);
+  }
+
+  /** The microphone is off (switched off, failed or disconnected): release it, stop server VAD. */
+  stop() {
+    this.#microphone.stop();
+    this.#setButton('off');
+    this.onsetT = null;
+    Object.assign(this.#state.mic, {
+      enabled: false, vadState: 'idle', levelDb: null, noiseFloorDb: null, onsetDb: null,
+      playbackDb: null, contextRate: null,
+    });
+    this.#meter.setOff();
+    if (this.#state.mic.serverVad === 'pending' || this.#state.mic.serverVad === 'on') {
+      this.#requestServerVad(false);
+      this.#client.send({ type: 'input_audio_buffer.clear' });
+    }
+    this.#setServerVad('off');
+  }
+
+  /** A `session.created` / `session.updated` (state.inputRate already updated from it). */
+  onSession(event) {
+    this.#microphone.setRate(this.#state.inputRate ?? DEFAULT_INPUT_RATE);
+    if (event.type === 'session.created' && this.enabled) this.#requestServerVad(true);
+    const detection = event.session?.audio?.input?.turn_detection;
+    if (event.type === 'session.updated' && detection?.type === 'server_vad') {
+      this.#setServerVad('on');
+    }
+  }
+
+  /** A server `error`: one naming our server VAD request means this server has none. */
+  onError(error) {
+    if (this.#requestId === null || error.event_id !== this.#requestId) return;
+    this.#requestId = null;
+    this.#setServerVad('unsupported');
+  }
+
+  /** Connect the playback worklet's output level to the capture worklet (the echo guard). */
+  linkLevels() {
+    if (!this.enabled) return;
+    const channel = new MessageChannel();
+    this.#playback.linkLevelPort(channel.port1);
+    this.#microphone.linkPlaybackLevel(channel.port2);
+  }
+
+  /** `vadConfig()` over the defaults; a value that is not a finite number is ignored. */
+  #config() {
+    const edited = this.#vadConfig() ?? {};
+    const config = { ...DEFAULT_VAD_CONFIG };
+    for (const key of Object.keys(config)) {
+      if (Number.isFinite(edited[key])) config[key] = edited[key];
+    }
+    return config;
+  }
+
+  /** Ask the server to detect turns in the microphone audio (or to stop doing so). */
+  #requestServerVad(on) {
+    const sent = this.#client.send({
+      type: 'session.update',
+      session: { type: 'realtime', audio: { input: { turn_detection: on ? SERVER_VAD : null } } },
+    });
+    this.#requestId = on ? (sent?.event_id ?? null) : null;
+    if (on && sent) this.#setServerVad('pending');
+  }
+
+  #setServerVad(mode) {
+    this.#state.mic.serverVad = mode;
+    this.#meter.setNote(SERVER_VAD_NOTES[mode], mode === 'unsupported' ? 'warn' : '');
+  }
+
+  #sendAudio(pcm) {
+    const mode = this.#state.mic.serverVad;
+    if (mode !== 'pending' && mode !== 'on') return;
+    const event = { type: 'input_audio_buffer.append', audio: encodeBase64(pcm) };
+    if (this.#client.send(event)) this.#state.mic.framesSent += 1;
+  }
+
+  #onVad({ event, t, onsetT, playing }) {
+    const { vadEvents, mic } = this.#state;
+    vadEvents.push({ type: event, t, playing });
+    if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
+    mic.vadState = { onset: 'speech', fired: 'fired', released: 'idle' }[event];
+    this.onsetT = event === 'released' ? null : onsetT;
+    if (event !== 'fired') return;
+    this.#meter.markFired(t);
+    this.#onFired(onsetT);
+  }
+
+  #onLevel(level) {
+    Object.assign(this.#state.mic, {
+      vadState: level.state,
+      levelDb: level.levelDb,
+      noiseFloorDb: level.noiseFloorDb,
+      onsetDb: level.onsetDb,
+      playbackDb: level.playbackDb,
+    });
+    this.#meter.update(level);
+  }
+
+  /** @param {'off'|'starting'|'on'} mode */
+  #setButton(mode) {
+    this.#button.dataset.state = mode;
+    this.#button.setAttribute('aria-pressed', String(mode !== 'off'));
+    this.#button.setAttribute('aria-busy', String(mode === 'starting'));
+  }
+
+  #showError(message) {
+    this.#state.mic.error = message;
+    this.#error.textContent = message ?? '';
+    this.#error.hidden = message === null;
+  }
+}
