@@ -24,19 +24,18 @@ from websockets.exceptions import ConnectionClosed
 
 from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
-from server.input_speech import InputSpeechDetector
-from server.responder import Responder
-from server.segmenter import SpeechSegmenter
-from server.session import (
+from server.effects import (
     CancelGeneration,
     DetectSpeech,
     Effect,
-    Session,
-    SessionConfig,
     StartGeneration,
     Transcribe,
     WakeSender,
 )
+from server.input_speech import InputSpeechDetector
+from server.responder import Responder
+from server.segmenter import SpeechSegmenter
+from server.session import Session, SessionConfig
 from server.tts import SpeechChunk, SpeechSynthesizer, resample
 from server.vad import SpeechStarted
 

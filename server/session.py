@@ -11,8 +11,7 @@ tighten; history holds only what the listener heard (`server.history.heard_text_
 from __future__ import annotations
 
 import base64
-from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,12 +19,26 @@ import numpy as np
 from calibration.history_calibration import CalibrationView, HeardCut
 from calibration.word_marks import WordMark
 from server import protocol
+from server.effects import (
+    CancelGeneration,
+    DetectSpeech,
+    Effect,
+    StartGeneration,
+    Transcribe,
+    WakeSender,
+)
 from server.history import ConversationHistory, HeardPrefix, HistoryItem, heard_text_for
-from server.playback import PlaybackCursor
+from server.input_audio import InputAudioBuffer
 from server.responder import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
+from server.response_state import QueuedAudio, QueuedTranscript, ResponseState
 
 if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
+
+SPEECH_DETECTION_LATENCY_MS = 1000
+"""Input audio kept beyond the prefix padding while no speech is detected: server VAD reports
+a speech start up to its minimum speech duration (250 ms) plus a few 32 ms windows after the
+onset, and the committed utterance must still reach back to the onset minus the padding."""
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
 
@@ -57,110 +70,6 @@ class SessionConfig:
     input_audio_max_bytes: int = 24000 * 2 * 600
 
 
-@dataclass(frozen=True, slots=True)
-class StartGeneration:
-    """Effect: run the responder and TTS for `response_id` (after calibration is ready)."""
-
-    response_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class CancelGeneration:
-    """Effect: stop generating `response_id`; its late output is dropped anyway."""
-
-    response_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class WakeSender:
-    """Effect: new audio may be sendable (output queued, ACK arrived, or a response ended)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DetectSpeech:
-    """Effect: run server VAD over newly appended microphone audio (PCM16 LE mono).
-
-    Attributes:
-        pcm16: the appended bytes at the session's input rate.
-        settings: the session's `server_vad` settings in force.
-        position_ms: input-timeline position (ms) of the first appended sample.
-        assistant_playing: an assistant reply is still being played (raise the VAD threshold
-            against the assistant's own voice leaking into the microphone).
-    """
-
-    pcm16: bytes = field(repr=False)
-    assistant_playing: bool
-    settings: protocol.TurnDetection
-    position_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Transcribe:
-    """Effect: transcribe a committed user utterance (PCM16 LE mono at the input rate)."""
-
-    item_id: str
-    pcm16: bytes = field(repr=False)
-
-
-Effect = StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
-"""Everything the session asks its asyncio driver to do."""
-
-
-@dataclass(slots=True)
-class _QueuedTranscript:
-    text: str
-
-
-@dataclass(slots=True)
-class _QueuedAudio:
-    pcm16: bytes
-    samples: int
-    marks: list[dict[str, object]] | None
-
-
-@dataclass(slots=True)
-class ResponseState:
-    """One response: its item, status, cursor, text and the outputs still waiting to be sent.
-
-    Attributes:
-        id, item_id: response and assistant item ids.
-        epoch: session epoch when the response started.
-        status: "in_progress" | "completed" | "cancelled" | "failed".
-        cursor: the playback cursor (ms).
-        text: the full text generated so far (the history item's `full_text`).
-        queued_text_end, sent_text_end: how much of `text` was queued / sent as transcript
-            deltas; `response.output_audio_transcript.done` carries exactly the deltas sent.
-        marks: word marks on the reply timeline (char offsets into `text`).
-        generation_ended: the responder/TTS stopped (finished, cancelled or failed).
-        generated_samples, sent_samples: sample counts at the output rate.
-        queue: transcript and audio outputs waiting for pacing.
-        first_send_ms, last_ack_ms: clock readings (ms) used by pacing.
-    """
-
-    id: str
-    item_id: str
-    epoch: int
-    status: str = "in_progress"
-    cursor: PlaybackCursor = field(default_factory=PlaybackCursor)
-    text: str = ""
-    queued_text_end: int = 0
-    sent_text_end: int = 0
-    marks: list[WordMark] = field(default_factory=list)
-    generation_ended: bool = False
-    generated_samples: int = 0
-    sent_samples: int = 0
-    queue: deque[_QueuedTranscript | _QueuedAudio] = field(default_factory=deque)
-    first_send_ms: float | None = None
-    last_ack_ms: float | None = None
-    status_reason: str | None = None
-    error_message: str | None = None
-
-    @property
-    def active(self) -> bool:
-        """True until the response's terminal event was produced."""
-        return self.status == "in_progress"
-
-
 class Session:
     """One duplex session (one WebSocket connection). Sans-I/O.
 
@@ -179,8 +88,8 @@ class Session:
         self.epoch = 0
         self.closed = False
         self.calibration: HistoryCalibration | None = None
-        self.input_audio = bytearray()
-        self.input_base_ms = 0
+        self.input_audio = InputAudioBuffer(self.config.sample_rate_hz,
+                                            self.config.input_audio_max_bytes)
         self.turn_detection: protocol.TurnDetection | None = None
         self._speech_item: tuple[str, int] | None = None
         self._pending_transcripts: set[str] = set()
@@ -299,7 +208,7 @@ class Session:
             case protocol.InputAudioCommit():
                 self._input_commit(event)
             case protocol.InputAudioClear():
-                self._drop_input(len(self.input_audio))
+                self.input_audio.clear()
                 self._speech_item = None
                 self._emit("input_audio_buffer.cleared")
             case protocol.PlaybackAck():
@@ -343,19 +252,6 @@ class Session:
             )
         self._add_item(HistoryItem(id=item_id, role="user", text=event.text))
 
-    def _input_ms(self, byte_count: int) -> int:
-        """Duration (ms) of `byte_count` bytes of PCM16 mono input."""
-        return byte_count * 1000 // (2 * self.config.sample_rate_hz)
-
-    def _input_bytes(self, ms: int) -> int:
-        """Byte offset (even) of `ms` of PCM16 mono input."""
-        return ms * self.config.sample_rate_hz // 1000 * 2
-
-    def _drop_input(self, byte_count: int) -> None:
-        """Forget the first `byte_count` bytes of the input buffer, keeping positions stable."""
-        del self.input_audio[:byte_count]
-        self.input_base_ms += self._input_ms(byte_count)
-
     def assistant_playing(self) -> bool:
         """True while the latest reply is generating or has audio the client has not played."""
         response = self._latest_response()
@@ -371,29 +267,24 @@ class Session:
         )
 
     def _input_append(self, event: protocol.InputAudioAppend) -> None:
-        if len(self.input_audio) + len(event.pcm16) > self.config.input_audio_max_bytes:
+        try:
+            position_ms = self.input_audio.append(event.pcm16)
+        except OverflowError:
             raise protocol.ProtocolError(
                 "input_audio_buffer_full", "The input audio buffer is full; commit or clear it.",
                 param="audio", event_id=event.event_id,
-            )
-        position_ms = self.input_base_ms + self._input_ms(len(self.input_audio))
-        self.input_audio.extend(event.pcm16)
+            ) from None
         detection = self.turn_detection
         if detection is None:
             return
         if self._speech_item is None:
-            keep = self._input_bytes(detection.prefix_padding_ms + 1000)
-            if len(self.input_audio) > keep:
-                self._drop_input(len(self.input_audio) - keep)
+            self.input_audio.keep_last(detection.prefix_padding_ms + SPEECH_DETECTION_LATENCY_MS)
         self._effects.append(DetectSpeech(event.pcm16, self.assistant_playing(), detection,
                                           position_ms))
 
     def _commit_input(self, start_ms: int, end_ms: int) -> None:
         """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""
-        first = self._input_bytes(max(0, start_ms - self.input_base_ms))
-        last = self._input_bytes(max(0, end_ms - self.input_base_ms))
-        pcm16 = bytes(self.input_audio[first:last])
-        self._drop_input(min(last, len(self.input_audio)))
+        pcm16 = self.input_audio.take(start_ms, end_ms)
         item_id = self._speech_item[0] if self._speech_item else self._new_id("item")
         item = HistoryItem(id=item_id, role="user", text="", content_type="input_audio")
         self._emit("input_audio_buffer.committed", item_id=item.id,
@@ -409,8 +300,7 @@ class Session:
                 event_id=event.event_id,
             )
         self._speech_item = None
-        self._commit_input(self.input_base_ms,
-                           self.input_base_ms + self._input_ms(len(self.input_audio)))
+        self._commit_input(self.input_audio.start_ms, self.input_audio.end_ms)
 
     def on_speech_started(self, audio_start_ms: int) -> None:
         """Server VAD heard speech begin at `audio_start_ms` (ms of input audio).
@@ -600,7 +490,7 @@ class Session:
         if response is None:
             return False
         if text_end > response.queued_text_end:
-            response.queue.append(_QueuedTranscript(response.text[response.queued_text_end:text_end]))
+            response.queue.append(QueuedTranscript(response.text[response.queued_text_end:text_end]))
             response.queued_text_end = text_end
         samples = len(pcm16) // 2
         if samples:
@@ -611,7 +501,7 @@ class Session:
             frame_bytes = self.config.sample_rate_hz * self.config.frame_ms // 1000 * 2
             for start in range(0, len(pcm16), frame_bytes):
                 frame = pcm16[start:start + frame_bytes]
-                response.queue.append(_QueuedAudio(frame, len(frame) // 2,
+                response.queue.append(QueuedAudio(frame, len(frame) // 2,
                                                    wire_marks if start == 0 else None))
             response.generated_samples += samples
             response.cursor.generated_ms = (
@@ -632,7 +522,7 @@ class Session:
         if response is None:
             return
         if response.queued_text_end < len(response.text):
-            response.queue.append(_QueuedTranscript(response.text[response.queued_text_end:]))
+            response.queue.append(QueuedTranscript(response.text[response.queued_text_end:]))
             response.queued_text_end = len(response.text)
         response.generation_ended = True
         response.cursor.audio_complete = True
@@ -673,11 +563,14 @@ class Session:
         rate = self.config.sample_rate_hz
         while response.queue:
             head = response.queue[0]
-            if isinstance(head, _QueuedAudio):
-                budget = self._send_budget_ms(response, now_ms)
+            if isinstance(head, QueuedAudio):
+                config = self.config
+                budget = response.send_budget_ms(now_ms, config.lead_ms, config.jitter_ms,
+                                                 config.ack_timeout_ms)
                 sent_ms = response.sent_samples * 1000 / rate
                 if sent_ms >= budget:
-                    return self._fallback_deadline(response, sent_ms)
+                    return response.fallback_deadline_ms(sent_ms, config.lead_ms,
+                                                         config.ack_timeout_ms)
                 if response.first_send_ms is None:
                     response.first_send_ms = now_ms
                 response.queue.popleft()
@@ -701,27 +594,6 @@ class Session:
         if response.generation_ended:
             self._finish(response, "completed", None)
         return None
-
-    def _send_budget_ms(self, response: ResponseState, now_ms: float) -> float:
-        lead = self.config.lead_ms + self.config.jitter_ms
-        acked_recently = (
-            response.last_ack_ms is not None
-            and now_ms - response.last_ack_ms < self.config.ack_timeout_ms
-        )
-        played = float(response.cursor.played_ms)
-        if not acked_recently and response.first_send_ms is not None:
-            silent_since = max(response.first_send_ms, response.last_ack_ms or 0.0)
-            if now_ms - silent_since >= self.config.ack_timeout_ms:
-                played = max(played, now_ms - response.first_send_ms - self.config.jitter_ms)
-        return played + lead
-
-    def _fallback_deadline(self, response: ResponseState, sent_ms: float) -> float | None:
-        """When the real-time fallback of `_send_budget_ms` next lets audio out (ms)."""
-        if response.first_send_ms is None:
-            return None
-        silent_since = max(response.first_send_ms, response.last_ack_ms or 0.0)
-        by_time = response.first_send_ms + sent_ms - self.config.lead_ms
-        return max(silent_since + self.config.ack_timeout_ms, by_time) + 1
 
     def _finish(self, response: ResponseState, status: str, reason: str | None) -> None:
         """Emit the terminal sequence of a response (once) and end it."""
@@ -1040,14 +912,3 @@ class Session:
 def _pcm16_to_f32le(pcm16: bytes) -> bytes:
     """PCM16 LE bytes -> float32 LE bytes in [-1, 1)."""
     return (np.frombuffer(pcm16, dtype="<i2").astype("<f4") / 32768.0).tobytes()
-
-
-__all__ = [
-    "CancelGeneration",
-    "Effect",
-    "ResponseState",
-    "Session",
-    "SessionConfig",
-    "StartGeneration",
-    "WakeSender",
-]

@@ -430,8 +430,9 @@ def resample_to_16k(pcm16: bytes, rate_hz: int) -> np.ndarray:
 
     Samples are scaled by 1/32768 into [-1, 1) and resampled with soxr HQ
     (`server.tts.resample`); the output has round(n * 16000 / rate_hz) samples. Each call is
-    resampled on its own: a stream cut into pieces gets filter edges at every cut (measured
-    effect on Silero probabilities in tests/test_vad.py).
+    resampled on its own, so a stream cut into 20 ms pieces gets filter edges at every cut:
+    measured, Silero probabilities move by up to 0.13 and turn events by at most one window;
+    a stream is better served by one `soxr.ResampleStream`.
 
     Raises:
         ValueError: an odd number of bytes or a rate that is not a positive int.

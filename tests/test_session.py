@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from calibration.word_marks import WordMark
-from server.session import CancelGeneration, Session, SessionConfig, StartGeneration
+from server.effects import CancelGeneration, StartGeneration
+from server.session import Session, SessionConfig
 
 RATE = 24000
 
