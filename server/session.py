@@ -40,6 +40,11 @@ SPEECH_DETECTION_LATENCY_MS = 1000
 a speech start up to its minimum speech duration (250 ms) plus a few 32 ms windows after the
 onset, and the committed utterance must still reach back to the onset minus the padding."""
 
+UTTERANCE_TAIL_MS = 300
+"""Audio committed for transcription after a speech stop's `audio_end_ms`: Silero scores a
+final unvoiced consonant ("t", "s") as non-speech up to about 190 ms after the last speech
+window (measured in tests/test_vad.py), and the transcript should keep it."""
+
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
 
 
@@ -329,7 +334,8 @@ class Session:
         item_id, start_ms = self._speech_item
         self._emit("input_audio_buffer.speech_stopped", audio_end_ms=audio_end_ms,
                    item_id=item_id)
-        self._commit_input(start_ms, audio_end_ms)
+        self._commit_input(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS,
+                                         self.input_audio.end_ms))
         self._speech_item = None
 
     def on_transcription(self, item_id: str, transcript: str) -> None:
