@@ -697,7 +697,12 @@ class Session:
             return
         reason = "turn_detected" if event.source == "vad" else "client_cancelled"
         self._cancel_generation(response, reason)
-        cap = response.cursor.truncate(event.audio_end_ms)
+        self._cap(response, event.audio_end_ms)
+
+    def _cap(self, response: ResponseState, audio_end_ms: int) -> None:
+        """Apply a permanent cap (ms), acknowledge it with `conversation.item.truncated` and
+        treat the reply as interrupted (its heard text is recalibrated)."""
+        cap = response.cursor.truncate(audio_end_ms)
         if response.item_id in self.history:
             self._emit("conversation.item.truncated", item_id=response.item_id,
                        content_index=0, audio_end_ms=cap)
@@ -729,10 +734,7 @@ class Session:
             self._emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
                        audio_end_ms=response.cursor.cutoff_ms)
             return
-        cap = response.cursor.truncate(event.audio_end_ms)
-        self._emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
-                   audio_end_ms=cap)
-        self._mark_interrupted(response)
+        self._cap(response, event.audio_end_ms)
 
     def _output_clear(self, event: protocol.OutputAudioBufferClear) -> None:
         if event.response_id is not None:
