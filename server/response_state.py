@@ -76,7 +76,9 @@ class ResponseState:
                        ack_timeout_ms: int) -> float:
         """How far (ms of this response's audio) may have been sent at clock `now_ms`.
 
-        The client's latest played position plus `lead_ms` and `jitter_ms`. With no ACK for
+        The client's latest played position plus `lead_ms`; before the first ACK also
+        `jitter_ms`, the client's initial jitter buffer (it starts playing once that much is
+        buffered, so the first ACK needs it). With no ACK for
         `ack_timeout_ms` since the first audio was sent (or since the last ACK), the played
         position is estimated from real time (elapsed since the first send, minus the jitter
         buffer), so a client that never ACKs still receives the whole reply in real time.
@@ -89,7 +91,8 @@ class ResponseState:
             silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
             if now_ms - silent_since >= ack_timeout_ms:
                 played = max(played, now_ms - self.first_send_ms - jitter_ms)
-        return played + lead_ms + jitter_ms
+        initial_buffer = jitter_ms if self.last_ack_ms is None else 0
+        return played + lead_ms + initial_buffer
 
     def fallback_deadline_ms(self, sent_ms: float, lead_ms: int,
                              ack_timeout_ms: int) -> float | None:

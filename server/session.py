@@ -57,7 +57,7 @@ class SessionConfig:
         voice: voice name reported in `session.created`.
         sample_rate_hz: output PCM16 rate (24000, the OpenAI Realtime rate).
         lead_ms: how far audio may be sent ahead of the client's latest ACK.
-        jitter_ms: initial jitter allowance added to the lead.
+        jitter_ms: initial jitter buffer: extra lead allowed before the first ACK.
         frame_ms: audio per `response.output_audio.delta`.
         ack_timeout_ms: with no ACK for this long, pacing falls back to real time.
         interruption_note: template told to the responder after an interrupted turn.

@@ -48,11 +48,11 @@ def test_pacing_sends_at_most_the_lead_beyond_the_latest_ack() -> None:
             if e["type"] == "response.output_audio.delta"]
     assert sent[-1] == 500
     session.set_clock(200.0)
-    send(session, type="playback.ack", response_id=rid, played_ms=300)
-    session.pull_outbound(now_ms=200.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=400)
+    session.pull_outbound(now_ms=300.0)
     sent = [e["audio_end_ms"] for e in session.take_events()
             if e["type"] == "response.output_audio.delta"]
-    assert sent[-1] == 800
+    assert sent[-1] == 800, "after the first ACK: the lead only, no initial jitter buffer"
 
 
 def test_without_acks_pacing_falls_back_to_real_time() -> None:
