@@ -23,4 +23,5 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 bench: $(STAMP)
-	for script in $(sort $(wildcard benchmarks/*.py)); do $(BIN)/python "$$script" || exit 1; done
+	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
+		$(BIN)/python -m benchmarks.$$name || exit 1; done

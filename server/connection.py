@@ -41,6 +41,10 @@ from server.vad import SpeechStarted
 
 log = logging.getLogger(__name__)
 
+GENERATION_AHEAD_MS = 5000
+"""Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
+sentence or two of margin over the pacing lead, so playback never waits on the TTS."""
+
 
 @dataclass(frozen=True, slots=True)
 class Services:
@@ -98,6 +102,7 @@ class Connection:
             self.session.calibration = self.calibration
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._sent = asyncio.Event()
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
@@ -207,6 +212,7 @@ class Connection:
         while True:
             self._wake.clear()
             deadline = self.session.pull_outbound(_now_ms())
+            self._sent.set()
             await self._settle()
             timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000.0)
             with contextlib.suppress(TimeoutError):
@@ -229,9 +235,11 @@ class Connection:
                 if not session.on_text(response_id, delta):
                     return
                 for span in segmenter.feed(delta):
+                    await self._generation_room(response_id)
                     if not await self._speak(response_id, span):
                         return
             for span in segmenter.flush():
+                await self._generation_room(response_id)
                 if not await self._speak(response_id, span):
                     return
             session.on_generation_done(response_id)
@@ -244,6 +252,17 @@ class Connection:
             if self._generations.get(response_id) is asyncio.current_task():
                 del self._generations[response_id]
         await self._settle()
+
+    async def _generation_room(self, response_id: str) -> None:
+        """Wait while this reply has more than `GENERATION_AHEAD_MS` of audio not yet sent.
+
+        TTS then runs a bounded distance ahead of playback: an interrupted reply wastes at most
+        that much synthesis, and concurrent sessions share the TTS by need, not by arrival.
+        """
+        response = self.session.responses[response_id]
+        while response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS:
+            self._sent.clear()
+            await self._sent.wait()
 
     async def _speak(self, response_id: str, span: tuple[int, int]) -> bool:
         """Synthesize one segment of the reply and queue each chunk as soon as it exists.

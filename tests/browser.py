@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Browser, Page, WebSocket, async_playwright
@@ -32,6 +33,11 @@ CHROMIUM_ARGS = (
     "--use-fake-device-for-media-stream",
 )
 """Flags that work in this container (DESIGN.md section 6)."""
+
+NO_LOOP = "%noloop"
+"""Suffix of the fake-microphone file path that makes Chromium play the file once (then
+silence) instead of looping it; this Chromium build honours it (checked in
+tests/test_browser_microphone.py)."""
 
 VIEWPORT = {"width": 1280, "height": 800}
 """Page size in CSS pixels (a laptop screen)."""
@@ -126,12 +132,31 @@ class DemoPage:
                 for part in ("heard", "unheard", "pending")}
 
 
+def fake_mic_args(wav: Path | None, loop: bool = False) -> list[str]:
+    """Extra Chromium flags for a fake microphone that plays `wav` (a PCM WAV file, e.g.
+    16-bit mono at 16 kHz) from the moment capture starts: once (`NO_LOOP`), or over and over
+    with `loop`. No flags for None (Chromium's default fake microphone: a beep every second).
+
+    Raises:
+        FileNotFoundError: `wav` does not exist.
+    """
+    if wav is None:
+        return []
+    path = Path(wav).resolve(strict=True)
+    return [f"--use-file-for-fake-audio-capture={path}{'' if loop else NO_LOOP}"]
+
+
 @asynccontextmanager
-async def chromium() -> AsyncIterator[Browser]:
-    """Launch headless Debian Chromium (CHROMIUM_ARGS); closed on exit."""
+async def chromium(fake_mic: Path | None = None, loop_mic: bool = False) -> AsyncIterator[Browser]:
+    """Launch headless Debian Chromium (CHROMIUM_ARGS); closed on exit.
+
+    `fake_mic` / `loop_mic`: the fake microphone's WAV file and whether it loops (see
+    `fake_mic_args`); Chromium takes one file per launch, so each recording needs a launch.
+    """
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM_PATH, headless=True, args=list(CHROMIUM_ARGS))
+            executable_path=CHROMIUM_PATH, headless=True,
+            args=[*CHROMIUM_ARGS, *fake_mic_args(fake_mic, loop_mic)])
         try:
             yield browser
         finally:
