@@ -37,9 +37,9 @@ from benchmarks.bench_server import (
     machine_facts,
     other_load,
     percentile,
-    print_table,
     verdict,
 )
+from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.tts import resample

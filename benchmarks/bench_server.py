@@ -35,6 +35,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame, Opcode
 
+from benchmarks.tables import print_table
 from calibration.asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
@@ -140,27 +141,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 def verdict(ok: bool) -> str:
     """'PASS' or 'FAIL'."""
     return "PASS" if ok else "FAIL"
-
-
-def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Print an aligned plain-text table: first column left-aligned, the others right-aligned.
-
-    Floats are shown with one decimal; every other cell with `str`.
-    """
-    cells = [[f"{c:.1f}" if isinstance(c, float) else str(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        first, *rest = values
-        right = [v.rjust(w) for v, w in zip(rest, widths[1:], strict=True)]
-        return "  ".join([first.ljust(widths[0]), *right]).rstrip()
-
-    print(f"\n{title}")
-    print(line(headers))
-    print(line(["-" * w for w in widths]))
-    for row in cells:
-        print(line(row))
-    sys.stdout.flush()
 
 
 def _proc_field(path: str, key: str) -> str:
