@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
@@ -58,6 +58,9 @@ class Services:
         input_transcriber: ASR for the person's spoken turns (faster-whisper tiny.en).
         history_audio_max_bytes: retained reply audio per session (bytes).
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
+        tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
+            a cancelled reply leaves it at once instead of holding a worker thread that waits
+            for the engine and then synthesizes a sentence nobody will hear.
     """
 
     synthesizer: SpeechSynthesizer
@@ -67,6 +70,7 @@ class Services:
     input_transcriber: Transcriber
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
+    tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def _now_ms() -> float:
@@ -289,18 +293,20 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
-        loop.run_in_executor(None, produce)
         spoke = False
-        try:
-            while (item := await chunks.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                pcm = resample(item.pcm, synthesizer.sample_rate_hz, rate)
-                marks = [mark.shifted(start, 0) for mark in item.marks]
-                if not self.session.on_speech(response_id, end, float_to_pcm16(pcm), marks):
-                    return False
-                spoke = True
-                await self._settle()
-        finally:
-            stop.set()
+        async with self.services.tts_turn:
+            loop.run_in_executor(None, produce)
+            try:
+                while (item := await chunks.get()) is not None:
+                    if isinstance(item, BaseException):
+                        raise item
+                    pcm = resample(item.pcm, synthesizer.sample_rate_hz, rate)
+                    marks = [mark.shifted(start, 0) for mark in item.marks]
+                    if not self.session.on_speech(response_id, end, float_to_pcm16(pcm),
+                                                  marks):
+                        return False
+                    spoke = True
+                    await self._settle()
+            finally:
+                stop.set()
         return spoke or self.session.on_speech(response_id, end, b"", [])
