@@ -6,6 +6,12 @@
 (request shape of REFERENCE.md 5.2 steps 3-6). Neither is ever given the original reply text:
 with it as a prompt whisper claims words that were never played.
 
+A transcript is a `str`; a transcriber that knows when each word was spoken returns a
+`Transcript`, the `str` subclass that also carries the word timings (faster-whisper's
+`word_timestamps`, or the endpoint's `timestamp_granularities[]=word` answer). Callers that only
+want text need not care; `calibration.policies` uses the timings to tell words the recogniser
+heard from words it completed at the end of the audio.
+
 Logs carry statuses, phases and durations only, never transcripts or audio.
 """
 
@@ -18,7 +24,9 @@ import math
 import threading
 import time
 import wave
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
@@ -43,13 +51,45 @@ DEFAULT_LOCAL_CONCURRENCY = 2
 """Concurrent in-process transcriptions per process (2 cores, `cpu_threads=2` each)."""
 
 
+@dataclass(frozen=True, slots=True)
+class TimedWord:
+    """One recognised word and when it was spoken.
+
+    Attributes:
+        text: the word as the recogniser wrote it (may carry a leading space and punctuation).
+        start_s: start, in seconds from the first sample of the transcribed audio (>= 0).
+        end_s: end, in seconds from the same origin (>= start_s).
+    """
+
+    text: str
+    start_s: float
+    end_s: float
+
+
+class Transcript(str):
+    """A transcript (the `str` itself) with the recogniser's word timings.
+
+    `words` are the recognised words in order; `"".join(w.text for w in words)` is the
+    transcript up to spacing. Any code that expects a `str` can use it unchanged.
+    """
+
+    words: tuple[TimedWord, ...]
+
+    def __new__(cls, text: str, words: Iterable[TimedWord] = ()) -> Transcript:
+        """Create a transcript of `text` whose words are `words` (seconds, see `TimedWord`)."""
+        self = super().__new__(cls, text)
+        self.words = tuple(words)
+        return self
+
+
 class Transcriber(Protocol):
     """Anything that turns mono float PCM into text."""
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
         """Transcribe `pcm_f32` (1-D float32 in [-1, 1]) sampled at `sample_rate_hz` Hz.
 
-        Returns the transcript ("" for silence). Raises on failure; cancellation propagates.
+        Returns the transcript ("" for silence), a `Transcript` when word timings are known.
+        Raises on failure; cancellation propagates.
         """
         ...
 
@@ -170,7 +210,9 @@ class LocalWhisperTranscriber:
         cpu_threads: CTranslate2 intra-op threads per transcription (default 2).
 
     Decoding: `beam_size=1`, `language="en"`, `condition_on_previous_text=False`,
-    `vad_filter=False`, never an `initial_prompt`. Input is resampled to 16 kHz with soxr.
+    `vad_filter=False`, `word_timestamps=True` (cross-attention alignment after decoding; it
+    does not change the text and costs a few ms), never an `initial_prompt`. Input is resampled
+    to 16 kHz with soxr. Returns a `Transcript` with the word timings.
     Calls run in a dedicated worker thread pool under a process-wide concurrency limit
     (`set_local_concurrency`, default 2); a cancelled call's slot is held until its thread
     finishes, so the limit bounds real CPU work.
@@ -186,7 +228,7 @@ class LocalWhisperTranscriber:
         """Load (or reuse) the model now; blocking. Call once at start to warm up."""
         load_whisper_model(self.model_path, self.cpu_threads)
 
-    def transcribe_blocking(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+    def transcribe_blocking(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> Transcript:
         """Transcribe in the calling thread (not limited by the async concurrency limit).
 
         Same contract as `transcribe`; for worker threads. Raises ValueError for bad input.
@@ -195,7 +237,7 @@ class LocalWhisperTranscriber:
         if int(sample_rate_hz) != WHISPER_RATE_HZ:
             audio = soxr.resample(audio, int(sample_rate_hz), WHISPER_RATE_HZ).astype(np.float32)
         if audio.size == 0:
-            return ""
+            return Transcript("")
         model = load_whisper_model(self.model_path, self.cpu_threads)
         segments, _info = model.transcribe(
             audio,
@@ -203,10 +245,16 @@ class LocalWhisperTranscriber:
             language="en",
             condition_on_previous_text=False,
             vad_filter=False,
+            word_timestamps=True,
         )
-        return " ".join(segment.text.strip() for segment in segments).strip()
+        segments = list(segments)
+        return Transcript(
+            " ".join(segment.text.strip() for segment in segments).strip(),
+            (TimedWord(word.word, word.start, word.end)
+             for segment in segments for word in segment.words or ()),
+        )
 
-    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> Transcript:
         """Transcribe `pcm_f32` (1-D float, any rate) in a worker thread; see the class doc."""
         audio = _mono_float(pcm_f32, sample_rate_hz)
         started = time.perf_counter()
@@ -290,10 +338,17 @@ class RemoteTranscriber:
         timeout_s: HTTP client timeout in seconds (> 0, finite); the caller's own deadline
             (which also covers queueing for a slot) normally fires first.
         max_concurrency: concurrent requests per event loop for this transcriber (>= 1).
+        word_timestamps: ask for word timings (OpenAI's `response_format=verbose_json` with
+            `timestamp_granularities[]=word`); only for endpoints that support it (vLLM's
+            Whisper endpoint, for one, has no word timings). Default False.
 
     Request: multipart fields exactly `file` ("heard.wav", audio/wav, 16-bit mono at the
-    input rate), `model`, `response_format=json`; a new client per call with
-    `trust_env=False` (no environment proxies), no auth header, no prompt.
+    input rate), `model`, `response_format=json` (REFERENCE.md 5.2 step 5), or with
+    `word_timestamps` `response_format=verbose_json` and `timestamp_granularities[]=word`; a
+    new client per call with `trust_env=False` (no environment proxies), no auth header, no
+    prompt. With `word_timestamps`, an answer whose `words` are a list of {"word": str, "start":
+    s, "end": s} (finite, 0 <= start <= end) gives a `Transcript` with them; an answer without
+    usable `words` gives the plain text.
 
     Raises (from `transcribe`): httpx.HTTPStatusError for a non-2xx answer, httpx transport
     errors, ValueError for a body that is not JSON or whose `text` is not a string of at most
@@ -307,6 +362,7 @@ class RemoteTranscriber:
         model: str = "whisper-1",
         timeout_s: float = 1.0,
         max_concurrency: int = 4,
+        word_timestamps: bool = False,
     ) -> None:
         self.url = validate_transcription_url(url)
         if not isinstance(model, str) or not model.strip():
@@ -321,6 +377,11 @@ class RemoteTranscriber:
         self.model = model
         self.timeout_s = float(timeout_s)
         self.limit = ConcurrencyLimit(max_concurrency)
+        self.fields = (
+            {"model": model, "response_format": "verbose_json",
+             "timestamp_granularities[]": "word"}
+            if word_timestamps else {"model": model, "response_format": "json"}
+        )
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
         """POST `pcm_f32` as a WAV at `sample_rate_hz` and return the transcript."""
@@ -339,7 +400,7 @@ class RemoteTranscriber:
                     response = await client.post(
                         self.url,
                         files={"file": ("heard.wav", wav, "audio/wav")},
-                        data={"model": self.model, "response_format": "json"},
+                        data=self.fields,
                     )
                 timings["http"], mark = _lap(mark)
                 response.raise_for_status()
@@ -370,7 +431,8 @@ def _lap(mark: float) -> tuple[float, float]:
 
 
 def _transcript_text(response: httpx.Response) -> str:
-    """Return the `text` field of a transcription answer; ValueError when it is not valid."""
+    """Return the `text` field of a transcription answer, as a `Transcript` when the answer
+    has valid `words` (see `RemoteTranscriber`); ValueError when the text is not valid."""
     try:
         payload = response.json()
     except ValueError as exc:
@@ -378,7 +440,25 @@ def _transcript_text(response: httpx.Response) -> str:
     text = payload.get("text") if isinstance(payload, dict) else None
     if not isinstance(text, str) or len(text) > MAX_TRANSCRIPT_CHARS:
         raise ValueError("transcription answer has no valid text")
-    return text
+    words = _timed_words(payload.get("words"))
+    return text if words is None else Transcript(text, words)
+
+
+def _timed_words(words: object) -> list[TimedWord] | None:
+    """The `words` of a verbose answer as TimedWords; None when absent or not all valid."""
+    if not isinstance(words, list) or not words:
+        return None
+    timed = []
+    for word in words:
+        if not isinstance(word, dict):
+            return None
+        text, start, end = word.get("word"), word.get("start"), word.get("end")
+        if (not isinstance(text, str) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in (start, end)) or not 0 <= start <= end):
+            return None
+        timed.append(TimedWord(f" {text.strip()}", float(start), float(end)))
+    return timed
 
 
 __all__ = [
@@ -388,7 +468,9 @@ __all__ = [
     "ConcurrencyLimit",
     "LocalWhisperTranscriber",
     "RemoteTranscriber",
+    "TimedWord",
     "Transcriber",
+    "Transcript",
     "default_model_path",
     "encode_wav",
     "load_whisper_model",

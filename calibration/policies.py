@@ -17,19 +17,32 @@ from collections.abc import Sequence
 import numpy as np
 
 from calibration import align, units
-from calibration.asr import Transcriber
+from calibration.asr import Transcriber, Transcript
 from calibration.history_calibration import HeardCut, HeardTextSnapshot, HistoryCalibrationPolicy
 from calibration.units import TextUnit
 from calibration.word_marks import WordMark
 
 logger = logging.getLogger(__name__)
 
-ASR_SAFETY_MARGIN_MS = 160
-"""Audio withheld from ASR at the cut (REFERENCE.md 5.2 step 1): guards against a word cut in
-half being completed by the recogniser."""
+ASR_SAFETY_MARGIN_MS = 40
+"""Audio withheld from ASR at the cut. REFERENCE.md 5.2 step 1 withholds 160 ms AND the final
+recognised unit, which leaves the result one word short in a third of the cuts; measured on
+Piper speech with faster-whisper tiny.en (benchmarks/bench_calibration.py), the recogniser
+writes a next word whose TTS mark starts up to ~30 ms after the end of the audio it was given
+(it hears the transition into it), so 40 ms keep such a word inside what was played."""
 
 ASR_MIN_AUDIO_MS = 500
-"""Shortest prefix (after the margin) worth transcribing (REFERENCE.md 5.2 step 2)."""
+"""Shortest audio (after the margin) worth transcribing (REFERENCE.md 5.2 step 2)."""
+
+ASR_WINDOW_MS = 8_000
+"""Only the last 8 s of the played audio are transcribed: whisper's cost grows with the words
+it writes (0.5 s for 8 s, 0.9 s for 20 s, 2.75 s for 60 s on 2 cores), and 8 s (about 25
+words) anchor the transcript in the reply as well as longer windows do."""
+
+ASR_COMPLETION_MS = 40
+"""Recognised words at the end of the transcript that start within the last 40 ms of the
+audio are not evidence: whisper squeezes a word it completed from context (heard nothing of)
+into the last 20-30 ms, and a word that began so late may have been cut in half anyway."""
 
 WORD_WEIGHT = 8
 """Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
@@ -76,17 +89,23 @@ def _marks_cut(snapshot: HeardTextSnapshot) -> int | None:
 def _agreeing_asr_cuts(snapshot: HeardTextSnapshot) -> set[int]:
     """The ASR cuts consistent with the marks, given the evidence ASR had.
 
-    ASR hears played_ms - 160 ms and the aligner withholds the last recognised unit, so with k
-    units ended by then (per the marks) a correct ASR cut is after unit k - 1 or, when the
-    recogniser also caught the partly spoken next word, after unit k.
+    ASR hears up to e = played_ms - ASR_SAFETY_MARGIN_MS. With k units ended by e (per the
+    marks), a correct ASR cut keeps those k units, perhaps without the last one (a withheld
+    final unit, or a word dropped as completed) or with the following units that had started
+    by e (a word cut in half that the recogniser caught).
     """
     text_units = units.text_units(snapshot.text)
-    heard_end, _ = _heard_mark_end(snapshot.word_marks, snapshot.played_ms - ASR_SAFETY_MARGIN_MS)
-    count = bisect_right([unit.end for unit in text_units], heard_end)
-    return {
-        units.cut_after_units(snapshot.text, text_units, max(0, count - 1)),
-        units.cut_after_units(snapshot.text, text_units, count),
-    }
+    evidence_ms = snapshot.played_ms - ASR_SAFETY_MARGIN_MS
+    unit_ends = [unit.end for unit in text_units]
+    count = bisect_right(unit_ends, _heard_mark_end(snapshot.word_marks, evidence_ms)[0])
+    started_end = 0
+    for mark in sorted(snapshot.word_marks, key=lambda m: m.char_start):
+        if mark.start_ms >= evidence_ms:
+            break
+        started_end = max(started_end, mark.char_end)
+    started = max(count, bisect_right(unit_ends, started_end))
+    return {units.cut_after_units(snapshot.text, text_units, k)
+            for k in range(max(0, count - 1), started + 1)}
 
 
 def marks_policy() -> HistoryCalibrationPolicy:
@@ -156,20 +175,43 @@ def ratio_policy() -> HistoryCalibrationPolicy:
     return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=False)
 
 
-def _asr_audio(snapshot: HeardTextSnapshot) -> np.ndarray | None:
-    """The played prefix minus the safety margin as float32 samples; None when unusable.
+def _asr_audio(snapshot: HeardTextSnapshot) -> tuple[np.ndarray, int] | None:
+    """The audio ASR hears: (float32 samples, start ms on the reply timeline); None if unusable.
 
-    REFERENCE.md 5.2 steps 1-2: samples = (played_ms - 160) * rate / 1000; refuse fewer than
-    500 ms of audio, a bad rate or buffer, and any non-finite sample.
+    The played prefix minus ASR_SAFETY_MARGIN_MS (REFERENCE.md 5.2 step 1), of which only the
+    last ASR_WINDOW_MS are kept. None for fewer than 500 ms of audio (REFERENCE.md 5.2 step 2),
+    a bad rate or buffer, and any non-finite sample.
     """
     rate = snapshot.sample_rate_hz
     if rate <= 0 or len(snapshot.pcm_f32le) % 4:
         return None
-    samples = max(0, (snapshot.played_ms - ASR_SAFETY_MARGIN_MS) * rate // 1000)
-    pcm = np.frombuffer(snapshot.pcm_f32le, dtype="<f4")[:samples]
-    if pcm.size < rate * ASR_MIN_AUDIO_MS // 1000 or not np.isfinite(pcm).all():
+    retained = np.frombuffer(snapshot.pcm_f32le, dtype="<f4")
+    end = min(retained.size, max(0, (snapshot.played_ms - ASR_SAFETY_MARGIN_MS) * rate // 1000))
+    if end < rate * ASR_MIN_AUDIO_MS // 1000:
         return None
-    return pcm.astype(np.float32)
+    start = max(0, end - rate * ASR_WINDOW_MS // 1000)
+    pcm = retained[start:end]
+    if not np.isfinite(pcm).all():
+        return None
+    return pcm.astype(np.float32), start * 1000 // rate
+
+
+def _evidence(transcript: str, duration_s: float) -> tuple[str, bool]:
+    """The transcript text to align and whether its final unit must be withheld.
+
+    With word timings (`asr.Transcript`), trailing words that start within the last
+    ASR_COMPLETION_MS of the audio are dropped and the final remaining unit counts when it
+    matches (`align.align_prefix(withhold_last=False)`). Without them the final recognised
+    unit is withheld (REFERENCE.md 5.2 step 11).
+    """
+    words = transcript.words if isinstance(transcript, Transcript) else ()
+    if not words:
+        return transcript, True
+    latest = duration_s - ASR_COMPLETION_MS / 1000
+    kept = len(words)
+    while kept and words[kept - 1].start_s > latest:
+        kept -= 1
+    return "".join(word.text for word in words[:kept]), False
 
 
 def _expected_unit(snapshot: HeardTextSnapshot, end_ms: int) -> int | None:
@@ -191,14 +233,18 @@ def _expected_unit(snapshot: HeardTextSnapshot, end_ms: int) -> int | None:
 async def _asr_attempt(
     snapshot: HeardTextSnapshot, transcriber: Transcriber
 ) -> tuple[str | None, int | None]:
-    """Transcribe the played prefix and align it: (transcript, cut), each None when absent."""
+    """Transcribe the played audio and align it: (transcript, cut), each None when absent."""
     audio = _asr_audio(snapshot)
     if audio is None:
         return None, None
-    transcript = await transcriber.transcribe(audio, snapshot.sample_rate_hz)
-    expected = _expected_unit(snapshot, snapshot.played_ms - ASR_SAFETY_MARGIN_MS)
+    pcm, start_ms = audio
+    transcript = await transcriber.transcribe(pcm, snapshot.sample_rate_hz)
+    duration_ms = pcm.size * 1000 // snapshot.sample_rate_hz
+    heard, withhold_last = _evidence(transcript, pcm.size / snapshot.sample_rate_hz)
     result = await asyncio.to_thread(
-        align.align_prefix, snapshot.text, transcript, expected_unit=expected
+        align.align_prefix, snapshot.text, heard,
+        expected_unit=_expected_unit(snapshot, start_ms + duration_ms),
+        from_start=start_ms == 0, withhold_last=withhold_last,
     )
     return transcript, result.char_end
 
@@ -206,12 +252,16 @@ async def _asr_attempt(
 def asr_policy(transcriber: Transcriber) -> HistoryCalibrationPolicy:
     """Policy "asr": transcribe the played audio and align the transcript to the original.
 
-    The retained PCM is cut at played_ms - 160 ms (refused below 500 ms or when non-finite),
-    transcribed WITHOUT the original text, and aligned with `align.align_prefix` (edit-distance
-    prefix matcher on spoken-form words, REFERENCE.md 5.2) given an expected unit estimated
-    from the marks or the complete duration. Returns HeardCut(method="asr", asr_text=the
-    transcript) or None when the audio is unusable or the matcher refuses. Transcriber
-    errors propagate (the controller logs their class and keeps the old history).
+    The retained PCM is cut at played_ms - ASR_SAFETY_MARGIN_MS and only its last
+    ASR_WINDOW_MS are transcribed (refused below 500 ms or when non-finite), WITHOUT the
+    original text. The transcript (`_evidence`: without words that start in the last
+    ASR_COMPLETION_MS when word timings are known, else with its final unit withheld) is
+    aligned with `align.align_prefix` (edit-distance prefix matcher on spoken-form words,
+    REFERENCE.md 5.2; a window of the played audio that does not start at 0 is aligned without
+    the start anchor) given an expected unit estimated from the marks or the complete duration.
+    Returns HeardCut(method="asr", asr_text=the transcript) or None when the audio is unusable
+    or the matcher refuses. Transcriber errors propagate (the controller logs their class and
+    keeps the old history).
     """
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
@@ -232,9 +282,9 @@ def auto_policy(
     controller's `timeout_s`); a failure or timeout counts as a refusal.
     With a transcriber (audio is then retained), a marks result is returned at once and
     cross-checked by ASR in the background (`HeardCut.cross_check`, awaited by the session
-    layer): `marks_agree` reports whether the ASR cut equals the marks cut for the same evidence
-    (`_agreeing_asr_cuts`: the marks at played_ms - 160 ms, final unit withheld or not), None
-    when ASR refused. Without trustworthy marks, ASR decides; when it refuses, ratio decides (None
+    layer): `marks_agree` reports whether the ASR cut agrees with the marks for the same
+    evidence (`_agreeing_asr_cuts`: the marks at played_ms - ASR_SAFETY_MARGIN_MS), None when
+    ASR refused. Without trustworthy marks, ASR decides; when it refuses, ratio decides (None
     without a complete duration). Raises ValueError for a non-positive or non-finite budget.
     """
     if not math.isfinite(asr_timeout_s) or asr_timeout_s <= 0:
@@ -312,8 +362,10 @@ def make_policy(name: str, transcriber: Transcriber | None) -> HistoryCalibratio
 
 
 __all__ = [
+    "ASR_COMPLETION_MS",
     "ASR_MIN_AUDIO_MS",
     "ASR_SAFETY_MARGIN_MS",
+    "ASR_WINDOW_MS",
     "AUTO_ASR_TIMEOUT_S",
     "CJK_WEIGHT",
     "POLICY_NAMES",

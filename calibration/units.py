@@ -372,6 +372,15 @@ _SIGN = rf"(?:{_NO_WORD_BEFORE}(?P<sign>[-\u2212]))?"
 _Reader = Callable[[re.Match[str]], tuple[str, ...]]
 
 
+_CURRENCY_WORDS = {name: symbol for symbol, names in _CURRENCIES.items() for name in names[:2]}
+
+
+def currency_symbol(word: str) -> str | None:
+    """The currency symbol whose amounts are read with `word` ("dollars" -> "$", "euro" -> "€"),
+    None for any other word (comparison form, see `normalize`)."""
+    return _CURRENCY_WORDS.get(word)
+
+
 def _letters(token: str) -> tuple[str, ...]:
     return tuple(normalize(ch) for ch in token if _is_word_char(ch))
 
@@ -543,7 +552,9 @@ def _word_spoken(token: str) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _is_protected(norm: str) -> bool:
+def is_protected(norm: str) -> bool:
+    """True for a comparison-form token (see `normalize`) that contains a digit or is a negation
+    ("not", "never", "don't", "不", ...; REFERENCE.md 5.1)."""
     return (
         any(ch.isdigit() for ch in norm)
         or norm in _NEGATIONS
@@ -584,7 +595,7 @@ def _make_unit(text: str, start: int, end: int, spoken: tuple[str, ...] | None,
     norm = normalize(text[start:end])
     if spoken is None:
         spoken = (norm,) if cjk else _word_spoken(text[start:end])
-    return TextUnit(start, end, norm, spoken, _is_protected(norm), cjk)
+    return TextUnit(start, end, norm, spoken, is_protected(norm), cjk)
 
 
 @lru_cache(maxsize=256)

@@ -1,15 +1,17 @@
-"""Transcriber tests: REFERENCE.md 6.4 cases 37-40 adapted, and real speech from Piper through
-the in-process model and through a real OpenAI-compatible endpoint."""
+"""Transcriber tests: REFERENCE.md 6.4 cases 37-40 adapted, real speech from Piper through the
+in-process model and through a real OpenAI-compatible endpoint, and word timings."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
+import json
 import logging
 import re
 import time
 import wave
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import numpy as np
@@ -20,6 +22,8 @@ from calibration.asr import (
     ConcurrencyLimit,
     LocalWhisperTranscriber,
     RemoteTranscriber,
+    TimedWord,
+    Transcript,
     encode_wav,
     load_whisper_model,
 )
@@ -58,12 +62,34 @@ def sine(samples: int, rate: int = 24_000) -> np.ndarray:
     return (0.3 * np.sin(2 * np.pi * 440 * np.arange(samples) / rate)).astype(np.float32)
 
 
-async def test_local_transcribes_real_speech(speech: tuple[np.ndarray, int]) -> None:
+async def test_local_transcribes_real_speech_with_word_timings(
+    speech: tuple[np.ndarray, int],
+) -> None:
     pcm, rate = speech
     transcriber = LocalWhisperTranscriber()
     transcriber.load()
     text = await transcriber.transcribe(pcm, rate)
     assert words(text) >= EXPECTED_WORDS, text
+    assert isinstance(text, Transcript)
+    assert "".join(word.text for word in text.words).strip() == text
+    starts = [word.start_s for word in text.words]
+    assert starts == sorted(starts)
+    assert all(0 <= w.start_s <= w.end_s <= pcm.size / rate + 0.05 for w in text.words)
+    fox = next(word for word in text.words if "fox" in word.text.lower())
+    dog = next(word for word in text.words if "dog" in word.text.lower())
+    assert fox.end_s < dog.start_s
+    assert dog.end_s > pcm.size / rate / 2, "the last word is in the second half of the audio"
+
+
+async def test_local_transcript_of_a_cut_reply_stops_near_the_cut(
+    speech: tuple[np.ndarray, int],
+) -> None:
+    pcm, rate = speech
+    half = pcm[: pcm.size // 2]
+    text = await LocalWhisperTranscriber().transcribe(half, rate)
+    assert isinstance(text, Transcript) and text.words
+    assert "dog" not in words(text)
+    assert text.words[-1].end_s <= half.size / rate + 0.05
 
 
 async def test_remote_transcribes_real_speech_through_endpoint(
@@ -94,6 +120,59 @@ async def test_case37_wav_and_fields_sent(
     for timing in ("preprocess_ms=", "queue_ms=", "http_ms=", "total_ms="):
         assert timing in caplog.text
     assert "Hello" not in caplog.text
+
+
+async def test_word_timestamps_are_requested_and_fall_back_to_text(
+    endpoint: TranscriptionEndpoint,
+) -> None:
+    endpoint.text_override = "Hello world again"
+    transcriber = RemoteTranscriber(endpoint.url, model="tiny.en", word_timestamps=True)
+    text = await transcriber.transcribe(sine(24_000), 24_000)
+    (request,) = endpoint.requests
+    assert request.fields == {"file": "heard.wav", "model": "tiny.en",
+                              "response_format": "verbose_json",
+                              "timestamp_granularities[]": "word"}
+    assert text == "Hello world again" and not isinstance(text, Transcript), "no words: text"
+
+
+def answering(payload: object) -> Callable[..., httpx.AsyncClient]:
+    """An httpx.AsyncClient factory whose transport answers every request with `payload`."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=json.dumps(payload)))
+    return functools.partial(httpx.AsyncClient, transport=transport)
+
+
+async def test_verbose_answer_gives_word_timings(monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = {"text": "Hello world.", "words": [{"word": "Hello", "start": 0.0, "end": 0.4},
+                                                 {"word": "world", "start": 0.4, "end": 0.9}]}
+    monkeypatch.setattr(asr.httpx, "AsyncClient", answering(payload))
+    transcriber = RemoteTranscriber("http://asr.test/v1/audio/transcriptions",
+                                    word_timestamps=True)
+    text = await transcriber.transcribe(sine(24_000), 24_000)
+    assert text == "Hello world." and isinstance(text, Transcript)
+    assert text.words == (TimedWord(" Hello", 0.0, 0.4), TimedWord(" world", 0.4, 0.9))
+
+
+@pytest.mark.parametrize("words", [
+    None, [], "Hello", [{"word": "Hello", "start": 0.5, "end": 0.4}],
+    [{"word": "Hello", "start": -1, "end": 0.4}], [{"word": 3, "start": 0, "end": 0.4}],
+    [{"word": "Hello", "start": float("nan"), "end": 0.4}], [{"word": "Hello", "start": 0}],
+    [{"word": "Hello", "start": True, "end": 1}], ["Hello"],
+])
+async def test_invalid_words_give_plain_text(monkeypatch: pytest.MonkeyPatch,
+                                             words: object) -> None:
+    monkeypatch.setattr(asr.httpx, "AsyncClient", answering({"text": "Hello.", "words": words}))
+    transcriber = RemoteTranscriber("http://asr.test/v1/audio/transcriptions",
+                                    word_timestamps=True)
+    text = await transcriber.transcribe(sine(24_000), 24_000)
+    assert text == "Hello." and not isinstance(text, Transcript)
+
+
+def test_transcript_is_a_str_with_words() -> None:
+    words = (TimedWord(" Hi", 0.0, 0.3), TimedWord(" there.", 0.3, 0.8))
+    text = Transcript("Hi there.", words)
+    assert text == "Hi there." and text.upper() == "HI THERE." and text.words == words
+    assert json.dumps({"text": text}) == '{"text": "Hi there."}'
+    assert Transcript("").words == ()
 
 
 async def test_case38_queue_timeout_never_reaches_http(
@@ -195,7 +274,8 @@ async def test_local_rejects_bad_audio() -> None:
         await transcriber.transcribe(np.zeros((2, 100), dtype=np.float32), 16_000)
     with pytest.raises(ValueError):
         await transcriber.transcribe(np.zeros(100, dtype=np.float32), 0)
-    assert await transcriber.transcribe(np.zeros(0, dtype=np.float32), 24_000) == ""
+    empty = await transcriber.transcribe(np.zeros(0, dtype=np.float32), 24_000)
+    assert empty == "" and empty.words == ()
 
 
 async def test_local_cancellation_holds_slot_until_thread_finishes(

@@ -1,0 +1,213 @@
+"""Acceptance: the `asr` policy on real Piper speech, judged by Piper's own word marks.
+
+A multi-sentence reply with numbers is synthesised as the server does it (segmenter spans ->
+deterministic Piper -> resample to 24 kHz -> concatenate; marks shifted onto the reply timeline
+by the floor-ms offset of each chunk, as `server.session.Session.on_speech` does). Ground truth
+for a cut at `played_ms`, from the marks in text order:
+
+- fully played: the cut after every word whose `end_ms <= played_ms`;
+- started: the cut after every word whose `start_ms < played_ms`;
+
+both as `calibration.units.snap_down` boundaries (the boundaries policies return). A result
+"lands" when fully played <= result <= started.
+
+Refusals (None: history keeps the conservative empty text) do NOT count as landing: the
+acceptance criterion is about where the history cut lands, and a refusal puts it at 0, which is
+not between the bounds once a word was fully played. They are measured as the refusal rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from calibration import units
+from calibration.asr import LocalWhisperTranscriber
+from calibration.history_calibration import HeardCut, HeardTextSnapshot
+from calibration.policies import asr_policy
+from calibration.word_marks import WordMark
+from server.segmenter import SpeechSegmenter
+from server.tts import resample
+from tests.conftest import loaded_synthesizer
+from tests.realtime_client import RealtimeClient
+from tests.transcription_endpoint import TranscriptionEndpoint
+
+REPLY = (
+    "The museum opened in 1998 and now has 42 rooms. Tickets cost $12.50 for adults. "
+    "About 3,000 people visit every day, and the tour lasts 90 minutes."
+)
+RATE_HZ = 24_000
+CUT_STEP_MS = 500
+MIN_LANDED = 0.95
+MAX_REFUSED = 0.30
+BARGE_IN_MS = 2_500
+CALIBRATION_TIMEOUT_MS = 10_000
+"""The end-to-end tests check correctness, not latency: a generous calibration budget keeps a
+busy 2-core machine from turning a slow transcription into a timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpokenReply:
+    """A reply synthesised like the server does: text, 24 kHz float32 PCM, reply-timeline marks."""
+
+    text: str
+    pcm: np.ndarray
+    marks: tuple[WordMark, ...]
+
+    @property
+    def total_ms(self) -> int:
+        return len(self.pcm) * 1000 // RATE_HZ
+
+
+def speak(text: str) -> SpokenReply:
+    """Segment, synthesise with deterministic Piper, resample to 24 kHz and place the marks."""
+    synthesizer = loaded_synthesizer("piper")
+    segmenter = SpeechSegmenter()
+    pieces: list[np.ndarray] = []
+    marks: list[WordMark] = []
+    samples = 0
+    for start, end in segmenter.feed(text) + segmenter.flush():
+        for chunk in synthesizer.synthesize(text[start:end]):
+            pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, RATE_HZ)
+            offset_ms = samples * 1000 // RATE_HZ
+            marks.extend(mark.shifted(start, offset_ms) for mark in chunk.marks)
+            pieces.append(pcm)
+            samples += len(pcm)
+    return SpokenReply(text, np.concatenate(pieces).astype(np.float32), tuple(marks))
+
+
+def heard_bounds(text: str, marks: list[WordMark], played_ms: int) -> tuple[int, int]:
+    """(fully played cut, started cut) in code points, from marks in text order."""
+    ordered = sorted(marks, key=lambda mark: mark.char_start)
+    fully = started = 0
+    for mark in ordered:
+        if mark.end_ms > played_ms:
+            break
+        fully = mark.char_end
+    for mark in ordered:
+        if mark.start_ms >= played_ms:
+            break
+        started = mark.char_end
+    return units.snap_down(text, fully), units.snap_down(text, started)
+
+
+@pytest.fixture(scope="module")
+def reply() -> SpokenReply:
+    return speak(REPLY)
+
+
+async def test_asr_cuts_land_between_fully_played_and_started(reply: SpokenReply) -> None:
+    assert not any(mark.estimated for mark in reply.marks), "ground truth needs exact marks"
+    policy = asr_policy(LocalWhisperTranscriber())
+    pcm = reply.pcm.astype("<f4").tobytes()
+    rows: list[tuple[int, int, int, int | None]] = []
+    for cut in range(CUT_STEP_MS, reply.total_ms, CUT_STEP_MS):
+        snapshot = HeardTextSnapshot(
+            response_id="resp_acceptance", text=REPLY, pcm_f32le=pcm, sample_rate_hz=RATE_HZ,
+            played_ms=cut, complete_audio_duration_ms=reply.total_ms, word_marks=reply.marks,
+        )
+        result = await policy.calibrate(snapshot)
+        fully, started = heard_bounds(REPLY, list(reply.marks), cut)
+        if result is not None:
+            assert isinstance(result, HeardCut) and result.method == "asr"
+        rows.append((cut, fully, started, None if result is None else int(result)))
+
+    answered = [row for row in rows if row[3] is not None]
+    landed = [row for row in answered if row[1] <= row[3] <= row[2]]
+    too_long = [row for row in answered if row[3] > row[2]]
+    refused = len(rows) - len(answered)
+    ends = [unit.end for unit in units.text_units(REPLY)]
+    one_short = [row for row in answered
+                 if bisect_right(ends, row[1]) - bisect_right(ends, row[3]) == 1]
+    summary = (
+        f"{len(rows)} cuts every {CUT_STEP_MS} ms over {reply.total_ms} ms: "
+        f"{len(answered)} answered, {len(landed)} landed "
+        f"({len(landed) / max(len(answered), 1):.0%} of answered), "
+        f"{len(answered) - len(landed) - len(too_long)} short ({len(one_short)} by exactly one "
+        f"word), {len(too_long)} past started, "
+        f"{refused} refused ({refused / len(rows):.0%}); "
+        f"rows (cut, fully, started, result) = {rows}"
+    )
+    print(summary)
+    assert not too_long, summary
+    assert refused / len(rows) <= MAX_REFUSED, summary
+    assert len(landed) >= math.ceil(MIN_LANDED * len(answered)), summary
+
+
+def received_marks(client: RealtimeClient, response_id: str) -> list[WordMark]:
+    """The word marks the client received on a response's audio deltas (reply timeline)."""
+    return [
+        WordMark(mark["char_start"], mark["char_end"], mark["start_ms"], mark["end_ms"],
+                 mark["estimated"])
+        for event in client.of_type("response.output_audio.delta", response_id=response_id)
+        for mark in event.get("marks") or ()
+    ]
+
+
+async def play_and_barge_in(client: RealtimeClient, response_id: str, at_ms: int) -> None:
+    """ACK every 500 ms of received audio up to `at_ms`, then barge in at `at_ms`."""
+    for played in range(500, at_ms + 1, 500):
+        await client.wait_audio_until(response_id, played)
+        await client.ack(response_id, played)
+    await client.barge_in(response_id, at_ms)
+    await client.wait_for("response.done", lambda e: e["response"]["id"] == response_id)
+
+
+async def test_server_with_remote_asr_stores_heard_prefix(start_server: Any) -> None:
+    with TranscriptionEndpoint() as endpoint:
+        server = await start_server(
+            tts="piper", calibration="asr", asr_url=endpoint.url, lead_ms=60_000,
+            calibration_timeout_ms=CALIBRATION_TIMEOUT_MS,
+        )
+        async with RealtimeClient.connect(server.ws_url) as client:
+            response_id, item_id = await client.prompt(f"say: {REPLY}")
+            await play_and_barge_in(client, response_id, BARGE_IN_MS)
+            heard = await client.heard(item_id, lambda e: e["method"] == "asr")
+            fully, started = heard_bounds(REPLY, received_marks(client, response_id),
+                                          BARGE_IN_MS)
+            assert heard["full_text"] == REPLY
+            assert isinstance(heard["asr_text"], str) and heard["asr_text"]
+            assert REPLY.startswith(heard["text"])
+            assert fully > 0
+            assert fully <= len(heard["text"]) <= started, (heard, fully, started)
+            assert heard["played_ms"] == BARGE_IN_MS
+            assert len(endpoint.requests) == 1
+            item = await client.retrieve(item_id)
+            assert item["content"][0]["transcript"] == heard["text"]
+
+
+async def test_server_keeps_empty_history_when_asr_endpoint_fails(start_server: Any) -> None:
+    with TranscriptionEndpoint() as endpoint:
+        endpoint.status = 503
+        server = await start_server(
+            tts="piper", calibration="asr", asr_url=endpoint.url, lead_ms=60_000,
+            calibration_timeout_ms=CALIBRATION_TIMEOUT_MS,
+        )
+        async with RealtimeClient.connect(server.ws_url) as client:
+            response_id, item_id = await client.prompt(f"say: {REPLY}")
+            await play_and_barge_in(client, response_id, BARGE_IN_MS)
+            await asyncio.to_thread(endpoint.request_seen.wait, CALIBRATION_TIMEOUT_MS / 1000)
+            assert len(endpoint.requests) == 1
+            await client.drain(0.5)
+            heard_events = client.of_type("conversation.item.heard", item_id=item_id)
+            assert heard_events
+            assert all(e["method"] == "none" and e["text"] == "" for e in heard_events)
+            item = await client.retrieve(item_id)
+            assert item["content"][0]["transcript"] == ""
+
+            second_id, _ = await client.prompt("say: Are you still there? Yes, I am.")
+            assert second_id != response_id
+            audio = await client.wait_for(
+                "response.output_audio.delta", lambda e: e["response_id"] == second_id
+            )
+            done = await client.wait_for(
+                "response.done", lambda e: e["response"]["id"] == second_id
+            )
+            assert audio["audio_end_ms"] > 0
+            assert done["response"]["status"] == "completed"
