@@ -57,7 +57,7 @@ _TAIL_MATCHES = 3  # REFERENCE 5.2 step 10: tail_guard_units (1) + 2
 _MIN_HEARD_UNITS = 3  # REFERENCE 5.2 step 3
 _COLUMN_MARGIN = 8
 _MAX_PATHS = 256  # optimal alignments examined; more count as ambiguous
-_ALIKE_PREFIX = 3
+_ALIKE_PREFIX = 3  # first letters a final transcript word shares with the word it was cut from
 _TIE_UNITS = 1  # optimal alignments whose cuts differ by at most this many units: take the least
 
 # Words whose edit changes a quantity even when the written unit holds no digit ("fifteen"
@@ -263,24 +263,30 @@ def _optimal_paths(dp: np.ndarray, equal: np.ndarray, ends: Sequence[int],
     return paths
 
 
-def _judge(path: _Path, heard: _Words, source: _Words, s_lo: int,
-           counted_to: int) -> tuple[str, int]:
+def _judge(path: _Path, heard: _Words, source: _Words, s_lo: int, final_from: int,
+           final_counts: bool) -> tuple[str, int]:
     """(refusal reason or "", heard unit count) of one alignment (moves from the end).
 
     Refusals: an edit touching a sensitive word on either side; consecutive skipped original
     words spanning more than one unit; fewer than 3 exact matches before the first edit,
-    counted from the end (REFERENCE 5.2 steps 9-10). An
-    original unit counts as heard only when all its words were matched by heard words before
-    index `counted_to` (a withheld final unit anchors the tail but is not counted).
+    counted from the end (REFERENCE 5.2 steps 9-10). An original unit counts as heard only
+    when all its words were matched by counted heard words. Heard words from `final_from` on
+    are the transcript's final unit: a withheld one (`final_counts` False) anchors the tail but
+    counts for nothing; a kept one counts toward one original unit only, the one its first
+    matched word is in (a final "that's" may be "that" cut in half: it proves "that", not the
+    "is" after it).
     """
     matched: set[int] = set()
+    final: list[int] = []  # original words matched by the final unit, from the end
     tail, in_tail = 0, True
     deleted_units: set[int] = set()
     for move, hw, relative in path:
         sw = s_lo + relative
         if move == "match":
-            if hw < counted_to:
+            if hw < final_from:
                 matched.add(sw)
+            else:
+                final.append(sw)
             tail += in_tail
             deleted_units.clear()
             continue
@@ -297,6 +303,8 @@ def _judge(path: _Path, heard: _Words, source: _Words, s_lo: int,
             return "sensitive_edit", 0
     if tail < _TAIL_MATCHES:
         return "unanchored_tail", 0
+    if final_counts and final:
+        matched.update(w for w in final if source.unit_of[w] == source.unit_of[final[-1]])
     if not matched:
         return "", 0
     unit = source.unit_of[max(matched)]
@@ -306,17 +314,19 @@ def _judge(path: _Path, heard: _Words, source: _Words, s_lo: int,
 
 
 def _match(heard: _Words, source: _Words, columns: tuple[int, int], anchored: bool,
-           max_error_rate: float, loose_from: int, counted_to: int) -> tuple[str, int]:
+           max_error_rate: float, final_from: int, final_counts: bool) -> tuple[str, int]:
     """Align `heard` to source words [columns); (refusal reason or "accepted", unit count).
 
-    See `_cost_matrix` for `loose_from` and `_judge` for `counted_to`.
+    Heard words from `final_from` on are the transcript's final unit: when it counts it also
+    matches loosely (`_cost_matrix`); see `_judge`.
     """
     s_lo, s_hi = columns
     m = len(heard.words)
     if m == 0 or s_hi <= s_lo:
         return "insufficient_text", 0
     budget = 2 * math.floor(max_error_rate * m)
-    dp, equal = _cost_matrix(heard, source.words[s_lo:s_hi], anchored, loose_from)
+    dp, equal = _cost_matrix(heard, source.words[s_lo:s_hi], anchored,
+                             final_from if final_counts else len(heard.words))
     last = dp[-1, 1:]
     best = int(last.min())
     if best > budget:
@@ -327,7 +337,7 @@ def _match(heard: _Words, source: _Words, columns: tuple[int, int], anchored: bo
         return "ambiguous_path", 0
     counts = set()
     for path in paths:
-        reason, count = _judge(path, heard, source, s_lo, counted_to)
+        reason, count = _judge(path, heard, source, s_lo, final_from, final_counts)
         if reason:
             return reason, 0
         counts.add(count)
@@ -356,11 +366,12 @@ def align_prefix(
 
     The final transcript unit (it may be a word cut in half, or one the recogniser completed):
     with `withhold_last` (REFERENCE 5.2 step 11) it is aligned but never counted; without it,
-    it also counts, and matches the original word it is aligned to when it is that word or
-    begins like it (3 letters, neither a number nor a negation: "jack" for "jacket" was
-    started). When that alignment refuses, the transcript is aligned again without its final
-    unit (so a fragment can neither tie nor unanchor the tail). Refusals (char_end None, the
-    reason of the last alignment tried):
+    it also counts, toward one original unit only (a final "that's" proves "that", not the "is"
+    after it), and matches the original word it is aligned to when it is that word or begins
+    like it (3 letters, neither a number nor a negation: "jack" for "jacket" was started).
+    When that alignment refuses, the transcript is aligned again without its final unit (so a
+    fragment can neither tie nor unanchor the tail). Refusals (char_end None, the reason of the
+    last alignment tried):
 
     - insufficient_text: the transcript has fewer than 3 units, or the original has none;
     - edit_distance: best cost > floor(max_error_rate * m);
@@ -403,38 +414,34 @@ def align_prefix(
         return AlignResult(None, "insufficient_text", 0)
     source = _words([unit.spoken for unit in source_units])
     readings = _heard_readings(transcript, heard_units, _number_readings(source_units))
-    # (readings, the final unit may match loosely, the final unit counts); when the first
-    # attempt refuses, the final unit is left out altogether (a fragment cannot tie or unanchor)
-    attempts = [(readings, not withhold_last, not withhold_last), (readings[:-1], False, True)]
-    for attempt, loose, count_final in attempts:
+    # with the final unit, then (when that refuses) without it: a fragment can then neither
+    # tie nor unanchor the tail
+    for attempt in (readings, readings[:-1]):
         heard = _words(attempt)
-        final = heard.first_word[-2]
-        reason, count = _align_words(
-            source, heard, final if loose else len(heard.words),
-            len(heard.words) if count_final else final,
-            len(source_units), from_start, expected_unit, max_error_rate, window_units)
+        final_from = heard.first_word[-2] if attempt is readings else len(heard.words)
+        reason, count = _align_words(source, heard, final_from, not withhold_last,
+                                     len(source_units), from_start, expected_unit,
+                                     max_error_rate, window_units)
         if reason == "accepted":
             return AlignResult(cut_after_units(original, source_units, count), reason, count)
     return AlignResult(None, reason, 0)
 
 
-def _align_words(source: _Words, heard: _Words, loose_from: int, counted_to: int,
+def _align_words(source: _Words, heard: _Words, final_from: int, final_counts: bool,
                  unit_count: int, from_start: bool, expected_unit: int | None,
                  max_error_rate: float, window_units: int) -> tuple[str, int]:
     """Choose the anchored or windowed alignment of `align_prefix` and run it (heard words
-    from `loose_from` on match loosely; matches of heard words from `counted_to` on anchor
-    the tail but do not count as heard)."""
+    from `final_from` on are the transcript's final unit, see `_judge`)."""
     n, total = len(source.words), len(heard.words)
     if from_start and total <= window_units:
         budget = 2 * math.floor(max_error_rate * total)
         return _match(heard, source, (0, min(n, total + budget + _COLUMN_MARGIN)), True,
-                      max_error_rate, loose_from, counted_to)
+                      max_error_rate, final_from, final_counts)
     if total > window_units:
         first = heard.unit_of[total - window_units]
         if heard.first_word[first] < total - window_units:
             first += 1  # whole units only
-        loose_from -= heard.first_word[first]
-        counted_to -= heard.first_word[first]
+        final_from -= heard.first_word[first]
         heard = _Words(heard.words[heard.first_word[first]:],
                        [u - first for u in heard.unit_of[heard.first_word[first]:]],
                        heard.sensitive[heard.first_word[first]:],
@@ -446,4 +453,4 @@ def _align_words(source: _Words, heard: _Words, loose_from: int, counted_to: int
         columns = (max(0, total - 2 * window_units), min(n, total + window_units))
     else:
         columns = (0, n)
-    return _match(heard, source, columns, False, max_error_rate, loose_from, counted_to)
+    return _match(heard, source, columns, False, max_error_rate, final_from, final_counts)

@@ -136,6 +136,10 @@ def test_refused(original: str, transcript: str, reason: str) -> None:
      "You might want a jacket"),
     ("For four people you need 500 grams of pasta.", "for four people you need 500 grand",
      "For four people you need 500 grams"),
+    # ... toward one original unit only: "that's" may be "that" cut in half
+    ("Congratulations on the new job! That is wonderful news.",
+     "congratulations on the new job that's", "Congratulations on the new job! That"),
+    ("I hope you are well today.", "I hope you're", "I hope you"),
     # ... else it is left out (a fragment)
     ("You might want a jacket for the evening.", "you might want a j-", "You might want a"),
     ("Results are sent out by the end of the day.", "results are sent out by the sand",
