@@ -45,7 +45,9 @@ from server.topics import TOPICS
 from server.tts import SpeechChunk, SpeechSynthesizer
 
 HOST = "127.0.0.1"
-SCRIPT = Path(__file__).resolve()
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CHILD = (sys.executable, "-m", "benchmarks.bench_server")
+"""How the client and RSS child processes are started (with `cwd=PROJECT_ROOT`)."""
 
 TTFA_P50_MS = 250.0
 TTFA_P95_MS = 400.0
@@ -545,7 +547,7 @@ async def run_clients(spec: dict[str, Any],
     stop (a line on its stdin). Raises RuntimeError when the child fails.
     """
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(SCRIPT), "--role", "client", "--spec", json.dumps(spec),
+        *CHILD, "--role", "client", "--spec", json.dumps(spec), cwd=PROJECT_ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     if during is not None:
@@ -822,7 +824,7 @@ def rss_main() -> None:
 async def measure_rss() -> None:
     """Table 5: resident memory of a fresh process loading the server's models."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(SCRIPT), "--role", "rss", stdout=asyncio.subprocess.PIPE)
+        *CHILD, "--role", "rss", cwd=PROJECT_ROOT, stdout=asyncio.subprocess.PIPE)
     output, _ = await asyncio.wait_for(process.communicate(), 180)
     if process.returncode != 0:
         raise RuntimeError("rss child process failed")
