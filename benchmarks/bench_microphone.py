@@ -45,6 +45,7 @@ from server.config import ServerConfig, build_services
 from server.tts import resample
 from tests import speech_fixtures
 from tests.browser import DemoPage, chromium, open_demo
+from tests.realtime_client import fetch_reply_audio
 from tests.test_browser_microphone import CLICK_MIC
 
 HOST = "127.0.0.1"
@@ -80,8 +81,22 @@ PRE_CHECK_MS = 1500.0
 """This long before each recording the driver types LONG_PROMPT if nothing plays."""
 TAIL_MS = 2500.0
 """Wait after the last recording before the page state is read."""
-ECHO_DBFS = -30.0
-"""Peak level of the echo recordings (the assistant's Piper voice)."""
+ECHO_LEVELS_DBFS = (-30.0, -12.0)
+"""Levels of the assistant's echo: its reply scaled so that the reply's peak is at this dBFS
+(-30: the client's level guard holds it; -12: only its envelope guard and the server's echo
+detector can tell it from the person)."""
+ECHO_SEGMENT_MS = 3000.0
+"""Length of each echo recording in the browser run."""
+ECHO_SEGMENTS = 4
+"""Echo recordings per browser run (ECHO_LEVELS_DBFS in turn)."""
+ECHO_DELAY_MS = 150
+"""Protocol echo run: the microphone hears the reply this long after the simulated playback
+(output + input latency and the room)."""
+ECHO_STREAM_S = 10.0
+"""Protocol echo run: seconds of echo streamed at each of ECHO_LEVELS_DBFS."""
+ECHO_PLAYBACK_MS = 100
+"""Protocol echo run: the simulated client plays the reply this long after its first delta
+arrived (its jitter buffer), and ACKs that position."""
 NOISE_BURSTS = 18
 """Noise bursts / coughs per run (speech_fixtures.short_bursts, 50-180 ms, below both VADs'
 minimum speech durations)."""
@@ -118,17 +133,6 @@ SPEECH_SENTENCES = (
 """Things people say over an assistant: even indices in the Piper voice, odd ones in the
 espeak-ng voices of speech_fixtures.ESPEAK_VOICES in turn."""
 
-ECHO_SENTENCES = (
-    "Tides are the slow rise and fall of the sea.",
-    "Bread rises because yeast turns sugar into gas.",
-    "The first marathon runner carried news of a victory.",
-    "Honey bees visit thousands of flowers every day.",
-    "Jupiter is the largest planet in the solar system.",
-    "Radio grew out of a prediction made by James Clerk Maxwell.",
-)
-"""What the assistant's voice leaking into the microphone says (not aligned with the reply that
-plays: a low-level voice like the assistant's own)."""
-
 BURST_KINDS = ("white noise", "pink noise", "cough")
 """The order in which speech_fixtures.short_bursts cycles its makers."""
 
@@ -139,11 +143,14 @@ BURST_KINDS = ("white noise", "pink noise", "cough")
 @dataclass(frozen=True, slots=True)
 class Recording:
     """One generated microphone recording: `kind` ("piper", "espeak en-us", "cough", "echo
-    -30 dBFS", ...), the sentence it says ("" for noise) and 16 kHz float32 PCM."""
+    -30 dBFS", ...), the sentence it says ("" for noise) and 16 kHz float32 PCM. An echo
+    recording (`echo_dbfs` set) is silence until `page_run` fills it with the part of the
+    reply that plays at its place in the track, scaled to `echo_dbfs` peak."""
 
     kind: str
     text: str
     pcm: np.ndarray
+    echo_dbfs: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,20 +184,37 @@ def noise_recordings(seed: int) -> list[Recording]:
 
 
 def echo_recordings() -> list[Recording]:
-    """ECHO_SENTENCES in the assistant's Piper voice at ECHO_DBFS peak."""
-    return [Recording(f"echo {ECHO_DBFS:.0f} dBFS", text,
-                      speech_fixtures.assistant_echo(text, ECHO_DBFS)) for text in ECHO_SENTENCES]
+    """ECHO_SEGMENTS echo placeholders of ECHO_SEGMENT_MS, ECHO_LEVELS_DBFS in turn."""
+    levels = [ECHO_LEVELS_DBFS[i % len(ECHO_LEVELS_DBFS)] for i in range(ECHO_SEGMENTS)]
+    return [Recording(f"echo {dbfs:.0f} dBFS", "", speech_fixtures.silence(ECHO_SEGMENT_MS),
+                      dbfs) for dbfs in levels]
 
 
 def false_alarm_recordings(seed: int) -> list[Recording]:
-    """Noise bursts and coughs with an echo recording after every third one."""
+    """Noise bursts and coughs with an echo recording after every fourth one."""
     noise, echoes = noise_recordings(seed), echo_recordings()
     mixed: list[Recording] = []
     for index, burst in enumerate(noise):
         mixed.append(burst)
-        if index % 3 == 2 and echoes:
+        if index % 4 == 3 and echoes:
             mixed.append(echoes.pop(0))
     return mixed + echoes
+
+
+def fill_echoes(track: np.ndarray, segments: Sequence[Segment], reply: np.ndarray) -> None:
+    """Write the reply's audio (16 kHz) into the echo segments of `track`, in place: at track
+    position t the reply's position t, so the echo lags the playback by the reply's rendered ms
+    when the microphone started plus the capture start-up. Scaled so that the reply's peak is
+    at the segment's `echo_dbfs`."""
+    peak = float(np.max(np.abs(reply)))
+    rate = speech_fixtures.RATE_HZ
+    for segment in segments:
+        dbfs = segment.recording.echo_dbfs
+        if dbfs is None:
+            continue
+        start, end = (round(ms * rate / 1000) for ms in (segment.onset_ms, segment.offset_ms))
+        part = reply[start:min(end, reply.size)] * (10.0 ** (dbfs / 20.0) / peak)
+        track[start:start + part.size] = part
 
 
 def mic_track(recordings: Sequence[Recording], lead_ms: float, gap_ms: float,
@@ -205,7 +229,10 @@ def mic_track(recordings: Sequence[Recording], lead_ms: float, gap_ms: float,
     position = sum(part.size for part in parts)
     segments = []
     for recording in recordings:
-        onset, offset = speech_fixtures.active_span_ms(recording.pcm)
+        if recording.echo_dbfs is None:
+            onset, offset = speech_fixtures.active_span_ms(recording.pcm)
+        else:
+            onset, offset = 0.0, recording.pcm.size * 1000.0 / rate
         start_ms = position * 1000.0 / rate
         segments.append(Segment(recording, start_ms + onset, start_ms + offset))
         gap = speech_fixtures.silence(gap_ms)
@@ -281,13 +308,15 @@ async def keep_playing(demo: DemoPage, clicked: float, segments: Sequence[Segmen
 
 
 async def page_run(http_url: str, recordings: Sequence[Recording], gap_ms: float,
-                   workdir: Path) -> PageRun:
-    """Play `recordings` (after the marker, `gap_ms` apart) into the page over a long reply.
+                   workdir: Path, reply: np.ndarray) -> PageRun:
+    """Play `recordings` (after the marker, `gap_ms` apart) into the page over a long reply
+    (`reply`: its audio at 16 kHz, for the echo recordings).
 
     Raises:
         RuntimeError: the marker burst was not seen by the client VAD.
     """
     track, segments = mic_track(recordings, LEAD_MS, gap_ms, marker=True)
+    fill_echoes(track, segments, reply)
     wav = speech_fixtures.write_wav(workdir / f"mic-{len(recordings)}.wav", track)
     async with chromium(fake_mic=wav) as browser, open_demo(browser, http_url) as demo:
         await type_prompt(demo)
@@ -532,6 +561,13 @@ class StreamClient:
         self._reader.cancel()
 
 
+def reply_16k(pcm16: bytes) -> np.ndarray:
+    """A reply's PCM16 audio at INPUT_RATE_HZ (the session's output rate) as float32 at the
+    16 kHz of the generated recordings."""
+    pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+    return resample(pcm, INPUT_RATE_HZ, speech_fixtures.RATE_HZ)
+
+
 async def open_stream(url: str, detection: dict[str, Any]) -> StreamClient:
     """Connect, set `detection` as turn detection and wait for `session.updated`."""
     client = StreamClient(await connect(url, max_size=None))
@@ -578,8 +614,14 @@ async def client_noise(url: str, seed: int) -> dict[str, Any]:
 
 
 async def client_echo(url: str, seed: int) -> dict[str, Any]:
-    """Raw echo recordings streamed while a long reply plays (real-time ACKs every 150 ms)."""
-    track, segments = mic_track(echo_recordings(), 500.0, NOISE_GAP_MS, marker=False)
+    """The reply's own audio streamed back as the microphone while it plays (real-time ACKs
+    every 150 ms, played = time since its first audio - ECHO_PLAYBACK_MS): ECHO_STREAM_S at
+    each of ECHO_LEVELS_DBFS, heard ECHO_DELAY_MS after it played."""
+    reply = reply_16k(await fetch_reply_audio(url, LONG_PROMPT))
+    gains = np.repeat([10.0 ** (dbfs / 20.0) for dbfs in ECHO_LEVELS_DBFS],
+                      round(ECHO_STREAM_S * speech_fixtures.RATE_HZ))
+    echo = reply[:gains.size] * gains[:reply.size] / float(np.max(np.abs(reply)))
+    track = np.concatenate([speech_fixtures.silence(ECHO_PLAYBACK_MS + ECHO_DELAY_MS), echo])
     client = await open_stream(url, SERVER_VAD)
     await client.send({"type": "conversation.item.create", "item": {
         "type": "message", "role": "user",
@@ -594,7 +636,7 @@ async def client_echo(url: str, seed: int) -> dict[str, Any]:
         while not client.of_type("output_audio_buffer.cleared"):
             sent = max(e["audio_end_ms"] for _, e in client.of_type("response.output_audio.delta")
                        if e["response_id"] == response_id)
-            played = min(sent, (time.perf_counter() - first_audio) * 1000 - 100)
+            played = min(sent, (time.perf_counter() - first_audio) * 1000 - ECHO_PLAYBACK_MS)
             await client.send({"type": "playback.ack", "response_id": response_id,
                                "played_ms": max(0, int(played))})
             await asyncio.sleep(0.15)
@@ -604,9 +646,10 @@ async def client_echo(url: str, seed: int) -> dict[str, Any]:
     await asyncio.sleep(1.0)
     player.cancel()
     await client.close()
-    return {"audio_s": track_seconds(track), "segments": len(segments),
+    return {"audio_s": track_seconds(track), "segments": len(ECHO_LEVELS_DBFS),
             "speech_started": len(client.of_type("input_audio_buffer.speech_started")),
-            "interrupted": bool(client.of_type("output_audio_buffer.cleared"))}
+            "interrupted": bool(client.of_type("output_audio_buffer.cleared")),
+            "reply_s": track_seconds(reply)}
 
 
 async def client_asr(url: str, seed: int) -> dict[str, Any]:
@@ -718,7 +761,8 @@ async def report_protocol(url: str, seed: int) -> list[bool]:
                 ["recordings", "n", "speech_started", "reply interrupted", "target", "verdict"], [
         ("noise bursts + coughs, idle", noise["segments"], noise["speech_started"], "-", "0",
          verdict(noise_ok)),
-        (f"echo {ECHO_DBFS:.0f} dBFS during a reply", echo["segments"], echo["speech_started"],
+        (f"the reply's own audio at {' then '.join(f'{d:.0f}' for d in ECHO_LEVELS_DBFS)} "
+         f"dBFS peak, {ECHO_DELAY_MS} ms late", echo["segments"], echo["speech_started"],
          echo["interrupted"], "0", verdict(echo_ok)),
     ])
 
@@ -786,7 +830,8 @@ async def bench(args: argparse.Namespace) -> bool:
     for name, value in machine_facts():
         print(f"{name}: {value}")
     sys.stdout.flush()
-    services = await asyncio.to_thread(build_services, ServerConfig(port=0, tts="piper"))
+    services = await asyncio.to_thread(
+        build_services, ServerConfig(port=0, tts="piper", deterministic=True))
     speech = await asyncio.to_thread(speech_recordings)
     alarms = await asyncio.to_thread(false_alarm_recordings, args.seed)
     demo = DemoServer(services)
@@ -794,18 +839,20 @@ async def bench(args: argparse.Namespace) -> bool:
     verdicts = []
     try:
         http_url = f"http://{HOST}:{demo.port()}"
+        ws_url = f"ws://{HOST}:{demo.port()}/v1/realtime"
+        reply = reply_16k(await fetch_reply_audio(ws_url, LONG_PROMPT))
         with tempfile.TemporaryDirectory() as workdir:
             snapshot = cpu_snapshot()
-            speech_run = await page_run(http_url, speech, SPEECH_GAP_MS, Path(workdir))
+            speech_run = await page_run(http_url, speech, SPEECH_GAP_MS, Path(workdir), reply)
             verdicts += report_speech(speech_run, other_load(snapshot))
             snapshot = cpu_snapshot()
-            alarm_run = await page_run(http_url, alarms, NOISE_GAP_MS, Path(workdir))
+            alarm_run = await page_run(http_url, alarms, NOISE_GAP_MS, Path(workdir), reply)
             verdicts += report_false_alarms(alarm_run, other_load(snapshot))
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
             dump(speech_run, args.dump / "speech_run.json")
             dump(alarm_run, args.dump / "false_alarm_run.json")
-        verdicts += await report_protocol(f"ws://{HOST}:{demo.port()}/v1/realtime", args.seed)
+        verdicts += await report_protocol(ws_url, args.seed)
     finally:
         server.close()
         await server.wait_closed()

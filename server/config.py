@@ -139,11 +139,14 @@ def build_services(
     *,
     synthesizer: SpeechSynthesizer | None = None,
     responder: Responder | None = None,
+    input_transcriber: Transcriber | None = None,
 ) -> Services:
     """Load and warm the TTS, build the responder and the calibration policy.
 
-    `synthesizer` / `responder` replace the ones the configuration names (tests reuse a loaded
-    voice across servers, or wrap the demo responder to read the prompts it was given).
+    `synthesizer` / `responder` / `input_transcriber` replace the ones the configuration names
+    (tests reuse a loaded voice across servers, or wrap the demo responder or the ASR to read
+    what they were given). The person's turns are transcribed by the calibration's remote ASR
+    when there is one, else in-process without word timings (not needed for a user turn).
     """
     if synthesizer is None:
         logging.getLogger(__name__).info("loading %s speech", config.tts)
@@ -151,7 +154,9 @@ def build_services(
                                          deterministic=config.deterministic)
         synthesizer.warm_up()
     transcriber = build_transcriber(config)
-    input_transcriber = transcriber or LocalWhisperTranscriber()
+    if input_transcriber is None:
+        input_transcriber = (transcriber if isinstance(transcriber, RemoteTranscriber)
+                             else LocalWhisperTranscriber(word_timestamps=False))
     if isinstance(input_transcriber, LocalWhisperTranscriber):
         input_transcriber.load()
     load_vad_model()

@@ -24,10 +24,13 @@ from websockets.exceptions import ConnectionClosed
 
 from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from server.echo import EchoReference
 from server.effects import (
     CancelGeneration,
     DetectSpeech,
+    DiscardTranscription,
     Effect,
+    PrepareTranscription,
     StartGeneration,
     Transcribe,
     WakeSender,
@@ -37,7 +40,7 @@ from server.responder import Responder
 from server.segmenter import SpeechSegmenter
 from server.session import Session, SessionConfig
 from server.tts import SpeechChunk, SpeechSynthesizer, resample
-from server.vad import SpeechStarted
+from server.vad import SpeechPaused, SpeechStarted
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +113,9 @@ class Connection:
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
+        self._prepared: tuple[str, asyncio.Future[str]] | None = None
         self._speech_detector: InputSpeechDetector | None = None
+        self._echo_reference: tuple[str, EchoReference] | None = None
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
@@ -130,6 +135,8 @@ class Connection:
             sender.cancel()
             tasks = [sender, *self._generations.values(), *self._background,
                      *self._transcriptions]
+            if self._prepared is not None:
+                tasks.append(self._prepared[1])
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -155,10 +162,17 @@ class Connection:
                 self._wake.set()
             case DetectSpeech():
                 self._detect_speech(effect)
-            case Transcribe(item_id=item_id, pcm16=pcm16):
-                task = asyncio.ensure_future(self._transcribe(item_id, pcm16))
+            case Transcribe(item_id=item_id, pcm16=pcm16, prepared=prepared):
+                recognition = self._take_prepared(item_id if prepared else None)
+                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition))
                 self._transcriptions.add(task)
                 task.add_done_callback(self._transcriptions.discard)
+            case PrepareTranscription(item_id=item_id, pcm16=pcm16):
+                self._take_prepared(None)
+                self._prepared = (item_id, asyncio.ensure_future(self._recognise(pcm16)))
+            case DiscardTranscription(item_id=item_id):
+                if self._prepared is not None and self._prepared[0] == item_id:
+                    self._take_prepared(None)
 
     def _detect_speech(self, effect: DetectSpeech) -> None:
         """Feed appended microphone audio to server VAD; hand turn events to the session."""
@@ -167,21 +181,60 @@ class Connection:
             detector = InputSpeechDetector(effect.settings, self.session.config.sample_rate_hz,
                                            effect.position_ms)
             self._speech_detector = detector
-        for event in detector.feed(effect.pcm16, effect.assistant_playing):
+        reference = None
+        if self._echo_reference is not None and self._echo_reference[0] == effect.response_id:
+            reference = self._echo_reference[1]
+        for event in detector.feed(effect.pcm16, effect.assistant_playing, effect.playback_ms,
+                                   reference):
             if isinstance(event, SpeechStarted):
                 self.session.on_speech_started(event.audio_start_ms)
+            elif isinstance(event, SpeechPaused):
+                self.session.on_speech_paused(event.audio_end_ms)
             else:
                 self.session.on_speech_stopped(event.audio_end_ms)
 
-    async def _transcribe(self, item_id: str, pcm16: bytes) -> None:
-        """Transcribe a committed utterance (faster-whisper on a worker thread)."""
+    def _take_prepared(self, item_id: str | None) -> asyncio.Future[str] | None:
+        """Remove the prepared transcription; return it when it is `item_id`'s, else cancel
+        it (a stale speculation: its result is never used).
+
+        Cost: a cancelled in-process transcription still runs to its end on its worker thread
+        (`LocalWhisperTranscriber` holds its slot until then), so each stale speculation, one
+        per pause after which the person spoke on, costs a whole transcription (measured with
+        tiny.en: about 0.6 s CPU for 2-3 s of speech), spent while the person is speaking.
+        """
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        if prepared[0] == item_id:
+            return prepared[1]
+        prepared[1].cancel()
+        return None
+
+    async def _recognise(self, pcm16: bytes) -> str:
+        """Run the input transcriber (faster-whisper on a worker thread) on PCM16 LE mono at
+        the input rate; "" when it fails (logged)."""
         pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         try:
-            transcript = await self.services.input_transcriber.transcribe(
+            return await self.services.input_transcriber.transcribe(
                 pcm, self.session.config.sample_rate_hz)
         except Exception as exc:
             log.warning("input transcription failed: %s", type(exc).__name__)
-            transcript = ""
+            return ""
+
+    def _record_echo_reference(self, response_id: str, pcm: np.ndarray) -> None:
+        """Add reply audio just queued for sending (float at the output rate, in reply order:
+        the queue sends it at these positions) to the reply's echo reference; only the latest
+        reply's is kept, the one `Session.playback_position_ms` maps the microphone to."""
+        if self._echo_reference is None or self._echo_reference[0] != response_id:
+            self._echo_reference = (response_id,
+                                    EchoReference(self.session.config.sample_rate_hz))
+        self._echo_reference[1].append(pcm)
+
+    async def _transcribe(self, item_id: str, pcm16: bytes,
+                          prepared: asyncio.Future[str] | None) -> None:
+        """Transcribe a committed utterance, or await its `prepared` transcription (started
+        at the turn's pause on the same audio), and hand the transcript to the session."""
+        transcript = await (prepared if prepared is not None else self._recognise(pcm16))
         self.session.on_transcription(item_id, transcript)
         await self._settle()
 
@@ -305,6 +358,7 @@ class Connection:
                     if not self.session.on_speech(response_id, end, float_to_pcm16(pcm),
                                                   marks):
                         return False
+                    self._record_echo_reference(response_id, pcm)
                     spoke = True
                     await self._settle()
             finally:

@@ -36,21 +36,61 @@ class DetectSpeech:
         position_ms: input-timeline position (ms) of the first appended sample.
         assistant_playing: an assistant reply is still being played (raise the VAD threshold
             against the assistant's own voice leaking into the microphone).
+        response_id: the reply being played (or whose playback just ended: its echo may
+            still be arriving), None when none is (`playback_ms` is then None).
+        playback_ms: the position in that reply (ms) estimated to be playing when the append
+            arrived (`Session.playback_position_ms`), or None; the echo detector compares the
+            microphone with the reply's audio around it.
     """
 
     pcm16: bytes = field(repr=False)
     assistant_playing: bool
     settings: TurnDetection
     position_ms: int
+    response_id: str | None
+    playback_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class Transcribe:
-    """Effect: transcribe a committed user utterance (PCM16 LE mono at the input rate)."""
+    """Effect: transcribe a committed user utterance (PCM16 LE mono at the input rate).
+
+    Attributes:
+        item_id: the user item awaiting the transcript (`Session.on_transcription`).
+        pcm16: the committed audio.
+        prepared: the audio is exactly that of the latest `PrepareTranscription` (same item,
+            same bytes): use that transcription instead of starting another. When False, the
+            driver drops any prepared transcription.
+    """
+
+    item_id: str
+    pcm16: bytes = field(repr=False)
+    prepared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareTranscription:
+    """Effect: start transcribing the audio a server VAD turn would commit if it ended now
+    (speculative: a `Transcribe` with `prepared` may claim the result later; nothing is
+    reported for it otherwise). Replaces any earlier prepared transcription.
+
+    Attributes:
+        item_id: the pending item of the turn in progress.
+        pcm16: PCM16 LE mono at the input rate, [speech start, pause end + utterance tail).
+    """
 
     item_id: str
     pcm16: bytes = field(repr=False)
 
 
-Effect = StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
+@dataclass(frozen=True, slots=True)
+class DiscardTranscription:
+    """Effect: drop the prepared transcription of `item_id`: its turn will not be committed
+    (the input buffer was cleared, turn detection changed)."""
+
+    item_id: str
+
+
+Effect = (StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
+          | PrepareTranscription | DiscardTranscription)
 """Everything the session asks its asyncio driver to do."""

@@ -60,12 +60,15 @@ class InputAudioBuffer:
         if excess > 0:
             self.drop_front(excess)
 
-    def take(self, start_ms: int, end_ms: int) -> bytes:
-        """Return audio [start_ms, end_ms) and drop everything before `end_ms`."""
+    def peek(self, start_ms: int, end_ms: int) -> bytes:
+        """Return audio [start_ms, end_ms) (clipped to what is buffered); nothing is dropped."""
         first = self._bytes(start_ms - self.start_ms)
-        last = self._bytes(end_ms - self.start_ms)
-        audio = bytes(self.data[first:last])
-        self.drop_front(last)
+        return bytes(self.data[first:self._bytes(end_ms - self.start_ms)])
+
+    def take(self, start_ms: int, end_ms: int) -> bytes:
+        """Return audio [start_ms, end_ms) (as `peek`) and drop everything before `end_ms`."""
+        audio = self.peek(start_ms, end_ms)
+        self.drop_front(self._bytes(end_ms - self.start_ms))
         return audio
 
     def clear(self) -> None:

@@ -3,7 +3,11 @@
 Glue between the session's `DetectSpeech` effects and `server.vad`: a streaming soxr
 resampler to 16 kHz (one filter state across appends, so chunk edges add no artefacts), the
 streaming Silero VAD, and the `TurnDetector` state machine configured from the session's
-`server_vad` settings. Positions are ms on the session's input timeline.
+`server_vad` settings, with `SpeechPaused` at the utterance tail a commit keeps
+(`server.session.UTTERANCE_TAIL_MS`). While a reply plays, `server.echo.EchoDetector` follows
+the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
+the reply being played is the assistant's own voice, not a person. Positions are ms on the
+session's input timeline.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
+from server.echo import EchoDetector, EchoReference
 from server.protocol import TurnDetection
+from server.session import UTTERANCE_TAIL_MS
 from server.vad import (
     SAMPLE_RATE_HZ,
     SileroStreamingVad,
+    SpeechPaused,
     SpeechStarted,
     SpeechStopped,
     TurnDetectionConfig,
@@ -41,23 +48,33 @@ class InputSpeechDetector:
             threshold=settings.threshold,
             prefix_padding_ms=settings.prefix_padding_ms,
             silence_duration_ms=settings.silence_duration_ms,
+            pause_ms=UTTERANCE_TAIL_MS,
         ))
+        self._echo = EchoDetector()
+        self._turns.echo_gate = self._echo.is_echo
 
-    def feed(self, pcm16: bytes, assistant_playing: bool) -> list[TurnEvent]:
+    def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
+             reference: EchoReference | None = None) -> list[TurnEvent]:
         """Run VAD over appended PCM16 LE mono; return the turn events it completes.
 
         `assistant_playing` raises the detection threshold against the assistant's own voice
-        leaking into the microphone (`TurnDetectionConfig.echo_threshold`). Event positions are
-        on the input timeline (ms).
+        leaking into the microphone (`TurnDetectionConfig.echo_threshold`) and turns on the echo
+        gate, which compares the microphone with `reference`, the envelope of the reply being
+        played, around `playback_ms`, the reply position (ms) estimated to be playing when this
+        audio arrived (`EchoDetector.feed`; either None: nothing to compare, the gate stays
+        open). Event positions are on the input timeline (ms).
         """
         samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         pcm_16k = self._resampler.resample_chunk(samples)
+        self._echo.feed(pcm_16k, playback_ms, reference)
         self._turns.assistant_playing = assistant_playing
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
             if isinstance(event, SpeechStarted):
                 events.append(SpeechStarted(event.audio_start_ms + self.start_ms))
+            elif isinstance(event, SpeechPaused):
+                events.append(SpeechPaused(event.audio_end_ms + self.start_ms))
             elif isinstance(event, SpeechStopped):
                 events.append(SpeechStopped(event.audio_end_ms + self.start_ms))
         return events

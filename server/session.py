@@ -19,10 +19,13 @@ import numpy as np
 from calibration.history_calibration import CalibrationView, HeardCut
 from calibration.word_marks import WordMark
 from server import protocol
+from server.echo import ECHO_TAIL_MS
 from server.effects import (
     CancelGeneration,
     DetectSpeech,
+    DiscardTranscription,
     Effect,
+    PrepareTranscription,
     StartGeneration,
     Transcribe,
     WakeSender,
@@ -43,7 +46,9 @@ onset, and the committed utterance must still reach back to the onset minus the 
 UTTERANCE_TAIL_MS = 300
 """Audio committed for transcription after a speech stop's `audio_end_ms`: Silero scores a
 final unvoiced consonant ("t", "s") as non-speech up to about 190 ms after the last speech
-window (measured in tests/test_vad.py), and the transcript should keep it."""
+window (measured in tests/test_vad.py), and the transcript should keep it. Server VAD also
+reports a pause (`server.vad.SpeechPaused`) once the silence reaches this tail, when the audio a
+commit would take is complete (`Session.on_speech_paused`)."""
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
 
@@ -97,6 +102,7 @@ class Session:
                                             self.config.input_audio_max_bytes)
         self.turn_detection: protocol.TurnDetection | None = None
         self._speech_item: tuple[str, int] | None = None
+        self._prepared: tuple[str, bytes] | None = None
         self._pending_transcripts: set[str] = set()
         self._events: list[dict[str, Any]] = []
         self._effects: list[Effect] = []
@@ -215,6 +221,7 @@ class Session:
             case protocol.InputAudioClear():
                 self.input_audio.clear()
                 self._speech_item = None
+                self._discard_prepared()
                 self._emit("input_audio_buffer.cleared")
             case protocol.PlaybackAck():
                 self._playback_ack(event)
@@ -234,6 +241,7 @@ class Session:
         if "turn_detection" in event.changes:
             self.turn_detection = event.changes["turn_detection"]
             self._speech_item = None
+            self._discard_prepared()
         self._emit("session.updated", session=self.session_wire())
 
     def _last_item_id(self) -> str | None:
@@ -284,19 +292,50 @@ class Session:
             return
         if self._speech_item is None:
             self.input_audio.keep_last(detection.prefix_padding_ms + SPEECH_DETECTION_LATENCY_MS)
-        self._effects.append(DetectSpeech(event.pcm16, self.assistant_playing(), detection,
-                                          position_ms))
+        playback = self.playback_position_ms()
+        self._effects.append(DetectSpeech(
+            event.pcm16, self.assistant_playing(), detection, position_ms,
+            response_id=playback[0] if playback else None,
+            playback_ms=playback[1] if playback else None,
+        ))
+
+    def playback_position_ms(self) -> tuple[str, int] | None:
+        """(response id, ms into its audio) of the latest reply's audio estimated to be playing
+        at the session clock (`set_clock`); None before any of it was sent, and once the reply
+        stopped playing (`assistant_playing`) more than `ECHO_TAIL_MS` after its last ACK.
+
+        The client's latest ACK (`played_ms`) plus the time since that ACK arrived; before the
+        first ACK, the time since the first audio was sent minus the client's initial jitter
+        buffer (`jitter_ms`); at least 0 and at most the audio sent (`cursor.sent_ms`). Network
+        and capture latencies are not known here: the echo detector searches a lag range
+        around this estimate (`server.echo.LAG_RANGE_MS`). The tail after playback ended is
+        there because the microphone hears the end of the reply that much later.
+        """
+        response = self._latest_response()
+        if response is None or response.first_send_ms is None:
+            return None
+        if not self.assistant_playing() and (
+                response.last_ack_ms is None
+                or self._clock_ms - response.last_ack_ms > ECHO_TAIL_MS):
+            return None
+        if response.last_ack_ms is None:
+            played = self._clock_ms - response.first_send_ms - self.config.jitter_ms
+        else:
+            played = response.cursor.played_ms + self._clock_ms - response.last_ack_ms
+        return response.id, int(min(max(played, 0.0), response.cursor.sent_ms))
 
     def _commit_input(self, start_ms: int, end_ms: int) -> None:
         """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""
         pcm16 = self.input_audio.take(start_ms, end_ms)
         item_id = self._speech_item[0] if self._speech_item else self._new_id("item")
+        prepared = self._prepared == (item_id, pcm16)
+        self._prepared = None
         item = HistoryItem(id=item_id, role="user", text="", content_type="input_audio")
         self._emit("input_audio_buffer.committed", item_id=item.id,
                    previous_item_id=self._last_item_id())
         self._add_item(item, status="in_progress")
         self._pending_transcripts.add(item.id)
-        self._effects.append(Transcribe(item.id, pcm16))
+        self._effects.append(Transcribe(item.id, pcm16, prepared=prepared))
 
     def _input_commit(self, event: protocol.InputAudioCommit) -> None:
         if not self.input_audio:
@@ -326,6 +365,30 @@ class Session:
             self._cancel_generation(response, "turn_detected")
             self._emit("output_audio_buffer.cleared", response_id=response.id)
             self._mark_interrupted(response)
+
+    def on_speech_paused(self, audio_end_ms: int) -> None:
+        """Server VAD heard `UTTERANCE_TAIL_MS` of silence after speech ending at `audio_end_ms`
+        (ms of input audio): the turn may be over.
+
+        Emits `PrepareTranscription` of exactly the audio `on_speech_stopped(audio_end_ms)`
+        would commit, so transcription overlaps the rest of the silence; the commit claims it
+        (`Transcribe.prepared`) only when its audio is byte-identical. No event is announced.
+        When speech resumes, a later pause prepares again (replacing this one) or the stop
+        commits different audio: one transcription wasted per resumed pause.
+        """
+        if self.turn_detection is None or self._speech_item is None:
+            return
+        item_id, start_ms = self._speech_item
+        pcm16 = self.input_audio.peek(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS,
+                                                    self.input_audio.end_ms))
+        self._prepared = (item_id, pcm16)
+        self._effects.append(PrepareTranscription(item_id, pcm16))
+
+    def _discard_prepared(self) -> None:
+        """Drop the prepared transcription of a turn that will not be committed."""
+        if self._prepared is not None:
+            self._effects.append(DiscardTranscription(self._prepared[0]))
+            self._prepared = None
 
     def on_speech_stopped(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription."""

@@ -14,7 +14,8 @@ detector.
   (`threshold` 0.5, `prefix_padding_ms` 300, `silence_duration_ms` 500; openai
   `types/realtime/realtime_audio_input_turn_detection.py`) plus a minimum speech duration,
   hysteresis (speech continues while probability >= threshold - 0.15), a level-range gate
-  against hums and an echo guard while the assistant is playing.
+  against hums and an echo guard while the assistant is playing; `SpeechPaused` tells early
+  that a turn may be ending (for speculative transcription).
 - `resample_to_16k` turns PCM16 LE microphone bytes into the model's 16 kHz float32 input.
 
 Cost, measured here (2 cores, shared with other work; onnxruntime CPU with the one intra-op
@@ -25,10 +26,13 @@ in one batch call. Model load 0.13 s once per process, after a 0.2 s faster-whis
 
 Echo guard: Silero's probability barely depends on level (Piper speech at -3, -30 and -50 dBFS
 peak all reaches 0.96-0.99), so a raised threshold alone cannot reject the assistant's voice
-leaking into the microphone. While `assistant_playing` is set, a turn therefore also needs the
-mean power of its last `min_speech_ms` of windows to reach `echo_level_dbfs` (measured with
-the default -35 dBFS: Piper echo at -25 dBFS peak or lower never starts a turn, Piper speech at
--15 dBFS peak or louder does).
+leaking into the microphone, and no level gate can either: Chromium's automatic gain control
+(which the page requests) lifts a quiet echo by about 10 dB, to -28..-35 dBFS per loudest 10 ms
+frame, as loud as a person. While `assistant_playing` is set, a candidate turn therefore also
+has to pass `TurnDetector.echo_gate`, which the server sets to `server.echo`'s comparison of
+the microphone with the reply audio actually sent (double-talk detection by cross-correlation).
+An earlier absolute gate (mean power of the last `min_speech_ms` >= -35 dBFS while playing) was
+removed: AGC lets the echo through it, and it rejected real speech quieter than -35 dBFS.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import collections
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -207,7 +212,18 @@ class SpeechStopped:
     audio_end_ms: int
 
 
-TurnEvent = SpeechStarted | SpeechStopped
+@dataclass(frozen=True, slots=True)
+class SpeechPaused:
+    """A turn may be ending: the non-speech after its last speech window reached
+    `TurnDetectionConfig.pause_ms`, sooner than `silence_duration_ms`. `audio_end_ms` is the
+    end of that window, ms on the input timeline: the `SpeechStopped.audio_end_ms` to come if
+    no speech follows. Lets the caller start work on the utterance (its transcription) while
+    the rest of the silence is awaited."""
+
+    audio_end_ms: int
+
+
+TurnEvent = SpeechStarted | SpeechPaused | SpeechStopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,13 +252,15 @@ class TurnDetectionConfig:
             5.5-105 dB). 0 disables the check (default 3.0 dB).
         echo_threshold: used instead of `threshold` while the assistant is playing (default
             0.8).
-        echo_level_dbfs: while the assistant is playing, the mean power of the windows of the
-            last `min_speech_ms` must also reach this level (dBFS, as `VadWindow.level_dbfs`)
-            before the turn starts (default -35.0).
+        pause_ms: non-speech after the last speech window at which a turn in progress reports
+            `SpeechPaused`, when shorter than `silence_duration_ms`; None never reports it
+            (default). The server passes the utterance tail its commits keep
+            (`server.session.UTTERANCE_TAIL_MS`): the audio is then complete up to the end of
+            what a commit at that moment would take.
 
     Raises:
-        ValueError: a threshold outside (0, 1), a negative duration or range, a hysteresis
-            outside [0, 1) or a level above 0 dBFS.
+        ValueError: a threshold outside (0, 1), a negative duration or range, or a
+            hysteresis outside [0, 1).
     """
 
     threshold: float = 0.5
@@ -253,7 +271,7 @@ class TurnDetectionConfig:
     candidate_gap_ms: int = 96
     min_level_range_db: float = 3.0
     echo_threshold: float = 0.8
-    echo_level_dbfs: float = -35.0
+    pause_ms: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("threshold", "echo_threshold"):
@@ -265,8 +283,8 @@ class TurnDetectionConfig:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 <= self.hysteresis < 1.0:
             raise ValueError("hysteresis must be in [0, 1)")
-        if not self.echo_level_dbfs <= 0.0:
-            raise ValueError("echo_level_dbfs must be <= 0")
+        if self.pause_ms is not None and not self.pause_ms >= 0:
+            raise ValueError("pause_ms must be >= 0")
 
 
 ONSET_LOOKBACK_MS = 64
@@ -288,27 +306,41 @@ class TurnDetector:
       start of that window, or up to `ONSET_LOOKBACK_MS` earlier over the unbroken run of
       windows >= low right before it;
     - candidate: windows >= low continue it, dips below low longer than `candidate_gap_ms`
-      drop it silently; on a window >= low once it lasted `min_speech_ms` and its recent
-      levels pass the gates (`min_level_range_db`, and `echo_level_dbfs` while
-      `assistant_playing`), `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
+      drop it silently; on a window >= low once it lasted `min_speech_ms`, its recent
+      levels pass the `min_level_range_db` gate and `echo_gate` does not call it echo,
+      `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
     - speaking: a window >= low is speech; once the windows below low reach
       `silence_duration_ms` past the end of the last speech window, `SpeechStopped(end of the
       last speech window)` is returned. (faster-whisper's `get_speech_timestamps` lets a
       window between low and threshold only continue a silence already begun; that cut the
-      final "s" of "minutes" off, whose windows score 0.4-0.5 after a 0.2 dip.)
+      final "s" of "minutes" off, whose windows score 0.4-0.5 after a 0.2 dip.) Before that,
+      with a `pause_ms` shorter than the silence duration, `SpeechPaused(end of the last
+      speech window)` is returned once the silence reaches `pause_ms`, once per silence: a
+      speech window ends the pause, so a later silence can pause again.
 
-    `assistant_playing` (set by the caller) switches the threshold to `echo_threshold` and adds
-    the echo level gate while no turn is in progress.
+    `assistant_playing` (set by the caller) switches the threshold to `echo_threshold`.
+    `echo_gate(start_ms, window_end_ms)` (set by the caller, None: no gate) returns True when
+    the candidate's audio from `start_ms` to `window_end_ms` is the assistant's own voice; it
+    is asked whether or not `assistant_playing` is set (the microphone hears the end of a reply
+    after its playback ended) and says False when it has no reply audio to compare with. A
+    candidate it rejects is not dropped (a person may start talking over the echo): from then
+    on the gate is asked on every window, each rejection moves the candidate's start to that
+    window's end, and the turn starts once `min_speech_ms` of speech passed the gate on every
+    window (so a cough over the echo does not start one), reaching back over no echo (only
+    `prefix_padding_ms` does).
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
         """Start in silence with `config` (defaults: `TurnDetectionConfig()`)."""
         self.config = config or TurnDetectionConfig()
         self.assistant_playing = False
+        self.echo_gate: Callable[[int, int], bool] | None = None
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
         self._start_ms: int | None = None
+        self._echo_held = False
         self._speaking = False
+        self._paused = False
         self._speech_end_ms = 0
         self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
 
@@ -322,6 +354,7 @@ class TurnDetector:
         Window positions may then start over (any non-negative `window_end_ms`)."""
         self._last_end_ms = None
         self._speaking = False
+        self._paused = False
         self._drop_candidate()
 
     def process(
@@ -385,8 +418,17 @@ class TurnDetector:
 
     def _maybe_start(self, window_end_ms: int, start_ms: int) -> SpeechStarted | None:
         """Start the turn when the candidate (speech from `start_ms`) lasted `min_speech_ms`
-        and its recent windows pass the level gates."""
+        and its recent windows pass the level and echo gates. Once the echo gate rejected the
+        candidate, it is asked on every window, and each rejection moves the start to that
+        window's end: the turn needs `min_speech_ms` of speech the gate passed throughout."""
+        if self._echo_held and self._is_echo(start_ms, window_end_ms):
+            self._start_ms = window_end_ms
+            return None
         if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
+            return None
+        if not self._echo_held and self._is_echo(start_ms, window_end_ms):
+            self._echo_held = True
+            self._start_ms = window_end_ms
             return None
         self._drop_candidate()
         self._speaking = True
@@ -403,26 +445,36 @@ class TurnDetector:
             audible = [level for level in modulated if level >= loudest - MODULATION_FLOOR_DB]
             if loudest - min(audible) < self.config.min_level_range_db:
                 return False
-        if not self.assistant_playing:
-            return True
-        mean_power = sum(10.0 ** (level / 10.0) for _, level in recent) / len(recent)
-        return 10.0 * math.log10(max(mean_power, 1e-12)) >= self.config.echo_level_dbfs
+        return True
+
+    def _is_echo(self, start_ms: int, window_end_ms: int) -> bool:
+        """The echo gate's verdict on the candidate's audio (False without a gate)."""
+        return self.echo_gate is not None and self.echo_gate(start_ms, window_end_ms)
 
     def _drop_candidate(self) -> None:
         self._run_start_ms = None
         self._start_ms = None
+        self._echo_held = False
         self._recent.clear()
 
     def _continue_turn(self, window_end_ms: int, probability: float,
-                       low: float) -> SpeechStopped | None:
-        """Speaking state: a window >= low is speech, a lower one counts toward the silence."""
+                       low: float) -> SpeechPaused | SpeechStopped | None:
+        """Speaking state: a window >= low is speech, a lower one counts toward the silence
+        (a pause at `pause_ms`, the stop at `silence_duration_ms`)."""
         if probability >= low:
             self._speech_end_ms = window_end_ms
+            self._paused = False
             return None
-        if window_end_ms - self._speech_end_ms < self.config.silence_duration_ms:
+        silence_ms = window_end_ms - self._speech_end_ms
+        if silence_ms >= self.config.silence_duration_ms:
+            self._speaking = False
+            self._paused = False
+            return SpeechStopped(self._speech_end_ms)
+        pause_ms = self.config.pause_ms
+        if self._paused or pause_ms is None or silence_ms < pause_ms:
             return None
-        self._speaking = False
-        return SpeechStopped(self._speech_end_ms)
+        self._paused = True
+        return SpeechPaused(self._speech_end_ms)
 
 
 def resample_to_16k(pcm16: bytes, rate_hz: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from calibration.asr import Transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.responder import DemoResponder, Prompt
@@ -70,11 +71,13 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
     """Factory: `await start_server(tts="uniform", calibration="marks", lead_ms=...)`.
 
     Starts a real `DemoServer` on 127.0.0.1 (free port) in this test's event loop; stops every
-    server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`.
+    server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`;
+    `input_transcriber` replaces the ASR of the person's turns (`build_services`).
     """
     started: list[DemoServer] = []
 
     async def start(tts: str = "uniform", tts_delay_s: float = 0.0,
+                    input_transcriber: Transcriber | None = None,
                     **overrides: Any) -> RunningServer:
         config = replace(ServerConfig(port=0, tts=tts, calibration="marks",
                                       deterministic=True), **overrides)
@@ -83,7 +86,8 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
             synthesizer = SlowSynthesizer(synthesizer, tts_delay_s)
         responder = RecordingResponder()
         services = await asyncio.to_thread(
-            build_services, config, synthesizer=synthesizer, responder=responder)
+            build_services, config, synthesizer=synthesizer, responder=responder,
+            input_transcriber=input_transcriber)
         demo = DemoServer(services, config.allow_origin)
         await demo.start("127.0.0.1", 0)
         started.append(demo)

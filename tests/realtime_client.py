@@ -146,6 +146,34 @@ class RealtimeClient:
                         self.of_type("response.output_audio.delta", response_id=response_id))
 
 
+async def fetch_reply_audio(url: str, prompt: str, until_ms: int | None = None,
+                            timeout: float = 60.0) -> bytes:
+    """The audio of the reply to `prompt` in a new session at `url` (PCM16 LE mono at the
+    session's output rate), fetched at TTS speed: the audio sent so far is ACKed as played
+    whenever an event arrives, so the pacing never waits. On a `--deterministic` server every
+    session gets this audio, which lets tests and benchmarks put the reply's own echo on a
+    microphone in advance. With `until_ms`, it returns once that much audio arrived (the
+    session then closes, which cancels the reply).
+
+    Raises:
+        TimeoutError: no event for `timeout` s before the reply's `response.done`.
+    """
+    async with RealtimeClient.connect(url) as client:
+        response_id, _ = await client.prompt(prompt)
+        acked = 0
+        while not [e for e in client.of_type("response.done")
+                   if e["response"]["id"] == response_id]:
+            sent = max((e["audio_end_ms"] for e in client.of_type(
+                "response.output_audio.delta", response_id=response_id)), default=0)
+            if until_ms is not None and sent >= until_ms:
+                break
+            if sent > acked:
+                await client.ack(response_id, sent)
+                acked = sent
+            await client._receive(timeout)
+        return client.audio_bytes(response_id)
+
+
 class _ClientContext:
     def __init__(self, url: str, kwargs: dict[str, Any]) -> None:
         self.url = url

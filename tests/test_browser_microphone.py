@@ -27,10 +27,16 @@ import numpy as np
 import pytest
 
 from server.responder import ConversationTurn
+from server.session import SessionConfig
+from server.tts import resample
 from tests import speech_fixtures
 from tests.browser import DemoPage, chromium, open_demo
 from tests.conftest import RunningServer
+from tests.realtime_client import fetch_reply_audio
 from tests.test_browser import RADIO, heard_from_marks, js, wait_prompts
+
+OUTPUT_RATE_HZ = SessionConfig().sample_rate_hz
+"""Rate of the assistant's audio on the wire (Hz)."""
 
 pytestmark = pytest.mark.timeout(90)
 """Hard bound; each test takes 10-30 s here (the brief's budget is 40 s)."""
@@ -40,6 +46,10 @@ QUESTIONS = ("Sorry, what time does it open?",)
 
 QUESTION_LEAD_MS = 4000
 """Silence on the fake microphone before the question (the reply plays meanwhile)."""
+
+ECHO_UNDER_QUESTION_DBFS = -40.0
+"""Peak level of the reply's own echo on the fake microphone under the question (from the
+start of the file, so the question is spoken over it, as through a laptop's loudspeaker)."""
 
 PLANETS = "Tell me about the planets."
 """A spoken prompt the demo responder answers with its planets topic."""
@@ -105,6 +115,19 @@ async def start_piper(start_server: Any) -> RunningServer:
     return await start_server(tts="piper", calibration="auto")
 
 
+async def reply_echo(server: RunningServer, prompt: str, samples: int,
+                     peak_dbfs: float) -> np.ndarray:
+    """The first `samples` of the reply to `prompt` (16 kHz float, zero-padded), scaled so
+    that this part's peak is at `peak_dbfs`: on a fake microphone switched on as the reply
+    starts rendering, it is the reply's own echo (the server is deterministic, so the page's
+    session gets the same audio)."""
+    rate = speech_fixtures.RATE_HZ
+    pcm16 = await fetch_reply_audio(server.ws_url, prompt, until_ms=samples * 1000 // rate)
+    reply = resample(np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0,
+                     OUTPUT_RATE_HZ, rate)[:samples]
+    return np.pad(speech_fixtures.at_peak_dbfs(reply, peak_dbfs), (0, samples - reply.size))
+
+
 async def wait_rendering(demo: DemoPage, response_id: str, rendered_ms: int,
                          timeout_s: float = 15.0) -> None:
     """Wait until the page rendered more than `rendered_ms` of a response."""
@@ -131,9 +154,10 @@ async def test_speech_over_a_reply_cuts_it_at_the_onset_and_is_answered(
 ) -> None:
     question = speech_fixtures.speech(question_text)
     onset_ms = QUESTION_LEAD_MS + speech_fixtures.active_span_ms(question)[0]
-    wav = speech_fixtures.write_wav(
-        tmp_path / "question.wav", speech_fixtures.place(question, QUESTION_LEAD_MS, 1500.0))
     server = await start_piper(start_server)
+    mic = speech_fixtures.place(question, QUESTION_LEAD_MS, 1500.0)
+    echo = await reply_echo(server, RADIO, mic.size, ECHO_UNDER_QUESTION_DBFS)
+    wav = speech_fixtures.write_wav(tmp_path / "question.wav", mic + echo)
     async with chromium(fake_mic=wav) as browser, open_demo(browser, server.http_url) as demo:
         response_id = await demo.prompt(RADIO)
         item_id = await demo.item_of(response_id)
@@ -198,7 +222,7 @@ async def test_speech_over_a_reply_cuts_it_at_the_onset_and_is_answered(
         await demo.wait_state(f"s.currentResponseId !== {js(response_id)}", timeout_s=20)
         answer_id = await demo.state("s.currentResponseId")
         await wait_rendering(demo, answer_id, 500)
-        prompt = await wait_prompts(server, 2)
+        prompt = await wait_prompts(server, 3)  # the echo's session, the page's two
         assert prompt.turns == (
             ConversationTurn(role="user", text=RADIO),
             ConversationTurn(role="assistant", text=heard["text"], full_text=full,
@@ -219,39 +243,74 @@ def noise_bursts_wav(path: Path) -> tuple[Path, int]:
     return speech_fixtures.write_wav(path, np.concatenate(parts)), len(bursts)
 
 
+async def play_short_reply_with_mic(demo: DemoPage) -> tuple[str, str]:
+    """Play the SHORT_REPLY and switch the fake microphone on as its first audio renders;
+    returns (response id, item id). The fake mic's file then lags the reply's playback by the
+    rendered ms at the click plus the capture start-up (at most 300 ms), like the path from a
+    loudspeaker to a microphone."""
+    response_id = await demo.prompt(f"say: {SHORT_REPLY}")
+    item_id = await demo.item_of(response_id)
+    await wait_rendering(demo, response_id, 0)
+    mic = await demo.page.evaluate(CLICK_MIC)
+    assert mic["rendered"] + mic["enabled"] - mic["clicked"] <= 300, mic
+    return response_id, item_id
+
+
+async def assert_played_to_the_end(demo: DemoPage, response_id: str, item_id: str) -> None:
+    """The reply played to its end with the mic on: stored in full, no barge-in, no server
+    turn, and the microphone audio reached the server."""
+    item = js(item_id)
+    await demo.wait_state(f"s.heard[{item}]?.method === 'full' && s.responseState === 'idle'",
+                          timeout_s=15)
+    await asyncio.sleep(0.5)  # the mic file's tail still reaches both VADs
+    heard = await demo.state(f"s.heard[{item}]")
+    assert (heard["text"], heard["full_text"], heard["interrupted"]) == (
+        SHORT_REPLY, SHORT_REPLY, False)
+    done = await demo.wait_received("response.done",
+                                    lambda e: e["response"]["id"] == response_id)
+    assert done["response"]["status"] == "completed"
+    assert await demo.state("s.bargeIns") == []
+    assert not [e for e in demo.sent if e["type"] == "barge_in"]
+    assert await demo.state("s.speechStarted") == []
+    assert await demo.state("s.userTranscripts") == []
+    assert not demo.of_type("output_audio_buffer.cleared")
+    assert await demo.state("s.mic.framesSent") > 50, "the microphone audio reached the server"
+    assert await demo.state("s.lastError") is None
+
+
 async def test_noise_bursts_do_not_interrupt(start_server, tmp_path: Path) -> None:
     wav, bursts = noise_bursts_wav(tmp_path / "bursts.wav")
     server = await start_piper(start_server)
     async with chromium(fake_mic=wav) as browser, open_demo(browser, server.http_url) as demo:
-        response_id = await demo.prompt(f"say: {SHORT_REPLY}")
-        item_id = await demo.item_of(response_id)
-        await wait_rendering(demo, response_id, 0)
-        # The fake mic starts with the reply's playback: the echo lags it by the rendered ms
-        # at the click plus the capture start-up, like a speaker-to-microphone path.
-        mic = await demo.page.evaluate(CLICK_MIC)
-        assert mic["rendered"] + mic["enabled"] - mic["clicked"] <= 300, mic
-        item = js(item_id)
-        await demo.wait_state(f"s.heard[{item}]?.method === 'full' && s.responseState === 'idle'",
-                              timeout_s=15)
-        await asyncio.sleep(0.5)  # the echo's and bursts' tail still reaches both VADs
-
-        heard = await demo.state(f"s.heard[{item}]")
-        assert (heard["text"], heard["full_text"], heard["interrupted"]) == (
-            SHORT_REPLY, SHORT_REPLY, False)
-        done = await demo.wait_received("response.done",
-                                        lambda e: e["response"]["id"] == response_id)
-        assert done["response"]["status"] == "completed"
-        assert await demo.state("s.bargeIns") == []
-        assert not [e for e in demo.sent if e["type"] == "barge_in"]
-        assert await demo.state("s.speechStarted") == []
-        assert not demo.of_type("output_audio_buffer.cleared")
-        assert await demo.state("s.mic.framesSent") > 50, "the microphone audio reached the server"
+        response_id, item_id = await play_short_reply_with_mic(demo)
+        await assert_played_to_the_end(demo, response_id, item_id)
         # A `fired` event while the reply is active is a barge-in (checked above); once it
         # ended, the idle thresholds apply and do not matter here.
         onsets = [e for e in await demo.state("s.vadEvents") if e["type"] == "onset"]
         assert len(onsets) == bursts, "every burst reached the client VAD"
         assert sum(e["playing"] for e in onsets) >= bursts - 2, "bursts came during the reply"
-        assert await demo.state("s.lastError") is None
+
+
+@pytest.mark.parametrize("echo_dbfs", [-30.0, -12.0])
+async def test_assistant_echo_does_not_interrupt(start_server, tmp_path: Path,
+                                                 echo_dbfs: float) -> None:
+    """The reply's own Piper audio on the fake mic (at `echo_dbfs` peak, lagging the playback
+    by up to 300 ms; the page asks for auto gain, which lifts it by about 10 dB): neither VAD
+    takes it for the person. At -12 dBFS it is too loud for the client's level guard, and
+    its envelope guard holds the candidates back as echo."""
+    echo = speech_fixtures.assistant_echo(SHORT_REPLY, echo_dbfs)
+    wav = speech_fixtures.write_wav(tmp_path / "echo.wav", speech_fixtures.place(echo, 0.0))
+    server = await start_piper(start_server)
+    async with chromium(fake_mic=wav) as browser, open_demo(browser, server.http_url) as demo:
+        response_id, item_id = await play_short_reply_with_mic(demo)
+        await assert_played_to_the_end(demo, response_id, item_id)
+        events = await demo.state("s.vadEvents")
+        threshold = await demo.page.evaluate("window.duplexDemo.vadConfig.echoLikeness")
+        held = [e for e in events if e["type"] == "echo"]
+        assert all(e["likeness"] >= threshold for e in held), held
+        assert not [e for e in events if e["type"] == "fired" and e["playing"]], events
+        if echo_dbfs > -20.0:
+            assert held, f"the echo passed the level guard, the envelope guard held it: {events}"
 
 
 async def test_spoken_prompt_is_transcribed_and_answered_aloud(start_server,

@@ -14,7 +14,20 @@ from typing import Any
 
 import numpy as np
 
+from calibration.asr import LocalWhisperTranscriber
+from server.input_speech import InputSpeechDetector
+from server.protocol import TurnDetection
+from server.session import UTTERANCE_TAIL_MS
 from server.tts import resample
+from server.vad import (
+    WINDOW_MS,
+    SpeechPaused,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetectionConfig,
+    TurnDetector,
+    TurnEvent,
+)
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient
 
@@ -166,3 +179,113 @@ async def test_spoken_prompt_is_transcribed_and_answered(start_server) -> None:
                               lambda e: e["response_id"] == created["response"]["id"])
         turns = [(t.role, t.text) for t in server.responder.prompts[-1].turns]
         assert turns == [("user", transcript["transcript"])]
+
+
+def detector_events(config: TurnDetectionConfig,
+                    probabilities: list[float]) -> list[tuple[int, TurnEvent]]:
+    """(window end ms, event) for consecutive 32 ms windows of these probabilities."""
+    detector = TurnDetector(config)
+    events = []
+    for index, probability in enumerate(probabilities, start=1):
+        event = detector.process(index * WINDOW_MS, probability)
+        if event is not None:
+            events.append((index * WINDOW_MS, event))
+    return events
+
+
+PAUSING = TurnDetectionConfig(pause_ms=UTTERANCE_TAIL_MS)
+PAUSE_WINDOWS = -(-UTTERANCE_TAIL_MS // WINDOW_MS)
+"""Silent windows until the pause: the first window ending >= pause_ms after the speech."""
+
+
+def test_a_turn_pauses_once_when_its_silence_reaches_the_utterance_tail() -> None:
+    events = detector_events(PAUSING, [0.0] * 20 + [0.9] * 15 + [0.0] * 30)
+    speech_end = 35 * WINDOW_MS
+    assert [type(e) for _, e in events] == [SpeechStarted, SpeechPaused, SpeechStopped]
+    assert events[1] == (speech_end + PAUSE_WINDOWS * WINDOW_MS, SpeechPaused(speech_end))
+    stop_windows = -(-PAUSING.silence_duration_ms // WINDOW_MS)
+    assert events[2] == (speech_end + stop_windows * WINDOW_MS, SpeechStopped(speech_end))
+    assert events[1][0] - speech_end >= UTTERANCE_TAIL_MS > events[1][0] - speech_end - WINDOW_MS
+
+
+def test_speech_resumed_after_a_pause_pauses_again() -> None:
+    gap = [0.0] * (PAUSE_WINDOWS + 2)
+    events = detector_events(PAUSING, [0.0] * 20 + [0.9] * 15 + gap + [0.6] * 10 + [0.0] * 30)
+    first_end = 35 * WINDOW_MS
+    second_end = (35 + len(gap) + 10) * WINDOW_MS
+    assert [e for _, e in events[1:]] == [SpeechPaused(first_end), SpeechPaused(second_end),
+                                          SpeechStopped(second_end)]
+
+
+def test_no_pause_without_a_turn_or_without_pause_ms() -> None:
+    silence_and_a_click = [0.0] * 20 + [0.9] * 3 + [0.0] * 30
+    assert detector_events(PAUSING, silence_and_a_click) == []
+    assert detector_events(PAUSING, [0.0] * 40) == []
+    turn = [0.0] * 20 + [0.9] * 15 + [0.0] * 30
+    assert [type(e) for _, e in detector_events(TurnDetectionConfig(), turn)] == [
+        SpeechStarted, SpeechStopped]
+    at_the_stop = TurnDetectionConfig(pause_ms=500, silence_duration_ms=500)
+    assert [type(e) for _, e in detector_events(at_the_stop, turn)] == [
+        SpeechStarted, SpeechStopped]
+
+
+class CountingTranscriber:
+    """The in-process ASR of the person's turns, keeping the duration (ms) of every audio it
+    was given."""
+
+    def __init__(self) -> None:
+        self.inner = LocalWhisperTranscriber(word_timestamps=False)
+        self.calls: list[int] = []
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        self.calls.append(pcm_f32.size * 1000 // sample_rate_hz)
+        return await self.inner.transcribe(pcm_f32, sample_rate_hz)
+
+
+async def test_a_turn_is_transcribed_once_at_its_pause_and_events_keep_their_order(
+    start_server,
+) -> None:
+    """The utterance is streamed up to a point past its pause but before its stop (found by
+    the same server VAD offline: same frames, same events): the transcription has started
+    and nothing was announced; after the rest, the events are today's and the committed
+    audio was transcribed once."""
+    transcriber = CountingTranscriber()
+    await asyncio.to_thread(transcriber.inner.load)
+    server = await start_server(tts="uniform", calibration="marks",
+                                input_transcriber=transcriber)
+    utterance = speech_fixtures.speech("What time does the museum open tomorrow?")
+    mic = mic_pcm16(speech_fixtures.place(utterance, lead_ms=800, tail_ms=1500))
+    frame = INPUT_RATE_HZ * 2 * FRAME_MS // 1000
+    settings = TurnDetection(**{k: v for k, v in SERVER_VAD.items() if k != "type"})
+    offline = InputSpeechDetector(settings, INPUT_RATE_HZ, 0)
+    pause = next(e for start in range(0, len(mic), frame)
+                 for e in offline.feed(mic[start:start + frame], False)
+                 if isinstance(e, SpeechPaused))
+    split_ms = -(-(pause.audio_end_ms + UTTERANCE_TAIL_MS + FRAME_MS) // FRAME_MS) * FRAME_MS
+    assert split_ms < pause.audio_end_ms + SERVER_VAD["silence_duration_ms"]
+    split = split_ms * INPUT_RATE_HZ * 2 // 1000
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.send({"type": "session.update",
+                           "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
+        await receive_while(client, asyncio.create_task(stream_mic(client, mic[:split])))
+        await client.drain(0.3)
+        assert len(transcriber.calls) == 1, "transcription started at the pause"
+        assert not client.of_type("input_audio_buffer.speech_stopped")
+        await receive_while(client, asyncio.create_task(stream_mic(client, mic[split:])))
+        created = await client.wait_for("response.created", timeout=30)
+        await client.wait_for("response.output_audio.delta",
+                              lambda e: e["response_id"] == created["response"]["id"])
+    kinds = [e["type"] for e in client.events if not e["type"].endswith(".delta")]
+    assert kinds[:9] == [
+        "session.created", "session.updated", "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
+        "conversation.item.added", "conversation.item.input_audio_transcription.completed",
+        "conversation.item.done", "response.created"]
+    started = client.of_type("input_audio_buffer.speech_started")[0]
+    stopped = client.of_type("input_audio_buffer.speech_stopped")[0]
+    assert stopped["audio_end_ms"] == pause.audio_end_ms
+    transcript = client.of_type("conversation.item.input_audio_transcription.completed")[0]
+    assert "museum" in transcript["transcript"].lower()
+    committed_ms = stopped["audio_end_ms"] + UTTERANCE_TAIL_MS - started["audio_start_ms"]
+    assert len(transcriber.calls) == 1, "the pause's transcription was reused, not redone"
+    assert abs(transcriber.calls[0] - committed_ms) <= 1

@@ -57,7 +57,7 @@ const state = {
   mic: {
     enabled: false,
     error: null, // message shown in [data-testid=mic-error], or null
-    vadState: 'idle', // client VAD: 'idle' | 'speech' | 'fired'
+    vadState: 'idle', // client VAD: 'idle' | 'speech' | 'echo' | 'fired'
     levelDb: null, // loudest 10 ms frame of the latest 50 ms report, dBFS
     noiseFloorDb: null, // dBFS
     onsetDb: null, // current onset threshold, dBFS
@@ -66,7 +66,8 @@ const state = {
     framesSent: 0, // input_audio_buffer.append events sent (40 ms each)
     contextRate: null, // capture AudioContext rate in Hz (resampled to inputRate in the worklet)
   },
-  vadEvents: [], // {type: 'onset'|'fired'|'released', t: performance.now(), playing}
+  vadEvents: [], // {type: 'onset'|'echo'|'fired'|'released', t: performance.now(), playing,
+  //                  likeness}: client VAD transitions (vad.js)
   bargeInTimings: timings.list, // per interruption, see barge-in-timings.js
   userTranscripts: [], // {item_id, transcript} from input_audio_transcription.completed
   speechStarted: [], // input_audio_buffer.speech_started events
@@ -101,7 +102,12 @@ const mic = new MicControl({
   state,
   vadConfig: () => window.duplexDemo.vadConfig,
   onFired(onsetT) {
-    if (playback.isActive(state.currentResponseId)) bargeIn(onsetT, 'vad');
+    // A barge-in interrupts what the person hears: a reply not rendered yet is the server's
+    // to stop (its VAD heard the same speech).
+    const responseId = state.currentResponseId;
+    if (playback.isActive(responseId) && playback.renderedMs(responseId) > 0) {
+      bargeIn(onsetT, 'vad');
+    }
   },
 });
 

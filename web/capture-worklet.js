@@ -10,14 +10,16 @@
  * Messages from the main thread:
  *   {type: 'rate', targetRate}          the session's input rate changed
  *   {type: 'playback-port', port}       MessagePort on which the playback worklet reports its
- *                                       output level: {type: 'level', db, active} every ~20 ms
+ *                                       output level: {type: 'level', db, active, ageS} every 10 ms
+ *                                       (ageS: rendered that long before the message)
  *
  * Posts to the main thread (times are seconds on this context's clock, `currentTime`):
  *   {type: 'audio', pcm: ArrayBuffer}   FRAME_MS of PCM16 LE mono at targetRate (transferred)
- *   {type: 'vad', event: 'onset'|'fired'|'released', time, onsetTime, playing}
+ *   {type: 'vad', event: 'onset'|'echo'|'fired'|'released', time, onsetTime, playing, likeness}
  *       time: start of the frame that caused it; onsetTime: start of the candidate's first
- *       frame (null once released)
+ *       frame (null once released); likeness: the candidate's echo likeness (vad.js), or null
  *   {type: 'level', time, levelDb, noiseFloorDb, onsetDb, playbackDb, state, playing}
+ *       (state: 'idle'|'speech'|'echo'|'fired'; 'echo': a candidate held back as echo)
  *       every LEVEL_MS; levelDb is the loudest frame since the previous report
  */
 import { Resampler } from './resampler.js';
@@ -57,8 +59,8 @@ class CaptureProcessor extends AudioWorkletProcessor {
       this.playbackPort?.close();
       this.playbackPort = message.port;
       this.playbackPort.onmessage = (event) => {
-        const { db, active } = event.data;
-        this.vad.echo.update(db, active, currentTime);
+        const { db, active, ageS } = event.data;
+        this.vad.echo.update(db, active, currentTime - ageS);
       };
     }
   }
@@ -95,6 +97,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
     for (const event of vad.process(this.analysis, time)) {
       this.port.postMessage({
         type: 'vad', event, time, onsetTime: vad.onsetTime, playing: vad.playing,
+        likeness: vad.likeness,
       });
     }
     this.loudestDb = Math.max(this.loudestDb, vad.levelDb);
@@ -107,7 +110,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
       noiseFloorDb: vad.noiseFloorDb,
       onsetDb: vad.onsetDb,
       playbackDb: vad.echo.levelAt(time),
-      state: vad.state,
+      state: vad.heldAsEcho ? 'echo' : vad.state,
       playing: vad.playing,
     });
     this.sinceLevel = 0;

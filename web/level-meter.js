@@ -4,7 +4,9 @@ const MAX_DB = 0;
 /** Time shown by the level trace. */
 const TRACE_MS = 6000;
 
-const STATE_LABELS = { off: 'mic off', idle: 'idle', speech: 'speech', fired: 'fired' };
+const STATE_LABELS = {
+  off: 'mic off', idle: 'idle', speech: 'speech', echo: 'echo (ignored)', fired: 'fired',
+};
 
 /**
  * The microphone level meter: a bar with the live level, the noise floor and the VAD onset
@@ -71,7 +73,7 @@ export class LevelMeter {
   }
 
   /**
-   * Show one level report of the capture worklet (dBFS values; state 'idle'|'speech'|'fired').
+   * Show one level report of the capture worklet (dBFS values; state 'idle'|'speech'|'echo'|'fired').
    * @param {{levelDb: number, noiseFloorDb: number, onsetDb: number, state: string,
    *   playing: boolean}} level
    */

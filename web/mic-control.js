@@ -182,11 +182,11 @@ export class MicControl {
     if (this.#client.send(event)) this.#state.mic.framesSent += 1;
   }
 
-  #onVad({ event, t, onsetT, playing }) {
+  #onVad({ event, t, onsetT, playing, likeness }) {
     const { vadEvents, mic } = this.#state;
-    vadEvents.push({ type: event, t, playing });
+    vadEvents.push({ type: event, t, playing, likeness });
     if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
-    mic.vadState = { onset: 'speech', fired: 'fired', released: 'idle' }[event];
+    mic.vadState = { onset: 'speech', echo: 'echo', fired: 'fired', released: 'idle' }[event];
     this.onsetT = event === 'released' ? null : onsetT;
     if (event !== 'fired') return;
     this.#meter.markFired(t);

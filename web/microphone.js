@@ -22,9 +22,10 @@ export class Microphone {
   /**
    * @param {object} callbacks
    * @param {(pcm: ArrayBuffer) => void} callbacks.onAudio 40 ms of PCM16 LE mono at the rate
-   * @param {(event: {event: 'onset'|'fired'|'released', t: number, onsetT: number|null,
-   *   playing: boolean}) => void} callbacks.onVad a VAD transition; t and onsetT are
-   *   performance.now() times of the frame that caused it and of the candidate's first frame
+   * @param {(event: {event: 'onset'|'echo'|'fired'|'released', t: number,
+   *   onsetT: number|null, playing: boolean, likeness: number|null}) => void} callbacks.onVad
+   *   a VAD transition; t and onsetT are performance.now() times of the frame that caused it
+   *   and of the candidate's first frame; likeness is the candidate's echo likeness (vad.js)
    * @param {(level: {levelDb: number, noiseFloorDb: number, onsetDb: number, playbackDb: number,
    *   state: 'idle'|'speech'|'fired', playing: boolean}) => void} callbacks.onLevel every 50 ms
    * @param {(message: string) => void} callbacks.onEnded the device stopped delivering audio
@@ -129,6 +130,7 @@ export class Microphone {
         t: this.#performanceTime(message.time),
         onsetT: message.onsetTime === null ? null : this.#performanceTime(message.onsetTime),
         playing: message.playing,
+        likeness: message.likeness,
       });
     }
   }

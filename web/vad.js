@@ -10,12 +10,25 @@
  * - hysteresis: a frame at or above the onset threshold starts a candidate; it goes on while
  *   frames stay at or above the release threshold (`hysteresisDb` lower); a gap of
  *   `hangoverMs` below it ends it;
- * - the candidate fires once it holds `minSpeechMs` of frames at or above the release threshold;
- * - echo guard: while the assistant plays (and for `echoHoldMs` after), the onset threshold is
- *   `playingOnsetMarginDb` above the floor instead of `onsetMarginDb`, and at least
+ * - the candidate fires once `minSpeechMs` passed since its first frame, on a frame at or above
+ *   the release threshold (short dips between syllables do not restart the count);
+ * - echo guard, level: while the assistant plays (and for `echoHoldMs` after), the onset
+ *   threshold is `playingOnsetMarginDb` above the floor instead of `onsetMarginDb`, and at least
  *   `echoCouplingDb + echoMarginDb` above the assistant's own output level (peak-held for
- *   `echoHoldMs`, then decaying at `echoDecayDbPerS` like a room's reverberation tail), so the
- *   assistant's voice leaking into the microphone does not fire.
+ *   `echoHoldMs`, then decaying at `echoDecayDbPerS` like a room's reverberation tail);
+ * - echo guard, shape: the browser's automatic gain control lifts a quiet echo by 10 dB and more
+ *   (measured in Chromium: Piper echo at -30 dBFS peak reached -28 to -35 dBFS frames), so a
+ *   level alone cannot tell the assistant's voice leaking into the microphone from the person.
+ *   While the assistant plays, a candidate that is due to fire is held back as long as the
+ *   envelope of the microphone (frame levels in dB over the last `echoWindowMs`) follows the
+ *   envelope of the assistant's output at some delay up to `echoMaxLagMs`: the largest Pearson
+ *   correlation over those delays is the candidate's echo likeness, and `echoLikeness` or more
+ *   is echo. Correlation is blind to gain, which AGC changes. This is the cross-correlation
+ *   double-talk detector of echo cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class
+ *   of doubletalk detectors based on cross-correlation", IEEE TSAP 8(2), 2000) on envelopes
+ *   instead of waveforms, which no longer match after the browser's echo canceller and noise
+ *   suppressor. The person talking over the echo breaks the correlation: the candidate then
+ *   starts over and fires if it holds `minSpeechMs` without looking like echo again.
  */
 
 /**
@@ -40,6 +53,10 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoMarginDb: 6, // speech must be this much above that expected echo
   echoHoldMs: 200, // playback level is held this long (output + input latency)
   echoDecayDbPerS: 40, // then decays at this rate (reverberation tail)
+  echoWindowMs: 500, // microphone envelope compared with the output envelope
+  echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
+  echoLikeness: 0.7, // correlation at or above which a candidate is the assistant's echo
+  echoFloorDb: -70, // levels are clamped up to this before correlating (silence carries no shape)
 });
 
 /** Floor of every level in dBFS (digital silence). */
@@ -66,6 +83,8 @@ export class EchoReference {
 
   constructor(config) {
     this.#config = config;
+    /** Output levels (dBFS) of the last echoWindowMs + echoMaxLagMs, by report time (s). */
+    this.envelope = new LevelHistory((config.echoWindowMs + config.echoMaxLagMs) / 1000 + 0.1);
   }
 
   /** A playback report: its level (dBFS), whether assistant audio was rendered, at `timeS`. */
@@ -75,6 +94,7 @@ export class EchoReference {
       this.#peakAt = timeS;
     }
     if (active) this.#activeAt = timeS;
+    this.envelope.push(timeS, db);
   }
 
   /** Expected output level (dBFS) still reaching the microphone at `timeS`. */
@@ -91,9 +111,101 @@ export class EchoReference {
 }
 
 /**
+ * Levels (dB) by time (s), oldest first, for the last `spanS` seconds (times never decrease).
+ */
+export class LevelHistory {
+  #spanS;
+
+  constructor(spanS) {
+    this.#spanS = spanS;
+    this.times = [];
+    this.levels = [];
+  }
+
+  push(timeS, db) {
+    this.times.push(timeS);
+    this.levels.push(db);
+    let old = 0;
+    while (old < this.times.length && this.times[old] < timeS - this.#spanS) old += 1;
+    if (old > 0) {
+      this.times.splice(0, old);
+      this.levels.splice(0, old);
+    }
+  }
+
+  /** The level of the latest entry at or before `timeS`; null before the first one kept. */
+  at(timeS) {
+    let low = 0;
+    let high = this.times.length - 1;
+    if (high < 0 || this.times[0] > timeS) return null;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if (this.times[middle] <= timeS) low = middle;
+      else high = middle - 1;
+    }
+    return this.levels[low];
+  }
+}
+
+/** Pearson correlation of two equally long arrays; 0 when either is constant. */
+export function pearson(xs, ys) {
+  const n = xs.length;
+  let mx = 0;
+  let my = 0;
+  for (let i = 0; i < n; i += 1) {
+    mx += xs[i];
+    my += ys[i];
+  }
+  mx /= n;
+  my /= n;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i += 1) {
+    sxy += (xs[i] - mx) * (ys[i] - my);
+    sxx += (xs[i] - mx) ** 2;
+    syy += (ys[i] - my) ** 2;
+  }
+  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
+}
+
+/**
+ * Echo likeness of the microphone frames in `mic` (levels by frame start time) ending at
+ * `nowS`: the largest Pearson correlation between the microphone envelope over the last
+ * `echoWindowMs` and the output envelope `echo.envelope` delayed by 0 to `echoMaxLagMs` (in
+ * `frameMs` steps), both clamped up to `echoFloorDb`. A delay counts when the two envelopes
+ * overlap on at least `minSpeechMs` of frames (the output envelope starts when the microphone
+ * does); null when no delay does.
+ */
+export function echoLikeness(mic, echo, nowS, config) {
+  const frameS = config.frameMs / 1000;
+  const count = Math.round(config.echoWindowMs / config.frameMs);
+  const needed = Math.max(2, Math.round(config.minSpeechMs / config.frameMs));
+  let best = null;
+  for (let lag = 0; lag <= config.echoMaxLagMs; lag += config.frameMs) {
+    const micLevels = [];
+    const output = [];
+    for (let i = count - 1; i >= 0; i -= 1) {
+      const level = mic.at(nowS - i * frameS);
+      const played = echo.envelope.at(nowS - i * frameS - lag / 1000);
+      if (level === null || played === null) continue;
+      micLevels.push(Math.max(level, config.echoFloorDb));
+      output.push(Math.max(played, config.echoFloorDb));
+    }
+    if (micLevels.length < needed) continue;
+    best = Math.max(best ?? -1, pearson(micLevels, output));
+  }
+  return best;
+}
+
+/**
  * The detector. Feed it consecutive frames of `config.frameMs`; it returns the transitions each
  * frame caused, in order (usually none; 'onset' and 'fired' together when minSpeechMs <= frameMs):
  *   'onset'    a candidate started on this frame (state 'speech');
+ *   'echo'     the candidate was due to fire while the assistant played but its envelope
+ *              follows the assistant's output (`echoLikeness`); it stays a candidate, checked
+ *              again on every frame; when it stops looking like echo, it starts over with a
+ *              new 'onset' on that frame;
  *   'fired'    the candidate held `minSpeechMs` (state 'fired'): a barge-in, if the assistant
  *              is speaking;
  *   'released' speech (a candidate or fired speech) ended after `hangoverMs` below release
@@ -101,7 +213,7 @@ export class EchoReference {
  */
 export class EnergyVad {
   #config;
-  /** 'idle' | 'speech' | 'fired' */
+  /** 'idle' | 'speech' | 'fired' ('speech' also while a candidate is held back as echo) */
   state = 'idle';
   noiseFloorDb = null;
   levelDb = SILENCE_DB;
@@ -109,24 +221,29 @@ export class EnergyVad {
   playing = false;
   /** start time (s) of the frame that began the current candidate, or null */
   onsetTime = null;
-  #voicedMs = 0;
+  /** echo likeness of the latest check of the current candidate (null: none or unknown) */
+  likeness = null;
+  /** the current candidate is held back as the assistant's echo */
+  heldAsEcho = false;
   #gapMs = 0;
 
   /** @param {typeof DEFAULT_VAD_CONFIG} config */
   constructor(config) {
     this.#config = config;
     this.echo = new EchoReference(config);
+    this.levels = new LevelHistory((config.echoWindowMs + 2 * config.frameMs) / 1000);
   }
 
   /**
    * Analyse one frame that started at `timeS` (seconds).
    * @param {Float32Array} samples
-   * @returns {Array<'onset'|'fired'|'released'>}
+   * @returns {Array<'onset'|'echo'|'fired'|'released'>}
    */
   process(samples, timeS) {
     const c = this.#config;
     const level = rmsDb(samples);
     this.levelDb = level;
+    this.levels.push(timeS, level);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
     this.playing = this.echo.playingAt(timeS);
     const margin = this.playing ? c.playingOnsetMarginDb : c.onsetMarginDb;
@@ -152,13 +269,14 @@ export class EnergyVad {
       if (level < onset) return [];
       this.state = 'speech';
       this.onsetTime = timeS;
-      this.#voicedMs = 0;
+      this.likeness = null;
       this.#gapMs = 0;
-      return ['onset', ...this.#hold(c)];
+      this.heldAsEcho = false;
+      return ['onset', ...this.#hold(c, timeS)];
     }
     if (level >= release) {
       this.#gapMs = 0;
-      return this.state === 'speech' ? this.#hold(c) : [];
+      return this.state === 'speech' ? this.#hold(c, timeS) : [];
     }
     this.#gapMs += c.frameMs;
     if (this.#gapMs < c.hangoverMs) return [];
@@ -167,10 +285,29 @@ export class EnergyVad {
     return ['released'];
   }
 
-  /** Count one voiced frame of a candidate: ['fired'] once it held minSpeechMs. */
-  #hold(c) {
-    this.#voicedMs += c.frameMs;
-    if (this.#voicedMs < c.minSpeechMs) return [];
+  /**
+   * A voiced frame of a candidate starting at `timeS`: ['fired'] once minSpeechMs passed since
+   * the onset, unless the assistant plays and the candidate looks like its echo. A candidate
+   * held back as echo whose likeness falls below the threshold (someone talks over the echo)
+   * starts over from this frame (['onset']): that speech must hold minSpeechMs on its own,
+   * so a cough over the echo does not fire.
+   */
+  #hold(c, timeS) {
+    const heldMs = (timeS - this.onsetTime) * 1000 + c.frameMs;
+    if (heldMs < c.minSpeechMs - 1e-6) return []; // frame times are float seconds
+    if (this.playing) {
+      this.likeness = echoLikeness(this.levels, this.echo, timeS, c);
+      if (this.likeness !== null && this.likeness >= c.echoLikeness) {
+        if (this.heldAsEcho) return [];
+        this.heldAsEcho = true;
+        return ['echo'];
+      }
+      if (this.heldAsEcho) {
+        this.heldAsEcho = false;
+        this.onsetTime = timeS;
+        return ['onset', ...this.#hold(c, timeS)];
+      }
+    }
     this.state = 'fired';
     return ['fired'];
   }

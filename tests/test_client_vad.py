@@ -1,0 +1,178 @@
+"""The page's client VAD (web/vad.js) on real speech, run in headless Chromium as the page loads
+it, but fed frame by frame from the test (no fake microphone, no clock): exact decisions.
+
+Signals are 16 kHz float PCM from tests/speech_fixtures.py (Piper and espeak-ng); the VAD
+takes 10 ms frames (160 samples). The assistant's output is reported to the echo guard as the
+playback worklet does: one level (dBFS of 10 ms of output) per frame, on the same clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests import speech_fixtures
+from tests.browser import chromium, open_demo
+
+FRAME = speech_fixtures.RATE_HZ // 100
+"""Samples per 10 ms VAD frame."""
+
+REPLY = ("The museum opens at ten in the morning and closes at six, and on Sundays the "
+         "galleries on the second floor stay open until eight in the evening.")
+"""What the assistant says (Piper voice) while the microphone is analysed."""
+
+RUN_VAD = """async ({mic, output, config}) => {
+  const vad = await import('/vad.js');
+  const detector = new vad.EnergyVad({...vad.DEFAULT_VAD_CONFIG, ...config});
+  const frame = mic.length / output.length;
+  const events = [];
+  for (let i = 0; i < output.length; i += 1) {
+    const t = i * 0.01;
+    const played = Float32Array.from(output[i]);
+    detector.echo.update(vad.rmsDb(played), played.some((s) => s !== 0), t);
+    const samples = Float32Array.from(mic.slice(i * frame, (i + 1) * frame));
+    for (const type of detector.process(samples, t)) {
+      events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness});
+    }
+  }
+  return events;
+}"""
+"""Feed frame i of `output` (the assistant's audio, as 10 ms frames) to the echo guard and frame
+i of `mic` to the VAD at t = i x 10 ms; return the transitions with their frame times (ms)."""
+
+
+@pytest.fixture(scope="module")
+def reply() -> np.ndarray:
+    return speech_fixtures.speech(REPLY)
+
+
+@pytest.fixture
+async def run_vad(start_server):
+    """`await run_vad(mic, output, **config)` -> the VAD's events (see RUN_VAD)."""
+    server = await start_server(tts="uniform")
+    async with chromium() as browser, open_demo(browser, server.http_url) as demo:
+
+        async def run(mic: np.ndarray, output: np.ndarray, **config: Any) -> list[dict]:
+            frames = output.size // FRAME
+            mic = np.pad(mic, (0, max(0, frames * FRAME - mic.size)))[:frames * FRAME]
+            chunks = output[:frames * FRAME].reshape(frames, FRAME)
+            return await demo.page.evaluate(RUN_VAD, {
+                "mic": mic.round(6).tolist(), "output": chunks.round(6).tolist(),
+                "config": config})
+
+        yield run
+
+
+def delayed(signal: np.ndarray, delay_ms: float, gain_db: float) -> np.ndarray:
+    """`signal` `delay_ms` later and `gain_db` louder (the loudspeaker heard by the mic)."""
+    return np.concatenate([speech_fixtures.silence(delay_ms), signal]) * 10 ** (gain_db / 20)
+
+
+def of_type(events: list[dict], kind: str) -> list[dict]:
+    return [e for e in events if e["type"] == kind]
+
+
+@pytest.mark.parametrize(("delay_ms", "gain_db"), [(40, 0.0), (150, -6.0), (300, -3.0),
+                                                   (450, 0.0)])
+async def test_echo_loud_enough_for_the_level_guard_is_held_back(
+    run_vad, reply: np.ndarray, delay_ms: float, gain_db: float,
+) -> None:
+    """The reply itself on the mic, as loud as an automatic gain control makes it: candidates
+    start (the level guard passes them) but never fire; each is held back as echo."""
+    events = await run_vad(delayed(reply, delay_ms, gain_db), reply)
+    assert of_type(events, "onset"), "the echo passed the level guard"
+    assert not of_type(events, "fired"), events
+    held = of_type(events, "echo")
+    assert held and all(e["likeness"] >= 0.7 for e in held), events
+
+
+async def test_quiet_echo_is_below_the_level_guard(run_vad, reply: np.ndarray) -> None:
+    """Echo 30 dB below the output (an echo canceller's residue) does not even start a
+    candidate."""
+    assert await run_vad(delayed(reply, 150, -30.0), reply) == []
+
+
+@pytest.mark.parametrize(("text", "engine"), [
+    ("Sorry, what time does it open?", "piper"),
+    ("Hold on, I have a quick question.", "espeak"),
+    ("Stop, that is not what I asked.", "piper"),
+])
+async def test_the_person_over_the_reply_fires_after_the_minimum_duration(
+    run_vad, reply: np.ndarray, text: str, engine: str,
+) -> None:
+    """Someone else speaking (another sentence, voice or engine) while the reply plays: the
+    candidate that starts at their onset fires `minSpeechMs` later, not taken for echo."""
+    person = speech_fixtures.speech(text, engine)
+    onset_ms = 1000 + speech_fixtures.active_span_ms(person)[0]
+    events = await run_vad(speech_fixtures.place(person, 1000.0), reply)
+    fired, onset = of_type(events, "fired")[0], of_type(events, "onset")[0]
+    # -40 dBFS marks the true onset; the level guard's threshold while the reply plays is
+    # higher, so a soft start (espeak-ng) is counted up to a few frames later
+    assert -10 <= onset["ms"] - onset_ms <= 60, events
+    assert fired["ms"] - onset["ms"] == 190, "fires on the frame that completes 200 ms"
+    assert fired["likeness"] < 0.7 and not of_type(events, "echo"), events
+
+
+@pytest.mark.parametrize("text", ["Sorry, what time does it open?",
+                                  "Excuse me, how much does it cost?"])
+async def test_the_person_over_the_echo_fires(run_vad, reply: np.ndarray, text: str) -> None:
+    """The reply's echo, loud enough to pass the level guard, with the person talking over it
+    from 1.5 s on, only 6 dB louder: the echo alone never fires; the person does, within 0.7 s
+    of their onset: the echo window (`echoWindowMs`, 500 ms) must fill with their voice until
+    the candidate stops looking like echo, and what starts over then must hold `minSpeechMs`
+    (the common case, an echo under the level guard, fires at `minSpeechMs`: below)."""
+    person = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(text), -3.0)
+    echo = delayed(speech_fixtures.at_peak_dbfs(reply, -9.0), 150, 0.0)
+    mic = echo.copy()
+    placed = speech_fixtures.place(person, 1500.0, 0.0)
+    mic[:placed.size] += placed
+    onset_ms = 1500 + speech_fixtures.active_span_ms(person)[0]
+    events = await run_vad(mic, reply)
+    fired = of_type(events, "fired")
+    assert fired, events
+    assert onset_ms + 190 <= fired[0]["ms"] <= onset_ms + 700, (onset_ms, events)
+
+
+async def test_short_dips_do_not_restart_the_minimum_duration(run_vad) -> None:
+    """Syllables 60 ms on, 30 ms off (each gap shorter than the hangover): the minimum speech
+    duration counts from the first syllable's onset, dips included."""
+    syllable = speech_fixtures.tone(300.0, 60.0, -12.0)
+    gap = speech_fixtures.silence(30.0)
+    speech = np.concatenate([speech_fixtures.silence(500.0), *[np.concatenate([syllable, gap])
+                                                              for _ in range(8)]])
+    events = await run_vad(speech, np.zeros(speech.size + 50 * FRAME, np.float32))
+    onset, = of_type(events, "onset")
+    fired, = of_type(events, "fired")
+    assert onset["ms"] == 500
+    assert fired["ms"] - onset["ms"] == 190, events
+
+
+@pytest.mark.parametrize("text", ["Sorry, what time does it open?", "Can you slow down a little?"])
+async def test_the_person_over_a_quiet_echo_fires_after_the_minimum_duration(
+    run_vad, reply: np.ndarray, text: str,
+) -> None:
+    """The usual case with a loudspeaker: the reply's echo, 24 dB down, under the level guard
+    all along; the person's candidate fires `minSpeechMs` after their onset although the
+    frames before it follow the output."""
+    person = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(text), -3.0)
+    mic = delayed(speech_fixtures.at_peak_dbfs(reply, -27.0), 150, 0.0)
+    placed = speech_fixtures.place(person, 1500.0, 0.0)
+    mic[:placed.size] += placed
+    events = await run_vad(mic, reply)
+    onset, fired = of_type(events, "onset")[0], of_type(events, "fired")[0]
+    assert -10 <= onset["ms"] - (1500 + speech_fixtures.active_span_ms(person)[0]) <= 60, events
+    assert fired["ms"] - onset["ms"] == 190 and fired["likeness"] < 0.7, events
+
+
+async def test_a_cough_over_the_echo_does_not_fire(run_vad, reply: np.ndarray) -> None:
+    """Coughs and noise bursts (50-180 ms) over an echo held back as such: they break the
+    echo's envelope only briefly, and what starts over there must hold `minSpeechMs` without
+    looking like echo, so none fires."""
+    mic = delayed(speech_fixtures.at_peak_dbfs(reply, -9.0), 150, 0.0)
+    for index, burst in enumerate(speech_fixtures.short_bursts(seed=3, count=6, max_ms=180.0)):
+        start = (1000 + 900 * index) * speech_fixtures.RATE_HZ // 1000
+        mic[start:start + burst.size] += burst
+    events = await run_vad(mic, reply)
+    assert of_type(events, "echo") and not of_type(events, "fired"), events

@@ -1,0 +1,238 @@
+"""Echo detection (server/echo.py) on real Piper replies: the assistant's own voice coming back
+through the microphone at unknown delay and gain is recognised; a person talking over it is not
+mistaken for it.
+
+The microphone is simulated as the page delivers it: the reply (Piper, as the server sent it at
+24 kHz) delayed and scaled, over a pink noise floor, appended every 40 ms with the playing
+position the session would estimate (known to +-20 ms).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from server.echo import (
+    BAND_EDGES_HZ,
+    ECHO_CORRELATION,
+    ECHO_TAIL_MS,
+    BandEnvelope,
+    EchoDetector,
+    EchoReference,
+)
+from server.input_speech import InputSpeechDetector
+from server.protocol import TurnDetection
+from server.session import Session, SessionConfig
+from server.tts import resample
+from server.vad import SpeechStarted
+from tests import speech_fixtures as fx
+
+REPLY = ("Sure. The museum opens at nine in the morning and closes at six, except on Mondays "
+         "when it stays closed all day.")
+LEAD_MS = 1000
+"""Microphone audio before the reply starts playing."""
+APPEND_MS = 40
+OUTPUT_RATE_HZ = 24_000
+
+
+@functools.cache
+def reply_24k() -> np.ndarray:
+    """The reply as the server sends it: Piper resampled to the 24 kHz output rate."""
+    tts = fx.synthesizer("piper")
+    pcm = np.concatenate([chunk.pcm for chunk in tts.synthesize(REPLY)])
+    return resample(pcm, tts.sample_rate_hz, OUTPUT_RATE_HZ)
+
+
+def reply_ms() -> float:
+    return reply_24k().size * 1000 / OUTPUT_RATE_HZ
+
+
+def microphone(delay_ms: float, gain_db: float, boost_db: float = 0.0,
+               person: np.ndarray | None = None, person_at_ms: float = 0.0) -> np.ndarray:
+    """16 kHz microphone: the reply `delay_ms` after it started playing (at `LEAD_MS`), scaled
+    by `gain_db`, its gain rising by `boost_db` over its first second (an AGC catching up), plus
+    `person` at `person_at_ms`, over a -70 dBFS peak pink noise floor."""
+    echo = resample(reply_24k(), OUTPUT_RATE_HZ, fx.RATE_HZ) * 10.0 ** (gain_db / 20.0)
+    echo *= 10.0 ** (np.minimum(np.arange(echo.size) / fx.RATE_HZ, 1.0) * boost_db / 20.0)
+    mic = fx.place(echo, LEAD_MS + delay_ms, 1000)
+    if person is not None:
+        at = round(person_at_ms * fx.RATE_HZ / 1000)
+        mic = np.concatenate((mic, np.zeros(max(0, at + person.size - mic.size), np.float32)))
+        mic[at : at + person.size] += person
+    return np.clip(fx.with_noise_floor(mic, np.random.default_rng(4), -70.0), -1.0, 1.0)
+
+
+def playing_position(mic_ms: float, rng: np.random.Generator) -> int | None:
+    """The session's estimate of the reply position playing at `mic_ms`: exact +-20 ms, None
+    outside the reply and its echo tail."""
+    position = mic_ms - LEAD_MS + rng.uniform(-20.0, 20.0)
+    if not 0.0 <= position <= reply_ms() + ECHO_TAIL_MS:
+        return None
+    return int(min(position, reply_ms()))
+
+
+def reference() -> EchoReference:
+    recorded = EchoReference(OUTPUT_RATE_HZ)
+    for start in range(0, reply_24k().size, 2400):  # 100 ms pieces, as the TTS chunks arrive
+        recorded.append(reply_24k()[start : start + 2400])
+    return recorded
+
+
+def echo_matches(mic: np.ndarray, span_ms: int = 250) -> list[tuple[int, float, int]]:
+    """(end ms, correlation, lag ms) of the stretches `span_ms` long ending every 32 ms while
+    the echo is audible, as `TurnDetector` asks them."""
+    detector, recorded, rng = EchoDetector(), reference(), np.random.default_rng(1)
+    step = fx.RATE_HZ * APPEND_MS // 1000
+    matches, next_end = [], 0
+    for start in range(0, mic.size, step):
+        end_ms = (start + step) * 1000 // fx.RATE_HZ
+        detector.feed(mic[start : start + step], playing_position(end_ms, rng), recorded)
+        while next_end + 32 <= end_ms:
+            next_end += 32
+            match = detector.match(next_end - span_ms, next_end)
+            matches.append((next_end, match.correlation, match.lag_ms))
+    return matches
+
+
+def turn_starts(mic: np.ndarray, with_reference: bool = True) -> list[SpeechStarted]:
+    """Run the server's VAD (`InputSpeechDetector`) over `mic` appended as the page does, with
+    the assistant playing the reply from `LEAD_MS`."""
+    detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, 0)
+    recorded, rng = reference() if with_reference else None, np.random.default_rng(2)
+    pcm16 = fx.to_pcm16(resample(mic, fx.RATE_HZ, OUTPUT_RATE_HZ))
+    step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000
+    events = []
+    for start in range(0, len(pcm16), step):
+        end_ms = (start + step) * 1000 // (OUTPUT_RATE_HZ * 2)
+        position = playing_position(end_ms, rng)
+        playing = position is not None and end_ms - LEAD_MS <= reply_ms()
+        events += detector.feed(pcm16[start : start + step], playing, position, recorded)
+    return [event for event in events if isinstance(event, SpeechStarted)]
+
+
+# --- envelopes ----------------------------------------------------------------------------
+
+
+def test_band_envelope_levels_and_streaming() -> None:
+    t = np.arange(1600) / 16_000
+    sine = np.sin(2 * np.pi * 1500 * t).astype(np.float32)  # in the 1000-2000 Hz band
+    envelope = BandEnvelope(16_000)
+    rows = np.concatenate([envelope.feed(sine[i : i + 70]) for i in range(0, sine.size, 70)])
+    assert rows.shape == (10, len(BAND_EDGES_HZ) - 1)
+    # The first two 30 ms windows reach back over zeros before the stream.
+    assert rows[0, 2] < rows[1, 2] < -3.1
+    assert rows[2:, 2] == pytest.approx(np.full(8, -3.0), abs=0.1)
+    assert np.all(rows[2:, [0, 1, 3, 4]] < -40.0)
+    assert np.all(BandEnvelope(24_000).feed(np.zeros(480)) == -120.0)
+
+
+def test_reference_reads_silence_outside_the_reply() -> None:
+    recorded = reference()
+    frames = int(reply_ms()) // 10
+    levels = recorded.levels(-5, frames + 10)
+    assert np.all(levels[:5] == -120.0) and np.all(levels[-5:] == -120.0)
+    assert levels[5:-5].max() > -20.0
+
+
+# --- the echo of the reply ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay_ms", [50, 150, 400])
+@pytest.mark.parametrize("gain_db", [-40, -20, 0])
+def test_the_echo_matches_the_reply_at_any_delay_and_gain(delay_ms: int, gain_db: int) -> None:
+    """The reply at -40..0 dB (peaks about -40..0 dBFS), 50-400 ms late: every stretch the turn
+    detector could ask about correlates at or above the threshold, at the true lag."""
+    matches = echo_matches(microphone(delay_ms, gain_db))
+    audible = [(c, lag) for end, c, lag in matches
+               if LEAD_MS + delay_ms + 250 <= end <= LEAD_MS + delay_ms + reply_ms()]
+    assert min(c for c, _ in audible) >= ECHO_CORRELATION
+    assert abs(float(np.median([lag for _, lag in audible])) - delay_ms) <= 50
+
+
+@pytest.mark.parametrize("delay_ms", [50, 400])
+def test_an_agc_boost_does_not_hide_the_echo(delay_ms: int) -> None:
+    """A quiet echo (-30 dB) whose gain rises by 10 dB while it plays, as Chromium's AGC does."""
+    matches = echo_matches(microphone(delay_ms, -30, boost_db=10))
+    audible = [c for end, c, _ in matches
+               if LEAD_MS + delay_ms + 250 <= end <= LEAD_MS + delay_ms + reply_ms()]
+    assert min(audible) >= ECHO_CORRELATION
+
+
+@pytest.mark.parametrize(("delay_ms", "gain_db", "boost_db"),
+                         [(50, 0, 0), (150, -20, 10), (400, -40, 0), (150, -30, 10)])
+def test_the_echo_never_starts_a_turn(delay_ms: int, gain_db: int, boost_db: int) -> None:
+    mic = microphone(delay_ms, gain_db, boost_db)
+    assert turn_starts(mic) == []
+    # Silero alone cannot tell: without the reply to compare with, the echo is a turn.
+    assert len(turn_starts(mic, with_reference=False)) >= 1
+
+
+# --- a person over the echo ---------------------------------------------------------------
+
+
+PEOPLE = [
+    ("What time does the museum open tomorrow?", "piper", None, -6.0),
+    ("Wait, stop, that is not what I asked.", "espeak", "en-us", -6.0),
+    ("Tell me about the planets instead.", "espeak", "en-us+f3", -12.0),
+    ("Hold on, I have a question.", "piper", None, -12.0),
+]
+
+
+@pytest.mark.parametrize(("text", "engine", "voice", "dbfs"), PEOPLE)
+def test_a_person_over_the_echo_starts_a_turn(text: str, engine: str, voice: str | None,
+                                               dbfs: float) -> None:
+    """Another sentence (Piper or espeak-ng) at a normal level over the echo at an AGC-like
+    -25 dBFS peak: the correlation falls below the threshold and the turn starts within
+    600 ms of the person's onset, reaching back before it."""
+    person = fx.at_peak_dbfs(fx.speech(text, engine, voice), dbfs)
+    echo_peak = fx.peak_dbfs(reply_24k())
+    mic = microphone(150, -25.0 - echo_peak, person=person, person_at_ms=LEAD_MS + 1500)
+    onset_ms = LEAD_MS + 1500 + fx.active_span_ms(person)[0]
+    matches = echo_matches(mic)
+    after = [c for end, c, _ in matches if onset_ms + 250 <= end <= onset_ms + 600]
+    assert min(after) < ECHO_CORRELATION
+    started = turn_starts(mic)
+    assert len(started) == 1
+    assert onset_ms - 600 <= started[0].audio_start_ms <= onset_ms
+
+
+# --- the playing position the session estimates --------------------------------------------
+
+
+def test_the_session_maps_appends_to_the_playing_position() -> None:
+    session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
+    session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
+        "turn_detection": {"type": "server_vad"}}}}}))
+    session.receive(json.dumps({"type": "response.create"}))
+    response_id = session.current_response_id
+    assert response_id is not None
+    session.on_text(response_id, "Hello there.")
+    session.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
+    session.on_generation_done(response_id)
+    session.take_effects()
+
+    def append_at(clock_ms: float) -> tuple[str | None, int | None]:
+        session.set_clock(clock_ms)
+        session.receive(json.dumps({"type": "input_audio_buffer.append",
+                                    "audio": "AAAAAA=="}))
+        effect = session.take_effects()[-1]
+        return effect.response_id, effect.playback_ms  # type: ignore[union-attr]
+
+    assert append_at(0.0) == (None, None)  # nothing sent yet
+    session.pull_outbound(1000.0)
+    assert append_at(1050.0) == (response_id, 0)  # the jitter buffer is filling
+    assert append_at(1300.0) == (response_id, 200)
+    session.set_clock(1400.0)
+    session.receive(json.dumps({"type": "playback.ack", "response_id": response_id,
+                                "played_ms": 250}))
+    assert append_at(1460.0) == (response_id, 310)
+    assert append_at(5000.0) == (response_id, 500)  # at most what was sent
+    session.pull_outbound(5000.0)
+    session.set_clock(6000.0)
+    session.receive(json.dumps({"type": "playback.ack", "response_id": response_id,
+                                "played_ms": 3000}))
+    assert append_at(6000.0 + ECHO_TAIL_MS) == (response_id, 3000)  # the echo tail
+    assert append_at(6001.0 + ECHO_TAIL_MS) == (None, None)
