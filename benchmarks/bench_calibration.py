@@ -60,6 +60,8 @@ from calibration.history_calibration import (
 )
 from calibration.policies import (
     ASR_SAFETY_MARGIN_MS,
+    ASR_WINDOW_MS,
+    asr_evidence,
     asr_policy,
     auto_policy,
     marks_policy,
@@ -278,7 +280,8 @@ def policy_method(policy: HistoryCalibrationPolicy) -> Method:
 
 
 class RecordingTranscriber:
-    """A `Transcriber` that delegates and keeps every transcript by (reply id, played_ms).
+    """A `Transcriber` that delegates and keeps every (transcript, audio duration s) by (reply
+    id, played_ms).
 
     Only read after the timed call, to explain refusals; it adds no work to the call.
     """
@@ -286,12 +289,12 @@ class RecordingTranscriber:
     def __init__(self, inner: Transcriber) -> None:
         self.inner = inner
         self.current: tuple[str, int] = ("", 0)
-        self.transcripts: dict[tuple[str, int], str] = {}
+        self.transcripts: dict[tuple[str, int], tuple[str, float]] = {}
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
         """Transcribe with the inner transcriber and remember the text for `current`."""
         text = await self.inner.transcribe(pcm_f32, sample_rate_hz)
-        self.transcripts[self.current] = text
+        self.transcripts[self.current] = (text, pcm_f32.size / sample_rate_hz)
         return text
 
 
@@ -454,29 +457,32 @@ def asr_diagnosis(outcomes: Sequence[Outcome], recorder: RecordingTranscriber) -
     """Why asr results miss the [fully played, started] window.
 
     Refusals: "short_audio" when no transcription ran (under 500 ms after the margin), else the
-    reason `align.align_prefix` gives for the recorded transcript (with the policy's window hint:
-    units heard per the marks at played_ms - 160 ms). Short results: "short: margin+withheld"
-    when the result is at least the cut after k - 1 units, k = units fully played by
-    played_ms - 160 ms (what the 160 ms margin plus withholding the final recognised unit
-    allow at best), else "short: recognition".
+    reason `align.align_prefix` gives for the recorded transcript as the policy aligns it
+    (`policies.asr_evidence`, the policy's window hint: units heard per the marks at
+    played_ms - ASR_SAFETY_MARGIN_MS). Short results: "short: margin" when the result keeps
+    every unit fully played by played_ms - ASR_SAFETY_MARGIN_MS (the missing words ended inside
+    the margin withheld from ASR), else "short: recognition" (the recogniser missed or misheard
+    a word it had whole).
     """
     counts: dict[str, int] = {}
     for o in outcomes:
         text, played = o.cut.spoken.reply.text, o.cut.played_ms
         evidence_ms = played - ASR_SAFETY_MARGIN_MS
         if o.result is None:
-            transcript = recorder.transcripts.get((o.cut.spoken.reply.id, played))
-            if transcript is None:
+            recorded = recorder.transcripts.get((o.cut.spoken.reply.id, played))
+            if recorded is None:
                 reason = "refused: short_audio"
             else:
                 heard = heard_bounds(text, o.cut.spoken.marks, evidence_ms)[0]
-                expected = bisect_right(unit_ends(text), heard)
-                reason = "refused: " + align.align_prefix(text, transcript,
-                                                          expected_unit=expected).reason
+                evidence, withhold_last = asr_evidence(*recorded)
+                reason = "refused: " + align.align_prefix(
+                    text, evidence, expected_unit=bisect_right(unit_ends(text), heard),
+                    from_start=evidence_ms <= ASR_WINDOW_MS, withhold_last=withhold_last,
+                ).reason
         elif o.result < o.cut.fully:
             heard = unit_count(o.cut, heard_bounds(text, o.cut.spoken.marks, evidence_ms)[0])
-            floor = units.cut_after_units(text, text_units(text), max(0, heard - 1))
-            reason = "short: margin+withheld" if o.result >= floor else "short: recognition"
+            floor = units.cut_after_units(text, text_units(text), heard)
+            reason = "short: margin" if o.result >= floor else "short: recognition"
         elif o.result > o.cut.started:
             reason = "past started"
         else:
@@ -781,8 +787,8 @@ async def offline(args: argparse.Namespace, spoken: Sequence[SpokenReply],
                 [accuracy_row(name, s) for name, s in common.items()])
     print_categories(spoken, outcomes)
     reasons = asr_diagnosis(outcomes["asr"], recorder)
-    print_table("1d. asr outcomes by cause (margin = 160 ms withheld from ASR; withheld = the "
-                "final recognised unit)", ("outcome", "cuts", "% of asr cuts"),
+    print_table(f"1d. asr outcomes by cause (margin = {ASR_SAFETY_MARGIN_MS} ms withheld from "
+                "ASR)", ("outcome", "cuts", "% of asr cuts"),
                 [[reason, n, 100.0 * n / max(len(outcomes["asr"]), 1)]
                  for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])])
     return OfflineResult(outcomes, scores, common)

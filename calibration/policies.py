@@ -28,7 +28,7 @@ ASR_SAFETY_MARGIN_MS = 40
 """Audio withheld from ASR at the cut. REFERENCE.md 5.2 step 1 withholds 160 ms AND the final
 recognised unit, which leaves the result a word short in a third of the cuts. Measured on the
 corpus of benchmarks/bench_calibration.py (1301 cuts, deterministic Piper, faster-whisper
-tiny.en, the rules of `_evidence` and `align.align_prefix`): with 0 / 20 / 40 / 60 ms withheld,
+tiny.en, the rules of `asr_evidence` and `align.align_prefix`): with 0 / 20 / 40 / 60 ms withheld,
 4 / 4 / 0 / 0 results claimed a word that had not started (tiny.en writes the next word, e.g.
 "see" -> "see it", when the cut is just before it), and 95.6 / 93.6 / 92.2 / 91.2 % of the
 answered cuts landed between fully played and started: 40 ms is the smallest safe margin."""
@@ -47,7 +47,9 @@ audio are not evidence: whisper squeezes a word it completed from context (heard
 into the last 20-30 ms ("July 4." with "fourth" not yet spoken), and a word that began so late
 may have been cut in half anyway. Measured as for ASR_SAFETY_MARGIN_MS (40 ms margin): with 0 /
 20 / 30 / 40 ms, 2 / 2 / 1 / 0 results past the started word, 93.7 / 93.7 / 93.0 / 92.2 %
-inside."""
+inside. Measured again with the rules of `align.align_prefix` that count a misheard final word
+(same corpus, every 250 ms cut of the short replies + 12 per long reply, 1311 cuts): with 20 /
+30 / 40 / 60 ms, 3 / 1 / 0 / 0 past the started word, 95.6 / 95.2 / 94.5 / 94.3 % inside."""
 
 WORD_WEIGHT = 8
 """Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
@@ -201,9 +203,10 @@ def _asr_audio(snapshot: HeardTextSnapshot) -> tuple[np.ndarray, int] | None:
     return pcm.astype(np.float32), start * 1000 // rate
 
 
-def _evidence(transcript: str, duration_s: float) -> tuple[str, bool]:
+def asr_evidence(transcript: str, duration_s: float) -> tuple[str, bool]:
     """The transcript text to align and whether its final unit must be withheld.
 
+    `transcript` is what the recogniser returned for `duration_s` seconds of audio.
     With word timings (`asr.Transcript`), trailing words that start within the last
     ASR_COMPLETION_MS of the audio are dropped and the final remaining unit counts when it
     matches (`align.align_prefix(withhold_last=False)`). Without them the final recognised
@@ -245,7 +248,7 @@ async def _asr_attempt(
     pcm, start_ms = audio
     transcript = await transcriber.transcribe(pcm, snapshot.sample_rate_hz)
     duration_ms = pcm.size * 1000 // snapshot.sample_rate_hz
-    heard, withhold_last = _evidence(transcript, pcm.size / snapshot.sample_rate_hz)
+    heard, withhold_last = asr_evidence(transcript, pcm.size / snapshot.sample_rate_hz)
     result = await asyncio.to_thread(
         align.align_prefix, snapshot.text, heard,
         expected_unit=_expected_unit(snapshot, start_ms + duration_ms),
@@ -259,7 +262,7 @@ def asr_policy(transcriber: Transcriber) -> HistoryCalibrationPolicy:
 
     The retained PCM is cut at played_ms - ASR_SAFETY_MARGIN_MS and only its last
     ASR_WINDOW_MS are transcribed (refused below 500 ms or when non-finite), WITHOUT the
-    original text. The transcript (`_evidence`: without words that start in the last
+    original text. The transcript (`asr_evidence`: without words that start in the last
     ASR_COMPLETION_MS when word timings are known, else with its final unit withheld) is
     aligned with `align.align_prefix` (edit-distance prefix matcher on spoken-form words,
     REFERENCE.md 5.2; a window of the played audio that does not start at 0 is aligned without
@@ -375,6 +378,7 @@ __all__ = [
     "CJK_WEIGHT",
     "POLICY_NAMES",
     "WORD_WEIGHT",
+    "asr_evidence",
     "asr_policy",
     "auto_policy",
     "make_policy",

@@ -131,31 +131,51 @@ def test_refused(original: str, transcript: str, reason: str) -> None:
     # the final unit counts when it matches ...
     ("Hello, we will explain three options today.", "hello we will explain three",
      "Hello, we will explain three"),
-    # ... or begins like the next word (a word cut in half, or a near miss of it)
+    # ... or is any other plain word: a word cut in half, or a misheard one (tiny.en on Piper:
+    # "doubles in" -> "doubles and", "the wooden" -> "the wind"); speech was heard there
     ("You might want a jacket for the evening.", "you might want a jack",
      "You might want a jacket"),
     ("For four people you need 500 grams of pasta.", "for four people you need 500 grand",
      "For four people you need 500 grams"),
+    ("Let the dough rest until it doubles in size.", "let the dough rest until it doubles and",
+     "Let the dough rest until it doubles in"),
+    ("Results are sent out by the end of the day.", "results are sent out by the sand",
+     "Results are sent out by the end"),
     # ... toward one original unit only: "that's" may be "that" cut in half
     ("Congratulations on the new job! That is wonderful news.",
      "congratulations on the new job that's", "Congratulations on the new job! That"),
     ("I hope you are well today.", "I hope you're", "I hope you"),
-    # ... else it is left out (a fragment)
+    # ... else (one letter: a fragment, "15 p." for "15 percent") it is left out
     ("You might want a jacket for the evening.", "you might want a j-", "You might want a"),
-    ("Results are sent out by the end of the day.", "results are sent out by the sand",
-     "Results are sent out by the"),
+    ("That is 15% more than yesterday.", "that is 15 p.", "That is 15%"),
+    # a unit of measure glued to a number, or written out in full
+    ("For 4 people you need 250 millilitres of cream.", "for four people you need 250ml of",
+     "For 4 people you need 250 millilitres of"),
+    ("The trail is 12 km long.", "the trail is 12 kilometres long", "The trail is 12 km long."),
     # numbers never match loosely
     ("Please wait for fifteen minutes.", "please wait for fif", "Please wait for"),
     ("The tour lasts 90 minutes.", "the tour lasts 19", "The tour lasts"),
     # a letter right after "°" is the recogniser's formatting, not a heard word
     ("Expect temperatures near 25 °C at midday.", "expect temperatures near 25°C",
      "Expect temperatures near 25"),
+    # ... and the original's "°" is spoken: "degrees" is not the "C" after it
+    ("Expect temperatures near 25 °C at midday.", "expect temperatures near 25 degrees",
+     "Expect temperatures near 25"),
+    ("Expect temperatures near 25 °C at midday.", "expect temperatures near 25 degrees celsius",
+     "Expect temperatures near 25 °C"),
 ])
 def test_final_unit_kept_when_it_matches(original: str, transcript: str, expected: str) -> None:
     result = align_prefix(original, transcript, withhold_last=False)
     assert result.reason == "accepted"
     assert heard_prefix(original, result.char_end or 0) == expected
     assert result.char_end == cut_after_units(original, text_units(original), result.heard_units)
+
+
+def test_a_loose_final_match_does_not_anchor_the_tail() -> None:
+    original = "Results are sent out by the end of the day."
+    # "sand" may stand for "the", but only "out by" match exactly before it
+    assert align_prefix(original, "results are cent out by sand", withhold_last=False) == (
+        AlignResult(None, "unanchored_tail", 0))
 
 
 def test_final_unit_withheld_by_default() -> None:

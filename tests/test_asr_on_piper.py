@@ -140,6 +140,32 @@ async def test_asr_cuts_land_between_fully_played_and_started(reply: SpokenReply
     assert len(landed) >= math.ceil(MIN_LANDED * len(answered)), summary
 
 
+@pytest.mark.parametrize(("text", "played_ms"), [
+    # tiny.en writes the last heard word "in" as "and": a misheard final word still counts
+    ("To bake a simple loaf, mix flour, water, salt and yeast, then let the dough rest until it "
+     "doubles in size.", 6_000),
+    # tiny.en writes "250 millilitres of" as "250ml of": the glued unit still reads "millilitres"
+    ("For 4 people you need 500 grams of pasta, 2 cloves of garlic and 250 millilitres of "
+     "cream.", 6_000),
+    # Piper says "degrees" for "°" before the "C" starts; tiny.en writes "25 degrees."
+    ("The trail is 12 km long and climbs about 800 m. Pack at least 2 L of water per person, "
+     "and expect temperatures near 25 °C at midday.", 8_000),
+])
+async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
+    text: str, played_ms: int
+) -> None:
+    spoken = speak(text)
+    snapshot = HeardTextSnapshot(
+        response_id="resp_final_word", text=text, pcm_f32le=spoken.pcm.astype("<f4").tobytes(),
+        sample_rate_hz=RATE_HZ, played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms,
+        word_marks=spoken.marks,
+    )
+    result = await asr_policy(LocalWhisperTranscriber()).calibrate(snapshot)
+    fully, started = heard_bounds(text, list(spoken.marks), played_ms)
+    assert isinstance(result, HeardCut), result
+    assert fully <= int(result) <= started, (result.asr_text, text[:result], text[:fully])
+
+
 def received_marks(client: RealtimeClient, response_id: str) -> list[WordMark]:
     """The word marks the client received on a response's audio deltas (reply timeline)."""
     return [

@@ -240,8 +240,13 @@ async def test_asr_with_word_timings_keeps_a_heard_final_word() -> None:
         snapshot(TEXT, 2200, pcm=noise(3000), rate=24_000))
     assert cut.asr_text is words
     assert TEXT[:cut] == "Hello world. This part was"
-    # a final word that does not match the next word is left out (a fragment)
+    # a misheard final word counts too (speech was heard there) ...
     words = timed("hello world this part wall", [0, 400, 800, 1200, 2000], 2160)
+    cut = await asr_policy(FakeTranscriber(words)).calibrate(
+        snapshot(TEXT, 2200, pcm=noise(3000), rate=24_000))
+    assert TEXT[:cut] == "Hello world. This part was"
+    # ... but a one-letter fragment is left out
+    words = timed("hello world this part w", [0, 400, 800, 1200, 2000], 2160)
     cut = await asr_policy(FakeTranscriber(words)).calibrate(
         snapshot(TEXT, 2200, pcm=noise(3000), rate=24_000))
     assert TEXT[:cut] == "Hello world. This part"
