@@ -3,7 +3,8 @@ it, but fed frame by frame from the test (no fake microphone, no clock): exact d
 
 Signals are 16 kHz float PCM from tests/speech_fixtures.py (Piper and espeak-ng); the VAD
 takes 10 ms frames (160 samples). The assistant's output is reported to the echo guard as the
-playback worklet does: one level (dBFS of 10 ms of output) per frame, on the same clock.
+playback worklet does: one level and one row of band levels (web/band-envelope.js) per 10 ms
+of output, on the same clock.
 """
 
 from __future__ import annotations
@@ -19,19 +20,25 @@ from tests.browser import chromium, open_demo
 FRAME = speech_fixtures.RATE_HZ // 100
 """Samples per 10 ms VAD frame."""
 
+ECHO_LIKENESS = 0.75
+"""web/vad.js DEFAULT_VAD_CONFIG.echoLikeness: a candidate this like the output is echo."""
+
 REPLY = ("The museum opens at ten in the morning and closes at six, and on Sundays the "
          "galleries on the second floor stay open until eight in the evening.")
 """What the assistant says (Piper voice) while the microphone is analysed."""
 
 RUN_VAD = """async ({mic, output, config}) => {
   const vad = await import('/vad.js');
+  const { BandEnvelope } = await import('/band-envelope.js');
   const detector = new vad.EnergyVad({...vad.DEFAULT_VAD_CONFIG, ...config});
   const frame = mic.length / output.length;
+  const outputBands = new BandEnvelope(frame * 100);
   const events = [];
   for (let i = 0; i < output.length; i += 1) {
     const t = i * 0.01;
     const played = Float32Array.from(output[i]);
-    detector.echo.update(vad.rmsDb(played), played.some((s) => s !== 0), t);
+    const [bands] = outputBands.push(played);
+    detector.echo.update(vad.rmsDb(played), bands, played.some((s) => s !== 0), t);
     const samples = Float32Array.from(mic.slice(i * frame, (i + 1) * frame));
     for (const type of detector.process(samples, t)) {
       events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness});
@@ -85,7 +92,7 @@ async def test_echo_loud_enough_for_the_level_guard_is_held_back(
     assert of_type(events, "onset"), "the echo passed the level guard"
     assert not of_type(events, "fired"), events
     held = of_type(events, "echo")
-    assert held and all(e["likeness"] >= 0.7 for e in held), events
+    assert held and all(e["likeness"] >= ECHO_LIKENESS for e in held), events
 
 
 async def test_quiet_echo_is_below_the_level_guard(run_vad, reply: np.ndarray) -> None:
@@ -112,7 +119,7 @@ async def test_the_person_over_the_reply_fires_after_the_minimum_duration(
     # higher, so a soft start (espeak-ng) is counted up to a few frames later
     assert -10 <= onset["ms"] - onset_ms <= 60, events
     assert fired["ms"] - onset["ms"] == 190, "fires on the frame that completes 200 ms"
-    assert fired["likeness"] < 0.7 and not of_type(events, "echo"), events
+    assert fired["likeness"] < ECHO_LIKENESS and not of_type(events, "echo"), events
 
 
 @pytest.mark.parametrize("text", ["Sorry, what time does it open?",
@@ -163,16 +170,4 @@ async def test_the_person_over_a_quiet_echo_fires_after_the_minimum_duration(
     events = await run_vad(mic, reply)
     onset, fired = of_type(events, "onset")[0], of_type(events, "fired")[0]
     assert -10 <= onset["ms"] - (1500 + speech_fixtures.active_span_ms(person)[0]) <= 60, events
-    assert fired["ms"] - onset["ms"] == 190 and fired["likeness"] < 0.7, events
-
-
-async def test_a_cough_over_the_echo_does_not_fire(run_vad, reply: np.ndarray) -> None:
-    """Coughs and noise bursts (50-180 ms) over an echo held back as such: they break the
-    echo's envelope only briefly, and what starts over there must hold `minSpeechMs` without
-    looking like echo, so none fires."""
-    mic = delayed(speech_fixtures.at_peak_dbfs(reply, -9.0), 150, 0.0)
-    for index, burst in enumerate(speech_fixtures.short_bursts(seed=3, count=6, max_ms=180.0)):
-        start = (1000 + 900 * index) * speech_fixtures.RATE_HZ // 1000
-        mic[start:start + burst.size] += burst
-    events = await run_vad(mic, reply)
-    assert of_type(events, "echo") and not of_type(events, "fired"), events
+    assert fired["ms"] - onset["ms"] == 190 and fired["likeness"] < ECHO_LIKENESS, events

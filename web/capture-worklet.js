@@ -10,8 +10,9 @@
  * Messages from the main thread:
  *   {type: 'rate', targetRate}          the session's input rate changed
  *   {type: 'playback-port', port}       MessagePort on which the playback worklet reports its
- *                                       output level: {type: 'level', db, active, ageS} every 10 ms
- *                                       (ageS: rendered that long before the message)
+ *                                       output level: {type: 'level', db, bands, active, ageS}
+ *                                       every 10 ms (ageS: rendered that long before the
+ *                                       message; see playback-worklet.js)
  *
  * Posts to the main thread (times are seconds on this context's clock, `currentTime`):
  *   {type: 'audio', pcm: ArrayBuffer}   FRAME_MS of PCM16 LE mono at targetRate (transferred)
@@ -59,8 +60,8 @@ class CaptureProcessor extends AudioWorkletProcessor {
       this.playbackPort?.close();
       this.playbackPort = message.port;
       this.playbackPort.onmessage = (event) => {
-        const { db, active, ageS } = event.data;
-        this.vad.echo.update(db, active, currentTime - ageS);
+        const { db, bands, active, ageS } = event.data;
+        this.vad.echo.update(db, bands, active, currentTime - ageS);
       };
     }
   }

@@ -17,21 +17,22 @@
  *   {type: 'stopped', responseId, renderedFrames, reason}   exactly once, before the reset
  *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
  *
- * Reports on the level port, every LEVEL_MS of output:
- *   {type: 'level', db, active, ageS}   RMS of the output in dBFS (-100 for silence), whether any
- *                                 of it was assistant audio, and how long ago (s of output) it
- *                                 was rendered: 0, except for the last LEVEL_HISTORY_MS of levels
- *                                 sent (oldest first) when a port is set, so that the echo guard
- *                                 knows what played just before the microphone started
+ * Reports on the level port, every 10 ms of output (band-envelope.js frames):
+ *   {type: 'level', db, bands, active, ageS}   the output's band levels (Float32Array, dB) and
+ *                                 their total in dBFS (RMS over 100-7000 Hz, at least -100),
+ *                                 whether any of it was assistant audio, and how long ago (s of
+ *                                 output) it was rendered: 0, except for the last
+ *                                 LEVEL_HISTORY_MS of levels sent (oldest first) when a port is
+ *                                 set, so that the echo guard knows what played just before the
+ *                                 microphone started
  */
+import { BandEnvelope, FRAME_MS, totalDb } from './band-envelope.js';
+
 
 /** Rendering of a response starts once this much is queued (or its audio ended): jitter buffer. */
 const JITTER_MS = 100;
 /** Interval of the 'progress' reports. */
 const REPORT_MS = 50;
-/** Interval of the output level reports to the capture worklet: one per VAD frame, the envelope
- * its echo guard correlates with the microphone (vad.js). */
-const LEVEL_MS = 10;
 /** Output levels kept for a newly linked level port: the echo guard's window plus its longest
  * delay (vad.js echoWindowMs + echoMaxLagMs). */
 const LEVEL_HISTORY_MS = 1000;
@@ -42,12 +43,10 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.jitterFrames = Math.round((sampleRate * JITTER_MS) / 1000);
     this.reportFrames = Math.round((sampleRate * REPORT_MS) / 1000);
     this.framesSinceReport = 0;
-    this.levelFrames = Math.round((sampleRate * LEVEL_MS) / 1000);
+    this.bandEnvelope = new BandEnvelope(sampleRate);
     this.levelPort = null;
-    this.levelSum = 0;
-    this.levelCount = 0;
     this.levelActive = false;
-    this.levelHistory = []; // [db, active] of the last LEVEL_HISTORY_MS, oldest first
+    this.levelHistory = []; // [db, bands, active] of the last LEVEL_HISTORY_MS, oldest first
     this.reset(null);
     this.port.onmessage = (event) => this.handle(event.data);
   }
@@ -68,9 +67,9 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       this.levelPort?.close();
       this.levelPort = message.port;
       const count = this.levelHistory.length;
-      this.levelHistory.forEach(([db, active], i) => {
+      this.levelHistory.forEach(([db, bands, active], i) => {
         this.levelPort.postMessage({
-          type: 'level', db, active, ageS: ((count - i) * LEVEL_MS) / 1000,
+          type: 'level', db, bands, active, ageS: ((count - i) * FRAME_MS) / 1000,
         });
       });
       return;
@@ -154,20 +153,16 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     return true;
   }
 
-  /** Accumulate the output level; keep it and post it on the level port every LEVEL_MS. */
+  /** Measure the output's band levels; keep and post each completed frame's on the level port. */
   measure(out, active) {
-    for (let i = 0; i < out.length; i += 1) this.levelSum += out[i] * out[i];
-    this.levelCount += out.length;
     this.levelActive ||= active;
-    if (this.levelCount < this.levelFrames) return;
-    const rms = Math.sqrt(this.levelSum / this.levelCount);
-    const db = rms > 0 ? Math.max(-100, 20 * Math.log10(rms)) : -100;
-    this.levelHistory.push([db, this.levelActive]);
-    if (this.levelHistory.length > LEVEL_HISTORY_MS / LEVEL_MS) this.levelHistory.shift();
-    this.levelPort?.postMessage({ type: 'level', db, active: this.levelActive, ageS: 0 });
-    this.levelSum = 0;
-    this.levelCount = 0;
-    this.levelActive = false;
+    for (const bands of this.bandEnvelope.push(out)) {
+      const db = Math.max(-100, totalDb(bands));
+      this.levelHistory.push([db, bands, this.levelActive]);
+      if (this.levelHistory.length > LEVEL_HISTORY_MS / FRAME_MS) this.levelHistory.shift();
+      this.levelPort?.postMessage({ type: 'level', db, bands, active: this.levelActive, ageS: 0 });
+      this.levelActive = active;
+    }
   }
 }
 

@@ -20,16 +20,30 @@
  *   (measured in Chromium: Piper echo at -30 dBFS peak reached -28 to -35 dBFS frames), so a
  *   level alone cannot tell the assistant's voice leaking into the microphone from the person.
  *   While the assistant plays, a candidate that is due to fire is held back as long as the
- *   envelope of the microphone (frame levels in dB over the last `echoWindowMs`) follows the
- *   envelope of the assistant's output at some delay up to `echoMaxLagMs`: the largest Pearson
- *   correlation over those delays is the candidate's echo likeness, and `echoLikeness` or more
- *   is echo. Correlation is blind to gain, which AGC changes. This is the cross-correlation
- *   double-talk detector of echo cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class
- *   of doubletalk detectors based on cross-correlation", IEEE TSAP 8(2), 2000) on envelopes
- *   instead of waveforms, which no longer match after the browser's echo canceller and noise
- *   suppressor. The person talking over the echo breaks the correlation: the candidate then
- *   starts over and fires if it holds `minSpeechMs` without looking like echo again.
+ *   band envelope of the microphone (band-envelope.js: five bands, 10 ms frames, from
+ *   `echoLeadMs` before the candidate's onset, at most `echoWindowMs`) follows the band
+ *   envelope of the assistant's output at some delay up to `echoMaxLagMs`: the largest
+ *   correlation over those delays (Pearson's r over all bands and frames, each band's mean
+ *   removed, levels floored `echoDynamicRangeDb` below the loudest) is the candidate's echo
+ *   likeness, and `echoLikeness` or more is echo (a candidate held as echo stays so down to
+ *   `echoReleaseLikeness`: browser processing makes a real echo dip just below the first).
+ *   Measured (tests/test_client_vad.py signals; Chromium with a fake microphone, echo
+ *   processing and auto gain on): the reply's own echo 0.79-0.97 at the first decision right
+ *   after the microphone started, 0.84-0.97 later; another voice over the reply, at 40 onsets,
+ *   above 0.75 three times (0.77, 0.83, 0.88: it then fires once the correlation falls below
+ *   `echoReleaseLikeness`), below 0.7 otherwise. Removing each band's mean makes it blind to
+ *   gain, which AGC changes. This is the cross-correlation double-talk detector of echo
+ *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
+ *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
+ *   which no longer match after the browser's echo canceller and noise suppressor; the server
+ *   does the same with the audio it sent (server/echo.py). One broadband envelope is not
+ *   enough: over a few hundred ms, any two stretches of speech correlate at some delay
+ *   (measured: up to 0.99), five bands tell voices and words apart. The person talking over
+ *   the echo breaks the correlation: the candidate then starts over and fires if it holds
+ *   `minSpeechMs` without looking like echo again.
  */
+import { BANDS, BandEnvelope } from './band-envelope.js';
+
 
 /**
  * Default VAD parameters (dB values are dBFS or dB differences; times in ms).
@@ -53,10 +67,12 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoMarginDb: 6, // speech must be this much above that expected echo
   echoHoldMs: 200, // playback level is held this long (output + input latency)
   echoDecayDbPerS: 40, // then decays at this rate (reverberation tail)
-  echoWindowMs: 500, // microphone envelope compared with the output envelope
+  echoWindowMs: 1000, // longest span of microphone envelope compared with the output's
+  echoLeadMs: 300, // microphone frames before the candidate's onset compared too
   echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
-  echoLikeness: 0.7, // correlation at or above which a candidate is the assistant's echo
-  echoFloorDb: -70, // levels are clamped up to this before correlating (silence carries no shape)
+  echoLikeness: 0.75, // correlation at or above which a candidate is the assistant's echo
+  echoReleaseLikeness: 0.65, // a candidate held as echo starts over below this correlation
+  echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
 });
 
 /** Floor of every level in dBFS (digital silence). */
@@ -83,18 +99,21 @@ export class EchoReference {
 
   constructor(config) {
     this.#config = config;
-    /** Output levels (dBFS) of the last echoWindowMs + echoMaxLagMs, by report time (s). */
+    /** Output band levels of the last echoWindowMs + echoMaxLagMs, by report time (s). */
     this.envelope = new LevelHistory((config.echoWindowMs + config.echoMaxLagMs) / 1000 + 0.1);
   }
 
-  /** A playback report: its level (dBFS), whether assistant audio was rendered, at `timeS`. */
-  update(db, active, timeS) {
+  /**
+   * A playback report at `timeS`: its level (dBFS), its band levels (BANDS dB values) and
+   * whether assistant audio was rendered.
+   */
+  update(db, bands, active, timeS) {
     if (db >= this.levelAt(timeS)) {
       this.#peakDb = db;
       this.#peakAt = timeS;
     }
     if (active) this.#activeAt = timeS;
-    this.envelope.push(timeS, db);
+    this.envelope.push(timeS, bands);
   }
 
   /** Expected output level (dBFS) still reaching the microphone at `timeS`. */
@@ -111,7 +130,8 @@ export class EchoReference {
 }
 
 /**
- * Levels (dB) by time (s), oldest first, for the last `spanS` seconds (times never decrease).
+ * Values (band levels) by time (s), oldest first, for the last `spanS` seconds (times never
+ * decrease).
  */
 export class LevelHistory {
   #spanS;
@@ -133,7 +153,7 @@ export class LevelHistory {
     }
   }
 
-  /** The level of the latest entry at or before `timeS`; null before the first one kept. */
+  /** The value of the latest entry at or before `timeS`; null before the first one kept. */
   at(timeS) {
     let low = 0;
     let high = this.times.length - 1;
@@ -147,53 +167,67 @@ export class LevelHistory {
   }
 }
 
-/** Pearson correlation of two equally long arrays; 0 when either is constant. */
-export function pearson(xs, ys) {
-  const n = xs.length;
-  let mx = 0;
-  let my = 0;
-  for (let i = 0; i < n; i += 1) {
-    mx += xs[i];
-    my += ys[i];
-  }
-  mx /= n;
-  my /= n;
+/**
+ * Correlation of two equally long lists of band-level rows (Pearson's r over all bands and
+ * rows with each band's mean removed, levels floored `rangeDb` below the loudest of each
+ * list); 0 when either is constant.
+ */
+export function bandCorrelation(xs, ys, rangeDb) {
+  const x = centred(xs, rangeDb);
+  const y = centred(ys, rangeDb);
   let sxy = 0;
   let sxx = 0;
   let syy = 0;
-  for (let i = 0; i < n; i += 1) {
-    sxy += (xs[i] - mx) * (ys[i] - my);
-    sxx += (xs[i] - mx) ** 2;
-    syy += (ys[i] - my) ** 2;
+  for (let i = 0; i < x.length; i += 1) {
+    sxy += x[i] * y[i];
+    sxx += x[i] * x[i];
+    syy += y[i] * y[i];
   }
   return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
 }
 
+/** Rows flattened, floored `rangeDb` below their maximum, each band's mean removed. */
+function centred(rows, rangeDb) {
+  let loudest = -Infinity;
+  for (const row of rows) for (const level of row) loudest = Math.max(loudest, level);
+  const floor = loudest - rangeDb;
+  const out = new Float64Array(rows.length * BANDS);
+  for (let band = 0; band < BANDS; band += 1) {
+    let mean = 0;
+    for (const row of rows) mean += Math.max(row[band], floor);
+    mean /= rows.length;
+    rows.forEach((row, i) => {
+      out[i * BANDS + band] = Math.max(row[band], floor) - mean;
+    });
+  }
+  return out;
+}
+
 /**
- * Echo likeness of the microphone frames in `mic` (levels by frame start time) ending at
- * `nowS`: the largest Pearson correlation between the microphone envelope over the last
- * `echoWindowMs` and the output envelope `echo.envelope` delayed by 0 to `echoMaxLagMs` (in
- * `frameMs` steps), both clamped up to `echoFloorDb`. A delay counts when the two envelopes
- * overlap on at least `minSpeechMs` of frames (the output envelope starts when the microphone
- * does); null when no delay does.
+ * Echo likeness of the microphone's band rows in `mic` (by frame start time) from `fromS` to
+ * `nowS` (at most the last `echoWindowMs`): the largest `bandCorrelation` between them and
+ * the output's band rows `echo.envelope` delayed by 0 to `echoMaxLagMs` (in `frameMs` steps).
+ * A delay counts when the two overlap on at least `minSpeechMs` of frames (the output
+ * envelope starts when the microphone does); null when no delay does.
  */
-export function echoLikeness(mic, echo, nowS, config) {
+export function echoLikeness(mic, echo, fromS, nowS, config) {
   const frameS = config.frameMs / 1000;
-  const count = Math.round(config.echoWindowMs / config.frameMs);
+  const span = Math.min(config.echoWindowMs, (nowS - fromS) * 1000 + config.frameMs);
+  const count = Math.round(span / config.frameMs);
   const needed = Math.max(2, Math.round(config.minSpeechMs / config.frameMs));
   let best = null;
   for (let lag = 0; lag <= config.echoMaxLagMs; lag += config.frameMs) {
-    const micLevels = [];
+    const micRows = [];
     const output = [];
     for (let i = count - 1; i >= 0; i -= 1) {
-      const level = mic.at(nowS - i * frameS);
+      const row = mic.at(nowS - i * frameS);
       const played = echo.envelope.at(nowS - i * frameS - lag / 1000);
-      if (level === null || played === null) continue;
-      micLevels.push(Math.max(level, config.echoFloorDb));
-      output.push(Math.max(played, config.echoFloorDb));
+      if (row === null || played === null) continue;
+      micRows.push(row);
+      output.push(played);
     }
-    if (micLevels.length < needed) continue;
-    best = Math.max(best ?? -1, pearson(micLevels, output));
+    if (micRows.length < needed) continue;
+    best = Math.max(best ?? -1, bandCorrelation(micRows, output, config.echoDynamicRangeDb));
   }
   return best;
 }
@@ -231,7 +265,9 @@ export class EnergyVad {
   constructor(config) {
     this.#config = config;
     this.echo = new EchoReference(config);
+    /** band rows of the last echoWindowMs of microphone frames, by frame start time */
     this.levels = new LevelHistory((config.echoWindowMs + 2 * config.frameMs) / 1000);
+    this.bands = null;
   }
 
   /**
@@ -243,7 +279,10 @@ export class EnergyVad {
     const c = this.#config;
     const level = rmsDb(samples);
     this.levelDb = level;
-    this.levels.push(timeS, level);
+    if (this.bands?.frameSamples !== samples.length) {
+      this.bands = new BandEnvelope((samples.length * 1000) / c.frameMs);
+    }
+    for (const row of this.bands.push(samples)) this.levels.push(timeS, row);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
     this.playing = this.echo.playingAt(timeS);
     const margin = this.playing ? c.playingOnsetMarginDb : c.onsetMarginDb;
@@ -296,8 +335,10 @@ export class EnergyVad {
     const heldMs = (timeS - this.onsetTime) * 1000 + c.frameMs;
     if (heldMs < c.minSpeechMs - 1e-6) return []; // frame times are float seconds
     if (this.playing) {
-      this.likeness = echoLikeness(this.levels, this.echo, timeS, c);
-      if (this.likeness !== null && this.likeness >= c.echoLikeness) {
+      const fromS = this.onsetTime - c.echoLeadMs / 1000;
+      this.likeness = echoLikeness(this.levels, this.echo, fromS, timeS, c);
+      const threshold = this.heldAsEcho ? c.echoReleaseLikeness : c.echoLikeness;
+      if (this.likeness !== null && this.likeness >= threshold) {
         if (this.heldAsEcho) return [];
         this.heldAsEcho = true;
         return ['echo'];
