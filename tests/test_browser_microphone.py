@@ -47,6 +47,9 @@ QUESTIONS = ("Sorry, what time does it open?",)
 QUESTION_LEAD_MS = 4000
 """Silence on the fake microphone before the question (the reply plays meanwhile)."""
 
+ECHO_DBFS = -30.0
+"""Peak level of the assistant's echo on the fake microphone in the no-interruption test."""
+
 ECHO_UNDER_QUESTION_DBFS = -40.0
 """Peak level of the reply's own echo on the fake microphone under the question (from the
 start of the file, so the question is spoken over it, as through a laptop's loudspeaker)."""
@@ -291,14 +294,12 @@ async def test_noise_bursts_do_not_interrupt(start_server, tmp_path: Path) -> No
         assert sum(e["playing"] for e in onsets) >= bursts - 2, "bursts came during the reply"
 
 
-@pytest.mark.parametrize("echo_dbfs", [-30.0, -12.0])
-async def test_assistant_echo_does_not_interrupt(start_server, tmp_path: Path,
-                                                 echo_dbfs: float) -> None:
-    """The reply's own Piper audio on the fake mic (at `echo_dbfs` peak, lagging the playback
-    by up to 300 ms; the page asks for auto gain, which lifts it by about 10 dB): neither VAD
-    takes it for the person. At -12 dBFS it is too loud for the client's level guard, and
-    its envelope guard holds the candidates back as echo."""
-    echo = speech_fixtures.assistant_echo(SHORT_REPLY, echo_dbfs)
+async def test_assistant_echo_does_not_interrupt(start_server, tmp_path: Path) -> None:
+    """The reply's own Piper audio on the fake mic (at ECHO_DBFS peak, lagging the playback by
+    up to 300 ms; the page asks for auto gain, which lifts it by about 10 dB, and Chromium's
+    echo canceller does not know the fake mic's echo): neither VAD takes it for the person.
+    (Louder echo: tests/test_client_vad.py and tests/test_echo_server.py.)"""
+    echo = speech_fixtures.assistant_echo(SHORT_REPLY, ECHO_DBFS)
     wav = speech_fixtures.write_wav(tmp_path / "echo.wav", speech_fixtures.place(echo, 0.0))
     server = await start_piper(start_server)
     async with chromium(fake_mic=wav) as browser, open_demo(browser, server.http_url) as demo:
@@ -309,8 +310,6 @@ async def test_assistant_echo_does_not_interrupt(start_server, tmp_path: Path,
         held = [e for e in events if e["type"] == "echo"]
         assert all(e["likeness"] >= threshold for e in held), held
         assert not [e for e in events if e["type"] == "fired" and e["playing"]], events
-        if echo_dbfs > -20.0:
-            assert held, f"the echo passed the level guard, the envelope guard held it: {events}"
 
 
 async def test_spoken_prompt_is_transcribed_and_answered_aloud(start_server,

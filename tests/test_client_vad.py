@@ -20,7 +20,7 @@ from tests.browser import chromium, open_demo
 FRAME = speech_fixtures.RATE_HZ // 100
 """Samples per 10 ms VAD frame."""
 
-ECHO_LIKENESS = 0.75
+ECHO_LIKENESS = 0.95
 """web/vad.js DEFAULT_VAD_CONFIG.echoLikeness: a candidate this like the output is echo."""
 
 REPLY = ("The museum opens at ten in the morning and closes at six, and on Sundays the "

@@ -27,11 +27,14 @@
  *   removed, levels floored `echoDynamicRangeDb` below the loudest) is the candidate's echo
  *   likeness, and `echoLikeness` or more is echo (a candidate held as echo stays so down to
  *   `echoReleaseLikeness`: browser processing makes a real echo dip just below the first).
- *   Measured (tests/test_client_vad.py signals; Chromium with a fake microphone, echo
- *   processing and auto gain on): the reply's own echo 0.79-0.97 at the first decision right
- *   after the microphone started, 0.84-0.97 later; another voice over the reply, at 40 onsets,
- *   above 0.75 three times (0.77, 0.83, 0.88: it then fires once the correlation falls below
- *   `echoReleaseLikeness`), below 0.7 otherwise. Removing each band's mean makes it blind to
+ *   Measured: fed directly (tests/test_client_vad.py), the reply's own echo reaches 0.98-1.0
+ *   and another voice over the reply stays below 0.9 (40 onsets); in Chromium with a fake
+ *   microphone (echo cancellation, noise suppression and auto gain on), the echo reaches
+ *   0.79-0.97, and a person over a reply with no echo at all 0.08-0.94 (24 utterances,
+ *   benchmarks/bench_microphone.py): the browser's echo suppressor imprints the output's
+ *   envelope on the microphone. The thresholds are therefore high: the guard holds back an
+ *   echo loud and faithful enough to pass the level guard, and rarely the person; the server's
+ *   echo detector, which compares with the exact audio sent, is the second line. Removing each band's mean makes it blind to
  *   gain, which AGC changes. This is the cross-correlation double-talk detector of echo
  *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
  *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
@@ -70,8 +73,8 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoWindowMs: 1000, // longest span of microphone envelope compared with the output's
   echoLeadMs: 300, // microphone frames before the candidate's onset compared too
   echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
-  echoLikeness: 0.75, // correlation at or above which a candidate is the assistant's echo
-  echoReleaseLikeness: 0.65, // a candidate held as echo starts over below this correlation
+  echoLikeness: 0.95, // correlation at or above which a candidate is the assistant's echo
+  echoReleaseLikeness: 0.85, // a candidate held as echo starts over below this correlation
   echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
 });
 
