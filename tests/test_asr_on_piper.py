@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.bench_calibration import heard_bounds
 from calibration import units
 from calibration.asr import LocalWhisperTranscriber
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
@@ -80,21 +81,6 @@ def speak(text: str) -> SpokenReply:
             pieces.append(pcm)
             samples += len(pcm)
     return SpokenReply(text, np.concatenate(pieces).astype(np.float32), tuple(marks))
-
-
-def heard_bounds(text: str, marks: list[WordMark], played_ms: int) -> tuple[int, int]:
-    """(fully played cut, started cut) in code points, from marks in text order."""
-    ordered = sorted(marks, key=lambda mark: mark.char_start)
-    fully = started = 0
-    for mark in ordered:
-        if mark.end_ms > played_ms:
-            break
-        fully = mark.char_end
-    for mark in ordered:
-        if mark.start_ms >= played_ms:
-            break
-        started = mark.char_end
-    return units.snap_down(text, fully), units.snap_down(text, started)
 
 
 @pytest.fixture(scope="module")
