@@ -21,20 +21,16 @@ from __future__ import annotations
 import asyncio
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pytest
 
-from benchmarks.bench_calibration import heard_bounds
+from benchmarks.bench_calibration import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
 from calibration.asr import LocalWhisperTranscriber
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
 from calibration.policies import asr_policy
 from calibration.word_marks import WordMark
-from server.segmenter import SpeechSegmenter
-from server.tts import resample
 from tests.conftest import loaded_synthesizer
 from tests.realtime_client import RealtimeClient
 from tests.transcription_endpoint import TranscriptionEndpoint
@@ -43,7 +39,6 @@ REPLY = (
     "The museum opened in 1998 and now has 42 rooms. Tickets cost $12.50 for adults. "
     "About 3,000 people visit every day, and the tour lasts 90 minutes."
 )
-RATE_HZ = 24_000
 CUT_STEP_MS = 500
 MIN_LANDED = 0.95
 MAX_REFUSED = 0.30
@@ -53,34 +48,10 @@ CALIBRATION_TIMEOUT_MS = 10_000
 busy 2-core machine from turning a slow transcription into a timeout."""
 
 
-@dataclass(frozen=True, slots=True)
-class SpokenReply:
-    """A reply synthesised like the server does: text, 24 kHz float32 PCM, reply-timeline marks."""
-
-    text: str
-    pcm: np.ndarray
-    marks: tuple[WordMark, ...]
-
-    @property
-    def total_ms(self) -> int:
-        return len(self.pcm) * 1000 // RATE_HZ
-
-
 def speak(text: str) -> SpokenReply:
-    """Segment, synthesise with deterministic Piper, resample to 24 kHz and place the marks."""
-    synthesizer = loaded_synthesizer("piper")
-    segmenter = SpeechSegmenter()
-    pieces: list[np.ndarray] = []
-    marks: list[WordMark] = []
-    samples = 0
-    for start, end in segmenter.feed(text) + segmenter.flush():
-        for chunk in synthesizer.synthesize(text[start:end]):
-            pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, RATE_HZ)
-            offset_ms = samples * 1000 // RATE_HZ
-            marks.extend(mark.shifted(start, offset_ms) for mark in chunk.marks)
-            pieces.append(pcm)
-            samples += len(pcm)
-    return SpokenReply(text, np.concatenate(pieces).astype(np.float32), tuple(marks))
+    """`text` segmented, synthesised with deterministic Piper, resampled to 24 kHz and its
+    marks placed as the server does (the calibration benchmark's `synthesize`)."""
+    return synthesize(loaded_synthesizer("piper"), Reply("test", "test", text))
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +62,7 @@ def reply() -> SpokenReply:
 async def test_asr_cuts_land_between_fully_played_and_started(reply: SpokenReply) -> None:
     assert not any(mark.estimated for mark in reply.marks), "ground truth needs exact marks"
     policy = asr_policy(LocalWhisperTranscriber())
-    pcm = reply.pcm.astype("<f4").tobytes()
+    pcm = reply.pcm_f32le
     rows: list[tuple[int, int, int, int | None]] = []
     for cut in range(CUT_STEP_MS, reply.total_ms, CUT_STEP_MS):
         snapshot = HeardTextSnapshot(
@@ -142,7 +113,7 @@ async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
 ) -> None:
     spoken = speak(text)
     snapshot = HeardTextSnapshot(
-        response_id="resp_final_word", text=text, pcm_f32le=spoken.pcm.astype("<f4").tobytes(),
+        response_id="resp_final_word", text=text, pcm_f32le=spoken.pcm_f32le,
         sample_rate_hz=RATE_HZ, played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms,
         word_marks=spoken.marks,
     )
