@@ -78,8 +78,11 @@ const playback = new Playback({
   onAck(ack) {
     if (client.send({ type: 'playback.ack', ...ack })) state.acks.push(ack);
   },
-  onFinished({ responseId, reason, playedMs }) {
+  onFinished({ responseId, reason, playedMs, silentAt }) {
     if (reason !== 'drained') conversation.markStopped(responseId, playedMs);
+    // The client VAD fired and the playback worklet stopped the reply at once (a reply not
+    // rendered yet is the server's to stop: its VAD heard the same speech).
+    if (reason === 'barge-in') sendBargeIn(responseId, playedMs, 'vad', mic.onsetT, silentAt);
   },
   onChange: renderStatus,
 });
@@ -101,14 +104,6 @@ const mic = new MicControl({
   playback,
   state,
   vadConfig: () => window.duplexDemo.vadConfig,
-  onFired(onsetT) {
-    // A barge-in interrupts what the person hears: a reply not rendered yet is the server's
-    // to stop (its VAD heard the same speech).
-    const responseId = state.currentResponseId;
-    if (playback.isActive(responseId) && playback.renderedMs(responseId) > 0) {
-      bargeIn(onsetT, 'vad');
-    }
-  },
 });
 
 /** Server event handlers by `type`; events not listed are ignored. */
@@ -324,18 +319,29 @@ function renderStatus() {
 }
 
 /**
- * Barge in on the current response: silence it locally at once, then tell the server how much
- * was heard. `startedAt` is the performance.now() of the gesture (source 'button') or of the
- * first frame the VAD counted as speech (source 'vad'). Does nothing when nothing plays.
- * Adds an entry to `state.bargeInTimings` (startedAt -> local silence, then the server's stop
- * and calibration times as they arrive).
+ * Stop the current response for the Stop button (or a typed prompt) and tell the server how much
+ * was heard; `startedAt` is the performance.now() of the gesture. Does nothing when nothing
+ * plays.
  */
-async function bargeIn(startedAt, source) {
+async function bargeIn(startedAt) {
   const responseId = state.currentResponseId;
   const stopping = playback.stop(responseId);
   if (!stopping) return;
-  const { playedMs } = await stopping; // the final ACK has been sent by now
-  const timing = addTiming(responseId, source, performance.now() - startedAt);
+  const { reason, playedMs, silentAt } = await stopping;
+  // The client VAD may have stopped it first: that barge-in was sent (playback onFinished).
+  if (reason === 'stop') sendBargeIn(responseId, playedMs, 'button', startedAt, silentAt);
+}
+
+/**
+ * Send `barge_in` for `responseId`, silenced here by `source` ('button' | 'vad') after
+ * `playedMs` heard, and add its entry to `state.bargeInTimings`: from `startedAt` (the gesture,
+ * or the first frame the VAD counted as speech) to `silentAt` (the playback worklet stopped
+ * rendering), performance.now() times, null when unknown; then the server's stop and
+ * calibration times as they arrive.
+ */
+function sendBargeIn(responseId, playedMs, source, startedAt, silentAt) {
+  const known = startedAt !== null && silentAt !== null;
+  const timing = addTiming(responseId, source, known ? Math.max(0, silentAt - startedAt) : null);
   const itemId = itemOfResponse.get(responseId);
   const event = {
     type: 'barge_in',
@@ -355,8 +361,8 @@ function stopForServer(responseId) {
   if (!stopping || !mic.enabled) return;
   // With the microphone on, the server stops a playing reply when its VAD heard speech.
   const { onsetT } = mic;
-  stopping.then(() => {
-    addTiming(responseId, 'server_vad', onsetT === null ? null : performance.now() - onsetT);
+  stopping.then(({ silentAt }) => {
+    addTiming(responseId, 'server_vad', onsetT === null ? null : Math.max(0, silentAt - onsetT));
   });
 }
 
@@ -381,7 +387,7 @@ async function sendPrompt() {
   const text = promptInput.value;
   if (!text.trim() || !state.connected) return;
   promptInput.value = '';
-  if (playback.isActive(state.currentResponseId)) await bargeIn(performance.now(), 'button');
+  if (playback.isActive(state.currentResponseId)) await bargeIn(performance.now());
   conversation.addUser(text);
   client.send({
     type: 'conversation.item.create',
@@ -408,13 +414,13 @@ byId('composer').addEventListener('submit', (event) => {
   event.preventDefault();
   sendPrompt();
 });
-stopButton.addEventListener('click', () => bargeIn(performance.now(), 'button'));
+stopButton.addEventListener('click', () => bargeIn(performance.now()));
 reconnectButton.addEventListener('click', () => client.connect());
 document.addEventListener('keydown', (event) => {
   if (event.code !== 'Space' || isTyping(event.target)) return;
   // Also keeps a focused button from being activated by this Space press.
   event.preventDefault();
-  if (!event.repeat) bargeIn(performance.now(), 'button');
+  if (!event.repeat) bargeIn(performance.now());
 });
 document.addEventListener('keyup', (event) => {
   if (event.code === 'Space' && !isTyping(event.target)) event.preventDefault();

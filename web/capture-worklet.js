@@ -12,7 +12,9 @@
  *   {type: 'playback-port', port}       MessagePort on which the playback worklet reports its
  *                                       output level: {type: 'level', db, bands, active, ageS}
  *                                       every 10 ms (ageS: rendered that long before the
- *                                       message; see playback-worklet.js)
+ *                                       message; see playback-worklet.js); when the VAD fires,
+ *                                       this worklet posts {type: 'barge-in'} on it, and the
+ *                                       playback worklet stops the reply the person hears
  *
  * Posts to the main thread (times are seconds on this context's clock, `currentTime`):
  *   {type: 'audio', pcm: ArrayBuffer}   FRAME_MS of PCM16 LE mono at targetRate (transferred)
@@ -96,6 +98,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
   analyse(time) {
     const vad = this.vad;
     for (const event of vad.process(this.analysis, time)) {
+      if (event === 'fired') this.playbackPort?.postMessage({ type: 'barge-in' });
       this.port.postMessage({
         type: 'vad', event, time, onsetTime: vad.onsetTime, playing: vad.playing,
         likeness: vad.likeness,

@@ -41,7 +41,6 @@ export class MicControl {
   #playback;
   #state;
   #vadConfig;
-  #onFired;
   #microphone;
   /** event_id of the session.update that asked for server VAD (its error means: unsupported) */
   #requestId = null;
@@ -57,10 +56,8 @@ export class MicControl {
    * @param {import('./playback.js').Playback} options.playback
    * @param {object} options.state the page state: `mic`, `vadEvents`, `inputRate` are used
    * @param {() => object} options.vadConfig the VAD parameters to use when the mic starts
-   * @param {(onsetT: number) => void} options.onFired the VAD fired; onsetT: performance.now()
-   *   of the first frame it counted as speech
    */
-  constructor({ button, error, meter, client, playback, state, vadConfig, onFired }) {
+  constructor({ button, error, meter, client, playback, state, vadConfig }) {
     this.#button = button;
     this.#error = error;
     this.#meter = meter;
@@ -68,7 +65,6 @@ export class MicControl {
     this.#playback = playback;
     this.#state = state;
     this.#vadConfig = vadConfig;
-    this.#onFired = onFired;
     this.#microphone = new Microphone({
       onAudio: (pcm) => this.#sendAudio(pcm),
       onVad: (event) => this.#onVad(event),
@@ -188,9 +184,7 @@ export class MicControl {
     if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
     mic.vadState = { onset: 'speech', echo: 'echo', fired: 'fired', released: 'idle' }[event];
     this.onsetT = event === 'released' ? null : onsetT;
-    if (event !== 'fired') return;
-    this.#meter.markFired(t);
-    this.#onFired(onsetT);
+    if (event === 'fired') this.#meter.markFired(t);
   }
 
   #onLevel(level) {

@@ -1,3 +1,5 @@
+import { performanceTimeOf } from './audio-clock.js';
+
 const WORKLET_URL = new URL('./capture-worklet.js', import.meta.url);
 
 /** Audio processing asked of the browser: the issue's constraints (echo cancellation matters for
@@ -127,21 +129,14 @@ export class Microphone {
     else if (message.type === 'vad') {
       this.onVad({
         event: message.event,
-        t: this.#performanceTime(message.time),
-        onsetT: message.onsetTime === null ? null : this.#performanceTime(message.onsetTime),
+        t: performanceTimeOf(this.#context, message.time),
+        onsetT: message.onsetTime === null
+          ? null
+          : performanceTimeOf(this.#context, message.onsetTime),
         playing: message.playing,
         likeness: message.likeness,
       });
     }
-  }
-
-  /**
-   * performance.now() time of capture-context time `time` (s): the worklet processed it when
-   * the context's clock read `time`, which is now minus the clock's advance since then.
-   */
-  #performanceTime(time) {
-    const behindMs = ((this.#context?.currentTime ?? time) - time) * 1000;
-    return performance.now() - Math.max(0, behindMs);
   }
 }
 

@@ -12,9 +12,17 @@
  *   {type: 'level-port', port}            MessagePort to the capture worklet (echo guard of the
  *                                         client VAD); replaces an earlier one
  *
+ * Messages on the level port, from the capture worklet:
+ *   {type: 'barge-in'}   the client VAD fired: stop the current response now if any of its audio
+ *                        was rendered (reason 'barge-in'); a response not heard yet is the
+ *                        server's to stop. Straight from the capture thread, so that the person's
+ *                        speech silences the reply without waiting for the page's main thread.
+ *
  * Reports to the main thread (renderedFrames counts frames written to the output, per response):
  *   {type: 'progress', responseId, renderedFrames, rendering, queueEmpty}   every ~REPORT_MS
- *   {type: 'stopped', responseId, renderedFrames, reason}   exactly once, before the reset
+ *   {type: 'stopped', responseId, renderedFrames, reason, at}   exactly once, before the reset;
+ *       reason 'stop' | 'superseded' | 'barge-in'; at: this context's currentTime (s) when it
+ *       stopped (the output is silent from the next render quantum on)
  *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
  *
  * Reports on the level port, every 10 ms of output (band-envelope.js frames):
@@ -66,6 +74,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     if (message.type === 'level-port') {
       this.levelPort?.close();
       this.levelPort = message.port;
+      this.levelPort.onmessage = (event) => this.bargeIn(event.data);
       const count = this.levelHistory.length;
       this.levelHistory.forEach(([db, bands, active], i) => {
         this.levelPort.postMessage({
@@ -97,6 +106,15 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     }
   }
 
+  /** A message from the capture worklet: the client VAD fired. */
+  bargeIn(message) {
+    if (message.type !== 'barge-in' || this.responseId === null || this.renderedFrames === 0) {
+      return;
+    }
+    this.report('stopped', 'barge-in');
+    this.reset(null);
+  }
+
   /** Post a report about the current response, if there is one. */
   report(type, reason) {
     if (this.responseId === null) return;
@@ -107,6 +125,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       reason,
       rendering: this.rendering,
       queueEmpty: this.queuedFrames === 0,
+      at: currentTime,
     });
   }
 

@@ -1,3 +1,4 @@
+import { performanceTimeOf } from './audio-clock.js';
 import { decodePcm16 } from './pcm16.js';
 
 /** Periodic ACK interval while a response plays (the protocol asks for every ~100-250 ms). */
@@ -32,8 +33,11 @@ export class Playback {
    * @param {object} callbacks
    * @param {(ack: {response_id: string, item_id?: string, played_ms: number}) => void} callbacks.onAck
    *   an ACK to send: periodic ones only when the position grew, plus one final per response
-   * @param {(result: {responseId: string, reason: 'stop'|'superseded'|'drained',
-   *   playedMs: number}) => void} callbacks.onFinished a response stopped or played out
+   * @param {(result: {responseId: string, reason: 'stop'|'superseded'|'barge-in'|'drained',
+   *   playedMs: number, silentAt: number|null}) => void} callbacks.onFinished a response
+   *   stopped or played out; 'barge-in': the client VAD stopped it in the worklet (see
+   *   playback-worklet.js); silentAt: performance.now() time at which the worklet stopped
+   *   rendering it (null when it drained)
    * @param {() => void} callbacks.onChange a response started, stalled, resumed or finished
    */
   constructor({ onAck, onFinished, onChange }) {
@@ -127,8 +131,9 @@ export class Playback {
   }
 
   /**
-   * Stop `responseId` at once if it is active. Resolves with its final result (the final ACK has
-   * been handed to onAck by then); returns null when it was not active.
+   * Stop `responseId` at once if it is active. Resolves with its final result (as given to
+   * onFinished; the final ACK has been handed to onAck by then); returns null when it was not
+   * active.
    */
   stop(responseId) {
     const track = this.#tracks.get(responseId);
@@ -219,7 +224,8 @@ export class Playback {
         this.onChange();
       }
     } else if (message.type === 'stopped') {
-      this.#finish(track, message.reason, this.#liveMs(track));
+      const silentAt = performanceTimeOf(this.#context, message.at);
+      this.#finish(track, message.reason, this.#liveMs(track), silentAt);
     } else if (message.type === 'drained') {
       track.phase = 'draining';
       // The last rendered frames are still in the output pipeline; they are heard after it.
@@ -231,13 +237,13 @@ export class Playback {
     }
   }
 
-  #finish(track, reason, playedMs) {
+  #finish(track, reason, playedMs, silentAt = null) {
     if (track.phase === 'done') return;
     track.phase = 'done';
     track.reason = reason;
     track.finalMs = Math.max(playedMs, track.lastAckMs);
     if (track.finalMs > 0) this.#ack(track, track.finalMs);
-    const result = { responseId: track.id, reason, playedMs: track.finalMs };
+    const result = { responseId: track.id, reason, playedMs: track.finalMs, silentAt };
     track.resolve(result);
     this.onFinished(result);
     this.onChange();
