@@ -8,7 +8,7 @@ counted per segment. Protocol part: a plain `websockets` client in a child proce
 (`--role client`) streams generated microphone audio in real time to a real `DemoServer` in this
 process, so `time.process_time()` of this process is the server's CPU. Prints the command,
 machine facts and one table per measurement with its target and PASS/FAIL; exit status 1 when a
-target fails. About 7 minutes on 2 cores. Method and caveats: benchmarks/README.md.
+target fails. About 8 minutes on 2 cores. Method and caveats: benchmarks/README.md.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_microphone` (it imports the
 `tests` helpers, so it must run as a module).
@@ -81,14 +81,22 @@ PRE_CHECK_MS = 1500.0
 """This long before each recording the driver types LONG_PROMPT if nothing plays."""
 TAIL_MS = 2500.0
 """Wait after the last recording before the page state is read."""
-ECHO_LEVELS_DBFS = (-30.0, -12.0)
+ECHO_LEVELS_DBFS = (-36.0, -30.0, -12.0)
 """Levels of the assistant's echo: its reply scaled so that the reply's peak is at this dBFS
-(-30: the client's level guard holds it; -12: only its envelope guard and the server's echo
+(-36: a loudspeaker's residual after echo cancellation, as in tests/test_browser_microphone.py;
+-30: the client's level guard holds it; -12: only its envelope guard and the server's echo
 detector can tell it from the person)."""
-ECHO_SEGMENT_MS = 3000.0
-"""Length of each echo recording in the browser run."""
-ECHO_SEGMENTS = 4
-"""Echo recordings per browser run (ECHO_LEVELS_DBFS in turn)."""
+ECHO_RECORDING_MS = 12_000.0
+"""Length of each browser echo recording: one browser run each, the microphone hearing the
+reply from the moment it is switched on (an echo never starts in the middle of a reply)."""
+BROWSER_ECHO_DELAY_MS = 100.0
+"""Browser echo recordings: at WAV time t they carry the reply's audio at t - this. The reply
+has rendered a few tens of ms when the page's WAV time 0 passes, so the echo lags what plays
+by that much more (table 2 shows the measured lag): output + input latency and the room, as
+a loudspeaker's echo (it can never lead the playback)."""
+MIC_ON_AFTER_WAV0_MS = 15.0
+"""Runs without a marker burst (echo): the page's microphone is on (`state.mic.enabled`) this
+long after the fake microphone's WAV time 0 (measured with the marker: 14-17 ms)."""
 ECHO_DELAY_MS = 150
 """Protocol echo run: the microphone hears the reply this long after the simulated playback
 (output + input latency and the room)."""
@@ -145,7 +153,8 @@ class Recording:
     """One generated microphone recording: `kind` ("piper", "espeak en-us", "cough", "echo
     -30 dBFS", ...), the sentence it says ("" for noise) and 16 kHz float32 PCM. An echo
     recording (`echo_dbfs` set) is silence until `page_run` fills it with the part of the
-    reply that plays at its place in the track, scaled to `echo_dbfs` peak."""
+    reply that plays BROWSER_ECHO_DELAY_MS before its place in the track, scaled to
+    `echo_dbfs` peak."""
 
     kind: str
     text: str
@@ -183,38 +192,27 @@ def noise_recordings(seed: int) -> list[Recording]:
     return [Recording(BURST_KINDS[i % len(BURST_KINDS)], "", pcm) for i, pcm in enumerate(bursts)]
 
 
-def echo_recordings() -> list[Recording]:
-    """ECHO_SEGMENTS echo placeholders of ECHO_SEGMENT_MS, ECHO_LEVELS_DBFS in turn."""
-    levels = [ECHO_LEVELS_DBFS[i % len(ECHO_LEVELS_DBFS)] for i in range(ECHO_SEGMENTS)]
-    return [Recording(f"echo {dbfs:.0f} dBFS", "", speech_fixtures.silence(ECHO_SEGMENT_MS),
-                      dbfs) for dbfs in levels]
-
-
-def false_alarm_recordings(seed: int) -> list[Recording]:
-    """Noise bursts and coughs with an echo recording after every fourth one."""
-    noise, echoes = noise_recordings(seed), echo_recordings()
-    mixed: list[Recording] = []
-    for index, burst in enumerate(noise):
-        mixed.append(burst)
-        if index % 4 == 3 and echoes:
-            mixed.append(echoes.pop(0))
-    return mixed + echoes
+def echo_recording(dbfs: float) -> Recording:
+    """An echo placeholder of ECHO_RECORDING_MS at `dbfs` peak."""
+    return Recording(f"echo {dbfs:.0f} dBFS", "", speech_fixtures.silence(ECHO_RECORDING_MS),
+                     dbfs)
 
 
 def fill_echoes(track: np.ndarray, segments: Sequence[Segment], reply: np.ndarray) -> None:
     """Write the reply's audio (16 kHz) into the echo segments of `track`, in place: at track
-    position t the reply's position t, so the echo lags the playback by the reply's rendered ms
-    when the microphone started plus the capture start-up. Scaled so that the reply's peak is
-    at the segment's `echo_dbfs`."""
+    position t the reply's position t - BROWSER_ECHO_DELAY_MS. Scaled so that the reply's peak
+    is at the segment's `echo_dbfs`."""
     peak = float(np.max(np.abs(reply)))
     rate = speech_fixtures.RATE_HZ
+    delay = round(BROWSER_ECHO_DELAY_MS * rate / 1000)
     for segment in segments:
         dbfs = segment.recording.echo_dbfs
         if dbfs is None:
             continue
         start, end = (round(ms * rate / 1000) for ms in (segment.onset_ms, segment.offset_ms))
-        part = reply[start:min(end, reply.size)] * (10.0 ** (dbfs / 20.0) / peak)
-        track[start:start + part.size] = part
+        first = max(start, delay)  # before the delay, the reply had not reached the microphone
+        part = reply[first - delay:min(end - delay, reply.size)] * (10.0 ** (dbfs / 20.0) / peak)
+        track[first:first + part.size] = part
 
 
 def mic_track(recordings: Sequence[Recording], lead_ms: float, gap_ms: float,
@@ -289,9 +287,10 @@ async def type_prompt(demo: DemoPage) -> None:
 
 
 async def keep_playing(demo: DemoPage, clicked: float, segments: Sequence[Segment],
-                       end_ms: float) -> int:
+                       end_ms: float, stop_reply_ms: float | None = None) -> int:
     """Until WAV time `end_ms` + TAIL_MS: PRE_CHECK_MS before each segment, type LONG_PROMPT
-    when nothing plays. WAV time is taken as page time - `clicked`. Returns prompts typed."""
+    when nothing plays; at WAV time `stop_reply_ms` (if given) press Stop. WAV time is taken as
+    page time - `clicked`. Returns prompts typed."""
     offset = time.perf_counter() * 1000.0 - await demo.page.evaluate("performance.now()")
 
     async def until(page_ms: float) -> None:
@@ -303,37 +302,47 @@ async def keep_playing(demo: DemoPage, clicked: float, segments: Sequence[Segmen
         if await demo.state("s.responseState") != "speaking":
             await type_prompt(demo)
             typed += 1
+    if stop_reply_ms is not None:
+        await until(clicked + stop_reply_ms)
+        await demo.page.get_by_test_id("stop").click()
     await until(clicked + end_ms + TAIL_MS)
     return typed
 
 
 async def page_run(http_url: str, recordings: Sequence[Recording], gap_ms: float,
-                   workdir: Path, reply: np.ndarray) -> PageRun:
+                   workdir: Path, reply: np.ndarray, marker: bool = True) -> PageRun:
     """Play `recordings` (after the marker, `gap_ms` apart) into the page over a long reply
-    (`reply`: its audio at 16 kHz, for the echo recordings).
+    (`reply`: its audio at 16 kHz, for the echo recordings). Without `marker`, the recordings
+    start at WAV time 0, WAV time 0 is placed MIC_ON_AFTER_WAV0_MS before the microphone was
+    on, and the driver presses Stop BROWSER_ECHO_DELAY_MS before the WAV ends (an echo run: the
+    reply stops where its echo ends, as a loudspeaker's would).
 
     Raises:
         RuntimeError: the marker burst was not seen by the client VAD.
     """
-    track, segments = mic_track(recordings, LEAD_MS, gap_ms, marker=True)
+    track, segments = mic_track(recordings, LEAD_MS if marker else 0.0, gap_ms, marker)
     fill_echoes(track, segments, reply)
-    wav = speech_fixtures.write_wav(workdir / f"mic-{len(recordings)}.wav", track)
+    wav = speech_fixtures.write_wav(workdir / "mic.wav", track)
     async with chromium(fake_mic=wav) as browser, open_demo(browser, http_url) as demo:
+        await demo.page.evaluate(PLAYBACK_LOG)
         await type_prompt(demo)
         await demo.wait_state("s.currentResponseId && s.renderedMs(s.currentResponseId) > 0",
                               timeout_s=30)
-        await demo.page.evaluate(PLAYBACK_LOG)
         mic = await demo.page.evaluate(CLICK_MIC)
         track_ms = track.size * 1000.0 / speech_fixtures.RATE_HZ
-        typed = 1 + await keep_playing(demo, mic["clicked"], segments, track_ms)
+        stop_ms = None if marker else track_ms - BROWSER_ECHO_DELAY_MS
+        typed = 1 + await keep_playing(demo, mic["clicked"], segments, track_ms, stop_ms)
         state = await demo.state(PAGE_STATE)
         log = await demo.page.evaluate("window.playbackLog")
         min_speech = await demo.page.evaluate("window.duplexDemo.vadConfig.minSpeechMs")
-    marker = next((e for e in state["vadEvents"] if e["type"] == "onset"
-                   and e["t"] - mic["clicked"] < MARKER_AT_MS + 500), None)
-    if marker is None:
+    if not marker:
+        return PageRun(segments, mic["enabled"] - MIC_ON_AFTER_WAV0_MS, mic["enabled"],
+                       min_speech, state, log, typed)
+    seen = next((e for e in state["vadEvents"] if e["type"] == "onset"
+                 and e["t"] - mic["clicked"] < MARKER_AT_MS + 500), None)
+    if seen is None:
         raise RuntimeError("the client VAD did not see the marker burst")
-    return PageRun(segments, marker["t"] - MARKER_AT_MS, mic["enabled"], min_speech, state, log,
+    return PageRun(segments, seen["t"] - MARKER_AT_MS, mic["enabled"], min_speech, state, log,
                    typed)
 
 
@@ -452,6 +461,24 @@ def false_alarms(run: PageRun) -> tuple[list[FalseAlarm], int, int]:
     return alarms, len(fired) - client_seen, len(starts) - server_seen
 
 
+ECHO_LAG_PROBE_MS = 250.0
+"""The lag of an echo recording is read this long after its onset (before a false barge-in
+can have stopped the reply: the client VAD needs 200 ms)."""
+
+
+def echo_lag_ms(run: PageRun, segment: Segment) -> float | None:
+    """How far the echo recording `segment` lags what the page plays ECHO_LAG_PROBE_MS after
+    its onset: the current reply's rendered position then (playback log, +-20 ms) minus the
+    reply position the recording carries; None when no reply was rendering."""
+    wav_ms = segment.onset_ms + ECHO_LAG_PROBE_MS
+    page_ms = run.wav0 + wav_ms
+    rows = [row for row in run.log if row[0] <= page_ms]
+    if not rows or not rows[-1][1] or rows[-1][2] != "speaking":
+        return None
+    t, _, _, rendered = rows[-1]
+    return rendered + (page_ms - t) - (wav_ms - BROWSER_ECHO_DELAY_MS)
+
+
 def fmt(value: float | None) -> str:
     """A ms value for a table cell ("-" for none)."""
     return "-" if value is None else f"{value:.0f}"
@@ -493,9 +520,16 @@ def report_speech(run: PageRun, load: str) -> list[bool]:
     return [silence_ok, count_ok]
 
 
-def report_false_alarms(run: PageRun, load: str) -> list[bool]:
-    """Table 2; returns the verdicts (client VAD, server VAD)."""
-    alarms, client_elsewhere, server_elsewhere = false_alarms(run)
+def report_false_alarms(runs: Sequence[PageRun], load: str) -> list[bool]:
+    """Table 2 over the noise run and the echo runs; returns the verdicts (client VAD, server
+    VAD)."""
+    alarms: list[FalseAlarm] = []
+    client_elsewhere = server_elsewhere = 0
+    for run in runs:
+        run_alarms, client_outside, server_outside = false_alarms(run)
+        alarms += run_alarms
+        client_elsewhere += client_outside
+        server_elsewhere += server_outside
     fields = ("playing", "client_during", "client_idle", "stopped_by_client", "server_during",
               "server_idle", "stopped_by_server")
     rows: list[tuple[object, ...]] = []
@@ -512,6 +546,10 @@ def report_false_alarms(run: PageRun, load: str) -> list[bool]:
                 ["recording", "n", "reply playing", "client fired: reply active", "idle",
                  "stops by client", "server speech_started: reply active", "idle",
                  "stops by server"], rows)
+    lags = [f"{segment.recording.kind}: {fmt(echo_lag_ms(run, segment))}" for run in runs
+            for segment in run.segments if segment.recording.echo_dbfs is not None]
+    print(f"   echo lag behind the playback {ECHO_LAG_PROBE_MS:.0f} ms into each echo "
+          f"recording, ms: {', '.join(lags)}")
     print(f"   client VAD: fired while a reply was active = {totals[1]} (target 0, n >= 20) "
           f"{verdict(client_ok)}; server VAD: speech_started = "
           f"{totals[4] + totals[5] + server_elsewhere} (target 0) {verdict(server_ok)}")
@@ -836,7 +874,7 @@ async def bench(args: argparse.Namespace) -> bool:
     services = await asyncio.to_thread(
         build_services, ServerConfig(port=0, tts="piper", deterministic=True))
     speech = await asyncio.to_thread(speech_recordings)
-    alarms = await asyncio.to_thread(false_alarm_recordings, args.seed)
+    noise = await asyncio.to_thread(noise_recordings, args.seed)
     demo = DemoServer(services)
     server = await demo.start(HOST, 0)
     verdicts = []
@@ -849,12 +887,16 @@ async def bench(args: argparse.Namespace) -> bool:
             speech_run = await page_run(http_url, speech, SPEECH_GAP_MS, Path(workdir), reply)
             verdicts += report_speech(speech_run, other_load(snapshot))
             snapshot = cpu_snapshot()
-            alarm_run = await page_run(http_url, alarms, NOISE_GAP_MS, Path(workdir), reply)
-            verdicts += report_false_alarms(alarm_run, other_load(snapshot))
+            alarm_runs = [await page_run(http_url, noise, NOISE_GAP_MS, Path(workdir), reply)]
+            for dbfs in ECHO_LEVELS_DBFS:
+                alarm_runs.append(await page_run(http_url, [echo_recording(dbfs)], 0.0,
+                                                 Path(workdir), reply, marker=False))
+            verdicts += report_false_alarms(alarm_runs, other_load(snapshot))
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
             dump(speech_run, args.dump / "speech_run.json")
-            dump(alarm_run, args.dump / "false_alarm_run.json")
+            for index, run in enumerate(alarm_runs):
+                dump(run, args.dump / f"false_alarm_run_{index}.json")
         verdicts += await report_protocol(ws_url, args.seed)
     finally:
         server.close()

@@ -28,14 +28,18 @@
  *   likeness, and `echoLikeness` or more is echo (a candidate held as echo stays so down to
  *   `echoReleaseLikeness`: browser processing makes a real echo dip just below the first).
  *   Measured: fed directly (tests/test_client_vad.py), the reply's own echo reaches 0.98-1.0
- *   and another voice over the reply stays below 0.9 (40 onsets); in Chromium with a fake
- *   microphone (echo cancellation, noise suppression and auto gain on), the echo reaches
- *   0.79-0.97, and a person over a reply with no echo at all 0.08-0.94 (24 utterances,
- *   benchmarks/bench_microphone.py): the browser's echo suppressor imprints the output's
- *   envelope on the microphone. The thresholds are therefore high: the guard holds back an
- *   echo loud and faithful enough to pass the level guard, and rarely the person; the server's
- *   echo detector, which compares with the exact audio sent, is the second line. Removing each band's mean makes it blind to
- *   gain, which AGC changes. This is the cross-correlation double-talk detector of echo
+ *   and another voice over the reply stays below 0.9 (40 onsets). In Chromium with a fake
+ *   microphone (echo cancellation, noise suppression and auto gain on) that hears the playing
+ *   reply 90-240 ms late from the moment it is switched on (benchmarks/bench_microphone.py;
+ *   the browser's echo canceller does not remove a file's echo), the echo reached 0.91-0.99 at
+ *   -36, -30 and -12 dBFS peak, and a person over a reply with no echo at all 0.08-0.95 (34
+ *   candidates of 24 utterances; maxima over 51 delays of two unrelated envelopes). The
+ *   thresholds favour the person: at 0.9 / 0.8 no echo fired, but 11 of 24 utterances were
+ *   held back first and stopped the reply 400-900 ms after their onset (4 only by the server's
+ *   VAD); at 0.95 / 0.85 every utterance fires `minSpeechMs` after its onset, and an echo that
+ *   neither an echo canceller nor the level guard weakened can fire. The server's echo
+ *   detector, which compares with the exact audio sent, held every such echo (0.90-0.98).
+ *   Removing each band's mean makes it blind to gain, which AGC changes. This is the cross-correlation double-talk detector of echo
  *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
  *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
  *   which no longer match after the browser's echo canceller and noise suppressor; the server
@@ -89,16 +93,29 @@ export function rmsDb(samples) {
   return Math.max(SILENCE_DB, 20 * Math.log10(rms || 1e-10));
 }
 
+/** A report arriving this much later than its place in the series starts a new series (s). */
+const SERIES_BREAK_S = 0.2;
+
 /**
  * The assistant's output level as the microphone may hear it: the latest playback level reports
- * (dBFS of ~20 ms output blocks), peak-held for `echoHoldMs`, then decaying at
+ * (dBFS of `frameMs` output frames), peak-held for `echoHoldMs`, then decaying at
  * `echoDecayDbPerS`. Times are seconds on one clock (the capture context's).
+ *
+ * The reports are consecutive output frames, but they arrive in bursts (the audio threads
+ * render several quanta at a time and the message hop adds its own delay), so a report's
+ * arrival time is its frame's time plus a jitter that is never negative. Frame k of a series is
+ * placed at start + k·frameMs, start being the earliest arrival minus k·frameMs seen so far
+ * (the minimum-delay clock estimate of network time sync, e.g. RFC 5905 section 10); a report
+ * more than SERIES_BREAK_S later than its place starts a new series (a pause of the output
+ * context).
  */
 export class EchoReference {
   #config;
   #peakDb = SILENCE_DB;
   #peakAt = -Infinity;
   #activeAt = -Infinity;
+  #seriesStart = null;
+  #frames = 0;
 
   constructor(config) {
     this.#config = config;
@@ -110,13 +127,28 @@ export class EchoReference {
    * A playback report at `timeS`: its level (dBFS), its band levels (BANDS dB values) and
    * whether assistant audio was rendered.
    */
-  update(db, bands, active, timeS) {
+  update(db, bands, active, arrivalS) {
+    const timeS = this.#frameTime(arrivalS);
     if (db >= this.levelAt(timeS)) {
       this.#peakDb = db;
       this.#peakAt = timeS;
     }
     if (active) this.#activeAt = timeS;
     this.envelope.push(timeS, bands);
+  }
+
+  /** The time of the next frame of the series, given that its report arrived at `arrivalS`. */
+  #frameTime(arrivalS) {
+    const frameS = this.#config.frameMs / 1000;
+    const start = arrivalS - this.#frames * frameS;
+    if (this.#seriesStart === null || start - this.#seriesStart > SERIES_BREAK_S) {
+      this.#seriesStart = arrivalS;
+      this.#frames = 0;
+    }
+    this.#seriesStart = Math.min(this.#seriesStart, arrivalS - this.#frames * frameS);
+    const timeS = this.#seriesStart + this.#frames * frameS;
+    this.#frames += 1;
+    return timeS;
   }
 
   /** Expected output level (dBFS) still reaching the microphone at `timeS`. */
