@@ -362,7 +362,8 @@ function stopForServer(responseId) {
   // With the microphone on, the server stops a playing reply when its VAD heard speech.
   const { onsetT } = mic;
   stopping.then(({ silentAt }) => {
-    addTiming(responseId, 'server_vad', onsetT === null ? null : Math.max(0, silentAt - onsetT));
+    const known = onsetT !== null && silentAt !== null; // silentAt is null when it played out
+    addTiming(responseId, 'server_vad', known ? Math.max(0, silentAt - onsetT) : null);
   });
 }
 
