@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import random
-import re
 import shlex
 import sys
 import time
@@ -330,18 +329,6 @@ async def whole_segments(cut: Cut) -> int:
     return units.snap_down(text, end)
 
 
-_VOWEL_GROUP = re.compile(r"[aeiouy]+")
-
-
-def syllables(word: str) -> int:
-    """Vowel-group syllable count of an English word (a final silent "e" dropped), at least 1."""
-    letters = re.sub(r"[^a-z]", "", word.lower())
-    count = len(_VOWEL_GROUP.findall(letters))
-    if letters.endswith("e") and not letters.endswith(("le", "ee", "ye")) and count > 1:
-        count -= 1
-    return max(count, 1)
-
-
 async def syllable_rate(cut: Cut) -> int:
     """LiveKit's fallback: heard syllables = played seconds x 3.83, snapped down to whole words.
 
@@ -352,7 +339,7 @@ async def syllable_rate(cut: Cut) -> int:
     budget = cut.played_ms * SYLLABLES_PER_S / 1000.0
     spent, count = 0.0, 0
     for unit in text_units(text):
-        spent += sum(syllables(word) for word in unit.spoken)
+        spent += units.unit_syllables(unit)
         if spent > budget:
             break
         count += 1
@@ -459,10 +446,11 @@ def asr_diagnosis(outcomes: Sequence[Outcome], recorder: RecordingTranscriber) -
     Refusals: "short_audio" when no transcription ran (under 500 ms after the margin), else the
     reason `align.align_prefix` gives for the recorded transcript as the policy aligns it
     (`policies.asr_evidence`, the policy's window hint: units heard per the marks at
-    played_ms - ASR_SAFETY_MARGIN_MS). Short results: "short: margin" when the result keeps
-    every unit fully played by played_ms - ASR_SAFETY_MARGIN_MS (the missing words ended inside
-    the margin withheld from ASR), else "short: recognition" (the recogniser missed or misheard
-    a word it had whole).
+    played_ms - ASR_SAFETY_MARGIN_MS), or "word left untranscribed" when the matcher accepted
+    (`policies.next_unit_left_untranscribed` refused). Short results: "short: margin" when the
+    result keeps every unit fully played by played_ms - ASR_SAFETY_MARGIN_MS (the missing words
+    ended inside the margin withheld from ASR), else "short: recognition" (the recogniser missed
+    or misheard a word it had whole).
     """
     counts: dict[str, int] = {}
     for o in outcomes:
@@ -475,10 +463,12 @@ def asr_diagnosis(outcomes: Sequence[Outcome], recorder: RecordingTranscriber) -
             else:
                 heard = heard_bounds(text, o.cut.spoken.marks, evidence_ms)[0]
                 evidence, withhold_last = asr_evidence(*recorded)
-                reason = "refused: " + align.align_prefix(
+                reason = align.align_prefix(
                     text, evidence, expected_unit=bisect_right(unit_ends(text), heard),
                     from_start=evidence_ms <= ASR_WINDOW_MS, withhold_last=withhold_last,
                 ).reason
+                reason = "refused: " + ("word left untranscribed" if reason == "accepted"
+                                        else reason)
         elif o.result < o.cut.fully:
             heard = unit_count(o.cut, heard_bounds(text, o.cut.spoken.marks, evidence_ms)[0])
             floor = units.cut_after_units(text, text_units(text), heard)

@@ -670,6 +670,23 @@ def unit_duration_ms(unit: TextUnit) -> int:
     return MS_PER_CJK_UNIT if unit.cjk else MS_PER_SPOKEN_WORD * len(unit.spoken)
 
 
+_VOWEL_GROUP = re.compile(r"[aeiouy]+")
+
+
+def syllables(word: str) -> int:
+    """Vowel-group syllable count of an English word (a final silent "e" dropped), at least 1."""
+    letters = re.sub(r"[^a-z]", "", word.lower())
+    count = len(_VOWEL_GROUP.findall(letters))
+    if letters.endswith("e") and not letters.endswith(("le", "ee", "ye")) and count > 1:
+        count -= 1
+    return max(count, 1)
+
+
+def unit_syllables(unit: TextUnit) -> int:
+    """Syllables a TTS says for `unit`: `syllables` over its spoken words; 1 for a CJK unit."""
+    return 1 if unit.cjk else sum(syllables(word) for word in unit.spoken)
+
+
 def cut_after_units(text: str, units: Sequence[TextUnit], count: int) -> int:
     """Exclusive end (code points) of the heard prefix when the first `count` units were heard.
 

@@ -23,13 +23,14 @@ import math
 from bisect import bisect_right
 from typing import Any
 
+import numpy as np
 import pytest
 
 from benchmarks.bench_calibration import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
 from calibration.asr import LocalWhisperTranscriber
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
-from calibration.policies import asr_policy
+from calibration.policies import ASR_SAFETY_MARGIN_MS, asr_policy
 from calibration.word_marks import WordMark
 from tests.conftest import loaded_synthesizer
 from tests.realtime_client import RealtimeClient
@@ -121,6 +122,33 @@ async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
     fully, started = heard_bounds(text, list(spoken.marks), played_ms)
     assert isinstance(result, HeardCut), result
     assert fully <= int(result) <= started, (result.asr_text, text[:result], text[:fully])
+
+
+@pytest.mark.parametrize(("text", "played_ms", "dropped"), [
+    # tiny.en writes "... from the west." and drops the "You" that was played whole after it
+    ("Good morning! It looks like a bright day with a light breeze from the west. You might want "
+     "a jacket for the evening, though, because the temperature drops quickly after sunset.",
+     3_750, "You"),
+    # "... approved on Monday." and no "It"
+    ("Your refund of $42.75 was approved on Monday. It usually takes 3 to 5 business days to "
+     "appear on your card, and you will get an email once it has been sent.", 4_250, "It"),
+])
+async def test_asr_refuses_when_the_recogniser_drops_a_word_played_whole(
+    text: str, played_ms: int, dropped: str
+) -> None:
+    spoken = speak(text)
+    snapshot = HeardTextSnapshot(
+        response_id="resp_dropped_word", text=text, pcm_f32le=spoken.pcm_f32le,
+        sample_rate_hz=RATE_HZ, played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms,
+        word_marks=spoken.marks,
+    )
+    fully, _started = heard_bounds(text, list(spoken.marks), played_ms)
+    assert text[:fully].endswith(dropped), "the dropped word was fully played"
+    transcript = await LocalWhisperTranscriber().transcribe(
+        np.frombuffer(spoken.pcm_f32le, dtype="<f4")[: (played_ms - ASR_SAFETY_MARGIN_MS)
+                                                      * RATE_HZ // 1000], RATE_HZ)
+    assert not transcript.rstrip(" .").endswith(dropped), "the recogniser no longer drops it"
+    assert await asr_policy(LocalWhisperTranscriber()).calibrate(snapshot) is None
 
 
 def received_marks(client: RealtimeClient, response_id: str) -> list[WordMark]:

@@ -20,6 +20,7 @@ from calibration.policies import (
     auto_policy,
     make_policy,
     marks_policy,
+    next_unit_left_untranscribed,
     ratio_policy,
 )
 from calibration.word_marks import WordMark
@@ -266,6 +267,58 @@ async def test_asr_drops_every_trailing_completed_word() -> None:
     cut = await asr_policy(FakeTranscriber(words)).calibrate(
         snapshot(TEXT, 2200, pcm=noise(3000), rate=24_000))
     assert TEXT[:cut] == "Hello world. This part"
+
+
+def speech_and_pauses(*spans_ms: tuple[int, int], total_ms: int) -> np.ndarray:
+    """`total_ms` of silence at 24 kHz with a 200 Hz tone (0.3 peak) over each (start, end)."""
+    pcm = np.zeros(24 * total_ms, dtype=np.float32)
+    for start, end in spans_ms:
+        t = np.arange(24 * start, 24 * end) / 24_000
+        pcm[24 * start:24 * end] = 0.3 * np.sin(2 * np.pi * 200 * t)
+    return pcm
+
+
+def unit_after(text: str, prefix: str) -> units.TextUnit:
+    return next(unit for unit in units.text_units(text) if unit.start >= len(prefix))
+
+
+def test_a_whole_word_left_after_the_transcript_is_detected() -> None:
+    text = "Hello world. You might"
+    words = timed("hello world", [0, 400], 1000)
+    you = unit_after(text, "Hello world.")
+    # "You" spoken 1200-1400 ms after a pause, audio to 1500 ms: the recogniser dropped it
+    pcm = speech_and_pauses((0, 1000), (1200, 1400), total_ms=1500)
+    assert next_unit_left_untranscribed(words, pcm, 24_000, you)
+    # the same audio with a pause where "You" was: nothing left untranscribed
+    assert not next_unit_left_untranscribed(
+        words, speech_and_pauses((0, 1000), total_ms=1500), 24_000, you)
+    # speech within 120 ms of the last word's end may still be that word
+    assert not next_unit_left_untranscribed(
+        words, speech_and_pauses((0, 1100), total_ms=1500), 24_000, you)
+    # without timings, or at the end of the text, there is nothing to check
+    assert not next_unit_left_untranscribed("hello world", pcm, 24_000, you)
+    assert not next_unit_left_untranscribed(words, pcm, 24_000, None)
+
+
+def test_the_start_of_a_long_next_unit_is_not_a_dropped_word() -> None:
+    # "1998" is five syllables: 500 ms after the transcript cannot hold it whole
+    text = "It opened in 1998 and"
+    words = timed("it opened in", [0, 200, 600], 1000)
+    pcm = speech_and_pauses((0, 1000), (1100, 1500), total_ms=1500)
+    assert not next_unit_left_untranscribed(words, pcm, 24_000, unit_after(text, "It opened in"))
+    assert next_unit_left_untranscribed(words, pcm, 24_000, unit_after(text, "It opened"))
+
+
+async def test_asr_refuses_when_a_whole_word_is_left_untranscribed() -> None:
+    text = "Hello there, world. You might want a jacket."
+    words = timed("hello there world", [0, 300, 600], 1000)
+    pcm = speech_and_pauses((0, 1000), (1200, 1400), total_ms=1500)
+    snap = snapshot(text, 1500 + ASR_SAFETY_MARGIN_MS, pcm=pcm, rate=24_000)
+    assert await asr_policy(FakeTranscriber(words)).calibrate(snap) is None
+    quiet = speech_and_pauses((0, 1000), total_ms=1500)
+    cut = await asr_policy(FakeTranscriber(words)).calibrate(
+        snapshot(text, 1500 + ASR_SAFETY_MARGIN_MS, pcm=quiet, rate=24_000))
+    assert cut is not None and text[:cut] == "Hello there, world."
 
 
 async def test_asr_transcribes_only_the_last_window_of_long_audio() -> None:
