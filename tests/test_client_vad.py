@@ -233,3 +233,23 @@ async def test_only_a_voiced_candidate_fires_inside_a_dip(run_vad) -> None:
                           silent)
     assert [e["ms"] for e in of_type(voiced, "fired")] == [690], voiced
     assert [e["ms"] for e in of_type(noise, "fired")] == [730], noise
+
+
+async def test_a_decaying_tail_does_not_stretch_a_noise_burst(run_vad) -> None:
+    """A 150 ms noise burst followed by a smooth tail that starts 12 dB lower and falls 1.5 dB
+    per 10 ms (how the browser's noise suppressor and auto gain leave a burst: measured -18,
+    -30, -36, -36, -39, -40 dBFS) stays above the release threshold for another 250 ms, but a
+    steady fall does not hold a candidate: nothing fires (without the rule, the tail makes it a
+    200 ms candidate)."""
+    rng = np.random.default_rng(7)
+    frames = 15 + 30
+    levels_db = [-20.0] * 15 + [-32.0 - 1.5 * k for k in range(30)]
+    noise = rng.standard_normal((frames, FRAME))
+    noise /= np.sqrt(np.mean(noise ** 2, axis=1, keepdims=True))
+    sound = (noise * 10 ** (np.array(levels_db)[:, None] / 20)).astype(np.float32).ravel()
+    mic = np.concatenate([speech_fixtures.silence(500.0), sound, speech_fixtures.silence(500.0)])
+    silent = np.zeros(mic.size, np.float32)
+    events = await run_vad(mic, silent)
+    assert of_type(events, "onset") and not of_type(events, "fired"), events
+    without = await run_vad(mic, silent, decayFrames=10_000)
+    assert of_type(without, "fired"), without
