@@ -20,7 +20,7 @@ from tests.browser import chromium, open_demo
 FRAME = speech_fixtures.RATE_HZ // 100
 """Samples per 10 ms VAD frame."""
 
-ECHO_LIKENESS = 0.89
+ECHO_LIKENESS = 0.8
 """web/vad.js DEFAULT_VAD_CONFIG.echoLikeness: a candidate this like the output is echo."""
 
 REPLY = ("The museum opens at ten in the morning and closes at six, and on Sundays the "
@@ -235,21 +235,20 @@ async def test_only_a_voiced_candidate_fires_inside_a_dip(run_vad) -> None:
     assert [e["ms"] for e in of_type(noise, "fired")] == [730], noise
 
 
-async def test_a_decaying_tail_does_not_stretch_a_noise_burst(run_vad) -> None:
-    """A 150 ms noise burst followed by a smooth tail that starts 12 dB lower and falls 1.5 dB
-    per 10 ms (how the browser's noise suppressor and auto gain leave a burst: measured -18,
-    -30, -36, -36, -39, -40 dBFS) stays above the release threshold for another 250 ms, but a
-    steady fall does not hold a candidate: nothing fires (without the rule, the tail makes it a
-    200 ms candidate)."""
+async def test_a_tail_does_not_stretch_a_noise_burst(run_vad) -> None:
+    """A 180 ms noise burst at -10 dBFS followed by the tail the browser's noise suppressor and
+    auto gain left after one (measured in Chromium: -38, -40, -40, -42, ... dBFS): the tail is
+    above the release threshold but 20 dB below the burst and not rising, so it does not hold
+    the candidate and nothing fires (without the rule, it makes it a 200 ms candidate)."""
     rng = np.random.default_rng(7)
-    frames = 15 + 30
-    levels_db = [-20.0] * 15 + [-32.0 - 1.5 * k for k in range(30)]
-    noise = rng.standard_normal((frames, FRAME))
+    tail_db = [-38.5, -40.2, -40.4, -41.5, -43.6, -46.1, -48.1, -49.2, -50.2, -51.9, -54.3]
+    levels_db = np.array([-10.5] * 18 + tail_db)
+    noise = rng.standard_normal((levels_db.size, FRAME))
     noise /= np.sqrt(np.mean(noise ** 2, axis=1, keepdims=True))
-    sound = (noise * 10 ** (np.array(levels_db)[:, None] / 20)).astype(np.float32).ravel()
+    sound = (noise * 10 ** (levels_db[:, None] / 20)).astype(np.float32).ravel()
     mic = np.concatenate([speech_fixtures.silence(500.0), sound, speech_fixtures.silence(500.0)])
     silent = np.zeros(mic.size, np.float32)
     events = await run_vad(mic, silent)
     assert of_type(events, "onset") and not of_type(events, "fired"), events
-    without = await run_vad(mic, silent, decayFrames=10_000)
+    without = await run_vad(mic, silent, tailBelowPeakDb=1000)
     assert of_type(without, "fired"), without

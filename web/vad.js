@@ -10,15 +10,15 @@
  * - hysteresis: a frame at or above the onset threshold starts a candidate; it goes on while
  *   frames stay at or above the release threshold (`hysteresisDb` lower); a gap of
  *   `hangoverMs` below it ends it;
- * - a decaying tail does not hold a candidate: a frame that is `decayBelowPeakDb` below the
- *   candidate's loudest and the `decayFrames`-th in a row to fall by more than
- *   `decayDbPerFrame` counts as below the release threshold. The browser's noise suppressor and
- *   auto gain stretch a short noise burst into such a tail (measured in Chromium: a 148 ms
- *   white-noise burst fell from -18 to -40 dBFS over 50 ms, above a release threshold of -48
- *   dBFS set by the assistant's output level, and fired at 200 ms); speech falls silent
- *   faster. Over the benchmark's recordings as Chromium delivered them (node, 36 noise bursts,
- *   24 utterances), the rule removed the 2 noise bursts that fired and changed no utterance's
- *   firing time;
+ * - a tail does not hold a candidate: a frame `tailBelowPeakDb` or more below the candidate's
+ *   loudest that is no louder than the frame before counts as below the release threshold.
+ *   The browser's noise suppressor and auto gain leave such a tail after a short noise burst
+ *   (measured in Chromium: a 177 ms white-noise burst at -10 dBFS fell to -38, -40, -40, -42,
+ *   -44 ... dBFS, above a release threshold near -60 dBFS set by the assistant's quiet output,
+ *   and fired at 200 ms; a 148 ms one fell -18, -30, -36, -36, -39, -40). Over the benchmark's
+ *   recordings as Chromium delivered them (node, 72 noise bursts and coughs of four seeds, 24
+ *   utterances), the rule removed the 3 bursts that fired and changed no utterance's firing
+ *   time; at 25 dB 4 bursts fired;
  * - the candidate fires once `minSpeechMs` passed since its first frame, on a frame at or above
  *   the release threshold (short dips between syllables do not restart the count), or inside a
  *   dip of at most `closureMs` once `minVoicedMs` of its frames were voiced (voicing.js: voicing
@@ -48,21 +48,25 @@
  *   the mean of that correlation and the correlation of the frames' spectral shapes (each
  *   frame's mean over the bands removed as well); `echoLikeness` or more is echo (a candidate
  *   held as echo stays so down to `echoReleaseLikeness`: browser processing makes a real echo
- *   dip just below the first). The shape term is needed in the browser: its echo suppressor
- *   and auto gain move every band of the microphone with the output's level, so a person's
- *   envelope alone followed the output up to 0.95, while the shape of their spectrum does not.
- *   Measured: fed directly (node, the benchmark's recordings), the reply's own echo at 0 to
- *   -10 dB and 40-450 ms late reached 0.95-1.0 (39 checks) and 24 utterances over the reply
- *   0.18-0.55 (37 candidates). In Chromium with a fake microphone (echo cancellation, noise
- *   suppression and auto gain on) that hears the playing reply 90-240 ms late from the moment
- *   it is switched on (benchmarks/bench_microphone.py; the browser's echo canceller does not
- *   remove a file's echo), the echo reached 0.92-0.99 at -36, -30 and -12 dBFS peak and never
- *   fired, and a person over a reply with no echo at all 0.03-0.86 (23 utterances): every one
- *   fired `minSpeechMs` after its onset. With the envelope correlation alone the two
- *   overlapped (echo 0.91-0.99, person 0.08-0.95): at 0.95 / 0.85 the echo fired, at 0.9 /
- *   0.8 11 of 24 utterances were held back and stopped the reply 400-900 ms late. The server's
- *   echo detector, which compares with the exact audio sent, held every such echo
- *   (0.90-0.98). Removing each band's mean makes the measure blind to gain, which AGC changes.
+ *   dip just below the first). Both terms and the long lead are needed in the browser: its
+ *   echo suppressor and auto gain move every band of the microphone with the output's level,
+ *   so over the 500 ms around an onset a person's envelope alone followed the output up to
+ *   0.94 (echo: 0.93 and more), while the shape of their spectrum does not, and 800 ms of lead
+ *   (the quiet before a person's onset, the echo itself before an echo's) dilute what a person
+ *   shares with the output by chance. Replayed from the benchmark's Chromium runs (both
+ *   envelopes as the capture worklet had them; 24 utterances, 13 echo onsets), the first
+ *   check gave persons / echo: envelope only with a 300 ms lead 0.94 / 0.93 and more, both
+ *   terms with 300 ms 0.86 / 0.90, with 800 ms 0.49 / 0.92; a held echo stayed at 0.85 and more.
+ *   Measured with these settings: fed directly (node, the benchmark's recordings), the reply's
+ *   own echo at 0 to -10 dB and 40-450 ms late reached 0.95-1.0 (42 checks), 24 utterances over
+ *   the reply 0.10-0.26, over its echo 24 dB down 0.27-0.77. In Chromium with a fake
+ *   microphone (echo cancellation, noise suppression and auto gain on) that hears the playing
+ *   reply 90-240 ms late from the moment it is switched on (benchmarks/bench_microphone.py;
+ *   the browser's echo canceller does not remove a file's echo), the echo reached 0.90-0.97
+ *   at -36, -30 and -12 dBFS peak and never fired, and a person over a reply 0.17-0.56 (24
+ *   utterances): every one fired `minSpeechMs` after its onset. The server's echo detector,
+ *   which compares with the exact audio sent, held every such echo (0.90-0.98). Removing each
+ *   band's mean makes the measure blind to gain, which AGC changes.
  *   This is the cross-correlation double-talk detector of echo
  *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
  *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
@@ -90,9 +94,7 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   closureMs: 100, // a candidate may fire inside a dip this short (a stop closure) ...
   minVoicedMs: 40, // ... once this much of it was voiced (a vowel's nucleus)
   voicingThreshold: 0.7, // voicing strength (voicing.js) of a voiced frame
-  decayFrames: 3, // a frame this far into a steady fall ...
-  decayDbPerFrame: 0.5, // ... (each frame this much below the one before) ...
-  decayBelowPeakDb: 12, // ... and this far below the candidate's loudest does not hold it
+  tailBelowPeakDb: 20, // a frame this far below the candidate's loudest, not rising: a tail
   onsetMarginDb: 12, // onset threshold above the noise floor, assistant silent
   playingOnsetMarginDb: 18, // onset threshold above the noise floor while the assistant plays
   hysteresisDb: 6, // release threshold = onset threshold - this
@@ -106,10 +108,10 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoHoldMs: 200, // playback level is held this long (output + input latency)
   echoDecayDbPerS: 40, // then decays at this rate (reverberation tail)
   echoWindowMs: 1000, // longest span of microphone envelope compared with the output's
-  echoLeadMs: 300, // microphone frames before the candidate's onset compared too
+  echoLeadMs: 800, // microphone frames before the candidate's onset compared too
   echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
-  echoLikeness: 0.89, // likeness at or above which a candidate is the assistant's echo
-  echoReleaseLikeness: 0.8, // a candidate held as echo starts over below this likeness
+  echoLikeness: 0.8, // likeness at or above which a candidate is the assistant's echo
+  echoReleaseLikeness: 0.75, // a candidate held as echo starts over below this likeness
   echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
 });
 
@@ -351,9 +353,8 @@ export class EnergyVad {
   #voicedMs = 0;
   /** loudest frame (dBFS) of the current candidate */
   #peakDb = SILENCE_DB;
+  /** level (dBFS) of the frame before this one */
   #previousDb = SILENCE_DB;
-  /** consecutive frames, up to this one, that fell by more than decayDbPerFrame */
-  #falling = 0;
 
   /** @param {typeof DEFAULT_VAD_CONFIG} config */
   constructor(config) {
@@ -402,7 +403,7 @@ export class EnergyVad {
 
   #step(level, onset, release, timeS) {
     const c = this.#config;
-    this.#falling = level < this.#previousDb - c.decayDbPerFrame ? this.#falling + 1 : 0;
+    const previousDb = this.#previousDb;
     this.#previousDb = level;
     if (this.state === 'idle') {
       if (level < onset) return [];
@@ -417,8 +418,8 @@ export class EnergyVad {
       return ['onset', ...this.#hold(c, timeS)];
     }
     this.#peakDb = Math.max(this.#peakDb, level);
-    const decaying = this.#falling >= c.decayFrames && level < this.#peakDb - c.decayBelowPeakDb;
-    if (level >= release && !decaying) {
+    const tail = level <= previousDb && level <= this.#peakDb - c.tailBelowPeakDb;
+    if (level >= release && !tail) {
       this.#gapMs = 0;
       this.#countVoiced(c);
       return this.state === 'speech' ? this.#hold(c, timeS) : [];
