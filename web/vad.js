@@ -441,11 +441,10 @@ export class EnergyVad {
 
   /**
    * A frame of a candidate (at or above the release threshold, or in a stop closure) starting at
-   * `timeS`: ['fired'] once minSpeechMs passed since
-   * the onset, unless the assistant plays and the candidate looks like its echo. A candidate
-   * held back as echo whose likeness falls below the threshold (someone talks over the echo)
-   * starts over from this frame (['onset']): that speech must hold minSpeechMs on its own,
-   * so a cough over the echo does not fire.
+   * `timeS`: ['fired'] once minSpeechMs passed since the onset, unless the assistant plays and
+   * the candidate looks like its echo. A candidate held back as echo whose likeness falls below
+   * the release likeness (someone talks over the echo) starts over from this frame (['onset']):
+   * that speech must hold minSpeechMs on its own, so a cough over the echo does not fire.
    */
   #hold(c, timeS) {
     const heldMs = (timeS - this.onsetTime) * 1000 + c.frameMs;
