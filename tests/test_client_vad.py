@@ -153,7 +153,7 @@ async def test_the_person_over_the_reply_fires_after_the_minimum_duration(
 async def test_the_person_over_the_echo_fires(run_vad, reply: np.ndarray, text: str) -> None:
     """The reply's echo, loud enough to pass the level guard, with the person talking over it
     from 1.5 s on, only 6 dB louder: the echo alone never fires; the person does, within 0.7 s
-    of their onset: the echo window (`echoWindowMs`, 500 ms) must fill with their voice until
+    of their onset: the echo window (`echoWindowMs`, 1 s) must fill with their voice until
     the candidate stops looking like echo, and what starts over then must hold `minSpeechMs`
     (the common case, an echo under the level guard, fires at `minSpeechMs`: below)."""
     person = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(text), -3.0)
