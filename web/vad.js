@@ -347,8 +347,6 @@ export class EnergyVad {
   likeness = null;
   /** the current candidate is held back as the assistant's echo */
   heldAsEcho = false;
-  /** voicing strength (voicing.js) of the latest frame */
-  voicing = 0;
   #gapMs = 0;
   #voicedMs = 0;
   /** loudest frame (dBFS) of the current candidate */
@@ -381,7 +379,7 @@ export class EnergyVad {
       this.voicingMeter = new Voicing(rateHz);
     }
     for (const row of this.bands.push(samples)) this.levels.push(timeS, row);
-    this.voicing = this.voicingMeter.push(samples);
+    this.voicingMeter.push(samples);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
     this.playing = this.echo.playingAt(timeS);
     const margin = this.playing ? c.playingOnsetMarginDb : c.onsetMarginDb;
@@ -436,7 +434,7 @@ export class EnergyVad {
 
   /** Count the current frame (at or above the release threshold) as voiced if it is. */
   #countVoiced(c) {
-    if (this.voicing >= c.voicingThreshold) this.#voicedMs += c.frameMs;
+    if (this.voicingMeter.strength() >= c.voicingThreshold) this.#voicedMs += c.frameMs;
   }
 
   /**

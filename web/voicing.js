@@ -27,9 +27,10 @@ export const MIN_PITCH_HZ = 70;
 export const MAX_PITCH_HZ = 400;
 
 /**
- * Streaming voicing of one signal at `rateHz`: `push(frame)` returns the voicing strength in
- * [0, 1] of the window that ends with the frame (0 until a full window and the longest period
- * have been seen, and for digital silence).
+ * Streaming voicing of one signal at `rateHz`: `push(frame)` adds each frame, `strength()` is
+ * the voicing strength in [0, 1] of the window that ends with the latest frame (0 until a full
+ * window and the longest period have been seen, and for digital silence). Only `strength()`
+ * costs anything, so a caller computes it only for the frames it needs.
  */
 export class Voicing {
   #factor;
@@ -51,7 +52,7 @@ export class Voicing {
   }
 
   /**
-   * Add the samples of one frame; the voicing strength of the window ending with them.
+   * Add the samples of one frame.
    * @param {Float32Array} samples
    */
   push(samples) {
@@ -69,11 +70,12 @@ export class Voicing {
     history.copyWithin(0, kept);
     history.set(decimated.slice(decimated.length - kept), history.length - kept);
     this.#filled = Math.min(history.length, this.#filled + kept);
-    return this.#filled < history.length ? 0 : this.#strength();
   }
 
-  #strength() {
+  /** Voicing strength in [0, 1] of the window that ends with the latest frame. */
+  strength() {
     const history = this.#history;
+    if (this.#filled < history.length) return 0;
     const start = history.length - this.#window;
     let recent = 0;
     for (let i = start; i < history.length; i += 1) recent += history[i] * history[i];
