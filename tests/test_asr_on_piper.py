@@ -55,6 +55,15 @@ def speak(text: str) -> SpokenReply:
     return synthesize(loaded_synthesizer("piper"), Reply("test", "test", text))
 
 
+def spoken_snapshot(text: str, played_ms: int) -> tuple[SpokenReply, HeardTextSnapshot]:
+    """`text` spoken (`speak`) and the snapshot of a cut at `played_ms` with its audio and marks."""
+    spoken = speak(text)
+    return spoken, HeardTextSnapshot(
+        response_id="resp_cut", text=text, pcm_f32le=spoken.pcm_f32le, sample_rate_hz=RATE_HZ,
+        played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms, word_marks=spoken.marks,
+    )
+
+
 @pytest.fixture(scope="module")
 def reply() -> SpokenReply:
     return speak(REPLY)
@@ -112,12 +121,7 @@ async def test_asr_cuts_land_between_fully_played_and_started(reply: SpokenReply
 async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
     text: str, played_ms: int
 ) -> None:
-    spoken = speak(text)
-    snapshot = HeardTextSnapshot(
-        response_id="resp_final_word", text=text, pcm_f32le=spoken.pcm_f32le,
-        sample_rate_hz=RATE_HZ, played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms,
-        word_marks=spoken.marks,
-    )
+    spoken, snapshot = spoken_snapshot(text, played_ms)
     result = await asr_policy(LocalWhisperTranscriber()).calibrate(snapshot)
     fully, started = heard_bounds(text, list(spoken.marks), played_ms)
     assert isinstance(result, HeardCut), result
@@ -136,12 +140,7 @@ async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
 async def test_asr_refuses_when_the_recogniser_drops_a_word_played_whole(
     text: str, played_ms: int, dropped: str
 ) -> None:
-    spoken = speak(text)
-    snapshot = HeardTextSnapshot(
-        response_id="resp_dropped_word", text=text, pcm_f32le=spoken.pcm_f32le,
-        sample_rate_hz=RATE_HZ, played_ms=played_ms, complete_audio_duration_ms=spoken.total_ms,
-        word_marks=spoken.marks,
-    )
+    spoken, snapshot = spoken_snapshot(text, played_ms)
     fully, _started = heard_bounds(text, list(spoken.marks), played_ms)
     assert text[:fully].endswith(dropped), "the dropped word was fully played"
     transcript = await LocalWhisperTranscriber().transcribe(
