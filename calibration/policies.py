@@ -57,7 +57,7 @@ may still belong to that word (tiny.en ends words early by up to about 100 ms)."
 
 ASR_TAIL_SPEECH_MS = 40
 """Speech after ASR_TAIL_GUARD_MS that the transcript must account for: at least 40 ms of
-FRAME_MS frames within ASR_TAIL_SPEECH_DB of the loudest frame of the transcribed audio."""
+ASR_TAIL_FRAME_MS frames within ASR_TAIL_SPEECH_DB of the loudest frame of the transcribed audio."""
 
 ASR_TAIL_SPEECH_DB = 25.0
 """Level, in dB below the loudest frame of the transcribed audio, above which a frame is
@@ -67,7 +67,7 @@ ASR_MS_PER_SYLLABLE = 150
 """Shortest time, in ms per syllable, in which a TTS says a word whole (fast speech is about
 6.5 syllables/s; Piper's joe voice says about 4.5)."""
 
-FRAME_MS = 20
+ASR_TAIL_FRAME_MS = 20
 """Frame length, in ms, of the level measurement of `next_unit_left_untranscribed`."""
 
 WORD_WEIGHT = 8
@@ -257,9 +257,9 @@ def next_unit_left_untranscribed(
     False without word timings (`asr.Transcript.words`) or without a next unit. Otherwise the
     words kept by `asr_evidence` end at `end_s` (0 when none is kept), and the answer is True
     when the audio after `end_s` lasts at least ASR_MS_PER_SYLLABLE per syllable of `next_unit`
-    (`units.unit_syllables`) and at least ASR_TAIL_SPEECH_MS of its FRAME_MS frames that start
-    ASR_TAIL_GUARD_MS or more after `end_s` have an RMS within ASR_TAIL_SPEECH_DB of the loudest
-    frame of `pcm`: the recogniser dropped a word it heard.
+    (`units.unit_syllables`) and at least ASR_TAIL_SPEECH_MS of its ASR_TAIL_FRAME_MS frames
+    that start ASR_TAIL_GUARD_MS or more after `end_s` have an RMS within ASR_TAIL_SPEECH_DB of
+    the loudest frame of `pcm`: the recogniser dropped a word it heard.
 
     Why: tiny.en drops a short word that was played whole after a pause at the very end of the
     audio ("... from the west. You" -> "... from the west."), which leaves the cut a word short.
@@ -279,14 +279,14 @@ def next_unit_left_untranscribed(
     end_s = kept[-1].end_s if kept else 0.0
     if (duration_s - end_s) * 1000 < ASR_MS_PER_SYLLABLE * units.unit_syllables(next_unit):
         return False
-    frame = sample_rate_hz * FRAME_MS // 1000
+    frame = sample_rate_hz * ASR_TAIL_FRAME_MS // 1000
     count = pcm.size // frame
     if count == 0:
         return False
     power = np.square(pcm[: count * frame].reshape(count, frame), dtype=np.float64).mean(axis=1)
-    first = math.ceil((end_s * 1000 + ASR_TAIL_GUARD_MS) / FRAME_MS)
+    first = math.ceil((end_s * 1000 + ASR_TAIL_GUARD_MS) / ASR_TAIL_FRAME_MS)
     loud = power[first:] > power.max() * 10 ** (-ASR_TAIL_SPEECH_DB / 10)
-    return int(loud.sum()) * FRAME_MS >= ASR_TAIL_SPEECH_MS
+    return int(loud.sum()) * ASR_TAIL_FRAME_MS >= ASR_TAIL_SPEECH_MS
 
 
 def _expected_unit(snapshot: HeardTextSnapshot, end_ms: int) -> int | None:
@@ -324,10 +324,8 @@ async def _asr_attempt(
     if result.char_end is None:
         return transcript, None
     text_units = units.text_units(snapshot.text)
-    following = [unit for unit in text_units if unit.start >= result.char_end]
-    if next_unit_left_untranscribed(
-        transcript, pcm, snapshot.sample_rate_hz, following[0] if following else None
-    ):
+    next_unit = text_units[result.heard_units] if result.heard_units < len(text_units) else None
+    if next_unit_left_untranscribed(transcript, pcm, snapshot.sample_rate_hz, next_unit):
         return transcript, None
     return transcript, result.char_end
 
@@ -452,13 +450,13 @@ __all__ = [
     "ASR_MIN_AUDIO_MS",
     "ASR_MS_PER_SYLLABLE",
     "ASR_SAFETY_MARGIN_MS",
+    "ASR_TAIL_FRAME_MS",
     "ASR_TAIL_GUARD_MS",
     "ASR_TAIL_SPEECH_DB",
     "ASR_TAIL_SPEECH_MS",
     "ASR_WINDOW_MS",
     "AUTO_ASR_TIMEOUT_S",
     "CJK_WEIGHT",
-    "FRAME_MS",
     "POLICY_NAMES",
     "WORD_WEIGHT",
     "asr_evidence",
