@@ -69,8 +69,10 @@ from calibration.policies import (
 from calibration.word_marks import WordMark
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.segmenter import SpeechSegmenter
-from server.tts import SpeechSynthesizer, create_synthesizer, resample
+from server.speech.engines import create_synthesizer
+from server.speech.resampling import resample
+from server.speech.segmenter import SpeechSegmenter
+from server.speech.synthesizer import SpeechSynthesizer
 
 CORPUS_PATH = Path(__file__).with_name("calibration_corpus.txt")
 HOST = "127.0.0.1"

@@ -42,7 +42,7 @@ from benchmarks.bench_server import (
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.tts import resample
+from server.speech.resampling import resample
 from tests import speech_fixtures
 from tests.browser import DemoPage, chromium, open_demo
 from tests.realtime_client import fetch_reply_audio

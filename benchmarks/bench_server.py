@@ -40,9 +40,9 @@ from calibration.asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.connection import Services
-from server.session import SessionConfig
-from server.topics import TOPICS
-from server.tts import SpeechChunk, SpeechSynthesizer
+from server.realtime.session import SessionConfig
+from server.responders.demo_topics import TOPICS
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 HOST = "127.0.0.1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ TTFA_P50_MS = 250.0
 TTFA_P95_MS = 400.0
 STOP_P99_MS = 5.0
 FRAME_MS = 100
-"""Audio per `response.output_audio.delta` (server.session.SessionConfig.frame_ms)."""
+"""Audio per `response.output_audio.delta` (server.realtime.session.SessionConfig.frame_ms)."""
 CPU_PCT_PER_SESSION = 1.0
 
 ACK_INTERVAL_S = 0.150

@@ -1,0 +1,14 @@
+"""The duplex voice demo server, in rooms by concern (the websockets layout: a sans-I/O core
+under thin I/O layers).
+
+- `server` itself is the I/O layer only: `__main__` (the `duplex-demo` command), `config`
+  (flags and the shared services), `app` (HTTP + WebSocket on one port) and `connection` (the
+  asyncio driver of one session). Only this layer touches sockets, tasks and threads.
+- `server.realtime`: the sans-I/O protocol core (events in; events and effects out).
+- `server.speech`: speech output (the synthesizer interface, the engines, the segmenter).
+- `server.listening`: speech input (input audio buffer, VAD and turn detection, echo detection).
+- `server.responders`: what the assistant says (the prompt, the demo responder).
+
+Imports run one way: this layer -> `realtime` -> (`responders` -> `speech`, `listening` ->
+`speech.resampling`) -> `calibration`; `tests/test_module_dependencies.py` enforces it.
+"""

@@ -29,7 +29,7 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 REALTIME_PATH = "/v1/realtime"
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
 """websockets closes the socket above this; the protocol layer answers smaller oversized frames
-with an error event (`server.protocol.MAX_FRAME_CHARS`)."""
+with an error event (`server.realtime.protocol.MAX_FRAME_CHARS`)."""
 
 _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                   ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml"}

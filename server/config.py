@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
 from calibration.policies import make_policy
 from server.connection import Services
-from server.responder import DEFAULT_INTERRUPTION_NOTE, DemoResponder, Responder
-from server.session import SessionConfig
-from server.tts import SpeechSynthesizer, create_synthesizer
-from server.vad import load_vad_model
+from server.listening.vad import load_vad_model
+from server.realtime.session import SessionConfig
+from server.responders.demo import DemoResponder
+from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Responder
+from server.speech.engines import create_synthesizer
+from server.speech.synthesizer import SpeechSynthesizer
 
 TTS_ENGINES = ("piper", "espeak", "uniform", "uniform-nomarks")
 CALIBRATION_POLICIES = ("auto", "marks", "asr", "ratio", "off")

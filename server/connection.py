@@ -24,8 +24,10 @@ from websockets.exceptions import ConnectionClosed
 
 from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
-from server.echo import EchoReference
-from server.effects import (
+from server.listening.echo import EchoReference
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.vad import SpeechPaused, SpeechStarted
+from server.realtime.effects import (
     CancelGeneration,
     DetectSpeech,
     DiscardTranscription,
@@ -35,12 +37,11 @@ from server.effects import (
     Transcribe,
     WakeSender,
 )
-from server.input_speech import InputSpeechDetector
-from server.responder import Responder
-from server.segmenter import SpeechSegmenter
-from server.session import Session, SessionConfig
-from server.tts import SpeechChunk, SpeechSynthesizer, resample
-from server.vad import SpeechPaused, SpeechStarted
+from server.realtime.session import Session, SessionConfig
+from server.responders.prompt import Responder
+from server.speech.resampling import resample
+from server.speech.segmenter import SpeechSegmenter
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 log = logging.getLogger(__name__)
 

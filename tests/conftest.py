@@ -14,8 +14,10 @@ import pytest
 from calibration.asr import Transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.responder import DemoResponder, Prompt
-from server.tts import SpeechChunk, SpeechSynthesizer, create_synthesizer
+from server.responders.demo import DemoResponder
+from server.responders.prompt import Prompt
+from server.speech.engines import create_synthesizer
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 
 @functools.cache

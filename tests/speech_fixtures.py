@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from server.tts import SpeechSynthesizer, create_synthesizer, resample
+from server.speech.engines import create_synthesizer
+from server.speech.resampling import resample
+from server.speech.synthesizer import SpeechSynthesizer
 
 RATE_HZ = 16_000
 """Rate of every generated signal."""

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser
 
-from server.responder import ConversationTurn, Prompt
+from server.responders.prompt import ConversationTurn, Prompt
 from tests.browser import DemoPage, chromium, open_demo
 from tests.conftest import RunningServer
 

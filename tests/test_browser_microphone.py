@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.responder import ConversationTurn
-from server.session import SessionConfig
-from server.tts import resample
+from server.realtime.session import SessionConfig
+from server.responders.prompt import ConversationTurn
+from server.speech.resampling import resample
 from tests import speech_fixtures
 from tests.browser import DemoPage, chromium, open_demo
 from tests.conftest import RunningServer

@@ -30,8 +30,8 @@ from calibration.history_calibration import (
 )
 from calibration.policies import make_policy
 from calibration.word_marks import WordMark
-from server.responder import Prompt
-from server.session import Session, SessionConfig, StartGeneration
+from server.realtime.session import Session, SessionConfig, StartGeneration
+from server.responders.prompt import Prompt
 
 TEXT = "Hello world. This part was not heard."
 AUDIO_MS = 10_000

@@ -1,4 +1,5 @@
-"""Echo detection (server/echo.py) on real Piper replies: the assistant's own voice coming back
+"""Echo detection (server/listening/echo.py) on real Piper replies: the assistant's own voice
+coming back
 through the microphone at unknown delay and gain is recognised; a person talking over it is not
 mistaken for it.
 
@@ -15,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from server.echo import (
+from server.listening.echo import (
     BAND_EDGES_HZ,
     ECHO_CORRELATION,
     ECHO_TAIL_MS,
@@ -23,11 +24,11 @@ from server.echo import (
     EchoDetector,
     EchoReference,
 )
-from server.input_speech import InputSpeechDetector
-from server.protocol import TurnDetection
-from server.session import Session, SessionConfig
-from server.tts import resample
-from server.vad import SpeechStarted
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.server_vad_settings import TurnDetection
+from server.listening.vad import SpeechStarted
+from server.realtime.session import Session, SessionConfig
+from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 
 REPLY = ("Sure. The museum opens at nine in the morning and closes at six, except on Mondays "

@@ -15,7 +15,7 @@ import base64
 
 import numpy as np
 
-from server.tts import resample
+from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.realtime_client import RealtimeClient
 from tests.test_server_vad import INPUT_RATE_HZ, SERVER_VAD, receive_while

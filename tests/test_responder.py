@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from server.responder import ConversationTurn, DemoResponder, Prompt, Responder
-from server.segmenter import SpeechSegmenter
-from server.topics import HELP, TOPICS, UNKNOWN, Topic
+from server.responders.demo import DemoResponder
+from server.responders.demo_topics import HELP, TOPICS, UNKNOWN, Topic
+from server.responders.prompt import ConversationTurn, Prompt, Responder
+from server.speech.segmenter import SpeechSegmenter
 
 F31_REPLY = "10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff!"
 F31_HEARD = "10, 9, 8, 7, 6,"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.segmenter import SpeechSegmenter
+from server.speech.segmenter import SpeechSegmenter
 
 
 def segments(text: str, *, first_clause: bool = True) -> list[str]:

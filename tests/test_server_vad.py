@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 
 from calibration.asr import LocalWhisperTranscriber
-from server.input_speech import InputSpeechDetector
-from server.protocol import TurnDetection
-from server.session import UTTERANCE_TAIL_MS
-from server.tts import resample
-from server.vad import (
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
+from server.listening.vad import (
     WINDOW_MS,
     SpeechPaused,
     SpeechStarted,
@@ -28,6 +26,7 @@ from server.vad import (
     TurnDetector,
     TurnEvent,
 )
+from server.speech.resampling import resample
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient
 

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from calibration.word_marks import WordMark
-from server.effects import CancelGeneration, StartGeneration
-from server.session import Session, SessionConfig
+from server.realtime.effects import CancelGeneration, StartGeneration
+from server.realtime.session import Session, SessionConfig
 
 RATE = 24000
 

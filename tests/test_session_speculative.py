@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from server.effects import DiscardTranscription, PrepareTranscription, Transcribe
-from server.input_speech import InputSpeechDetector
-from server.session import UTTERANCE_TAIL_MS, Session
-from server.tts import resample
-from server.vad import SpeechPaused, SpeechStarted, SpeechStopped
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
+from server.listening.vad import SpeechPaused, SpeechStarted, SpeechStopped
+from server.realtime.effects import DiscardTranscription, PrepareTranscription, Transcribe
+from server.realtime.session import Session
+from server.speech.resampling import resample
 from tests import speech_fixtures
 
 RATE = 24000

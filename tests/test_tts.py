@@ -7,9 +7,11 @@ import threading
 import numpy as np
 import pytest
 
-from server.speakable import make_speakable
-from server.tts import SpeechChunk, SpeechSynthesizer, create_synthesizer, resample
-from server.tts_piper import plan_chunks
+from server.speech.engines import create_synthesizer
+from server.speech.piper_tts import plan_chunks
+from server.speech.resampling import resample
+from server.speech.speakable import make_speakable
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 
 def written(text: str, chunk: SpeechChunk) -> list[tuple[str, int, int]]:

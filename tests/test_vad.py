@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from faster_whisper.vad import get_vad_model
 
-from server.tts import resample
-from server.vad import (
+from server.listening.vad import (
     SILENCE_DBFS,
     WINDOW_MS,
     WINDOW_SAMPLES,
@@ -29,6 +28,7 @@ from server.vad import (
     load_vad_model,
     resample_to_16k,
 )
+from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 
 CONFIG = TurnDetectionConfig()
@@ -358,7 +358,8 @@ def test_echo_threshold_applies_while_the_assistant_plays() -> None:
 
 
 def test_echo_gate_holds_a_candidate_until_min_speech_passed_it_throughout() -> None:
-    """The gate (server/echo.py in the server; tests/test_echo.py) is asked once the candidate
+    """The gate (server/listening/echo.py in the server; tests/test_echo.py) is asked once the
+    candidate
     lasted min_speech_ms; after a rejection it is asked on every window, each rejection moving
     the start to that window's end, so the turn needs min_speech_ms of speech the gate passed
     throughout and reaches back only by the prefix padding, not over the echo."""

@@ -10,8 +10,9 @@ import pytest
 
 from calibration.units import text_units
 from calibration.word_marks import WordMark
-from server.speakable import make_speakable
-from server.tts import SpeechChunk, SpeechSynthesizer, create_synthesizer
+from server.speech.engines import create_synthesizer
+from server.speech.speakable import make_speakable
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 SENTENCES = (
     "Dr. Smith paid $42.50 on 3/4, at 10:30 AM.",

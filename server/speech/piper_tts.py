@@ -27,9 +27,9 @@ from piper.const import BOS, EOS, PAD
 from piper.voice import PhonemeAlignment
 
 from calibration.word_marks import WordMark
-from server.speakable import make_speakable
-from server.tts import SpeechChunk, WordLocator
-from server.tts_espeak import espeak_engine
+from server.speech.espeak_tts import espeak_engine
+from server.speech.speakable import make_speakable
+from server.speech.synthesizer import SpeechChunk, WordLocator
 
 _NON_WORD_PHONEMES = frozenset({BOS, EOS, PAD, " "})
 _WARM_UP_TEXT = "Hello there, this is a warm up."

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from calibration.units import heard_prefix
-from server.playback import PlaybackCursor
+from server.realtime.playback import PlaybackCursor
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ effects out (`take_effects`: start or cancel a generation, wake the sender). No 
 no tasks: the asyncio layer in `server.connection` drives it. Rules follow PROTOCOL.md and
 REFERENCE.md sections 1.3, 2 and 4: one terminal per response; no audio of a response after its
 cancellation; ACKs are per response and stay admissible after a newer response started; caps only
-tighten; history holds only what the listener heard (`server.history.heard_text_for`).
+tighten; history holds only what the listener heard (`server.realtime.history.heard_text_for`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,15 @@ import numpy as np
 
 from calibration.history_calibration import CalibrationView, HeardCut
 from calibration.word_marks import WordMark
-from server import protocol
-from server.echo import ECHO_TAIL_MS
-from server.effects import (
+from server.listening.echo import ECHO_TAIL_MS
+from server.listening.input_audio import InputAudioBuffer
+from server.listening.server_vad_settings import (
+    SPEECH_DETECTION_LATENCY_MS,
+    UTTERANCE_TAIL_MS,
+    TurnDetection,
+)
+from server.realtime import protocol
+from server.realtime.effects import (
     CancelGeneration,
     DetectSpeech,
     DiscardTranscription,
@@ -30,25 +36,12 @@ from server.effects import (
     Transcribe,
     WakeSender,
 )
-from server.history import ConversationHistory, HeardPrefix, HistoryItem, heard_text_for
-from server.input_audio import InputAudioBuffer
-from server.responder import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
-from server.response_state import QueuedAudio, QueuedTranscript, ResponseState
+from server.realtime.history import ConversationHistory, HeardPrefix, HistoryItem, heard_text_for
+from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
+from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
 
 if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
-
-SPEECH_DETECTION_LATENCY_MS = 1000
-"""Input audio kept beyond the prefix padding while no speech is detected: server VAD reports
-a speech start up to its minimum speech duration (250 ms) plus a few 32 ms windows after the
-onset, and the committed utterance must still reach back to the onset minus the padding."""
-
-UTTERANCE_TAIL_MS = 300
-"""Audio committed for transcription after a speech stop's `audio_end_ms`: Silero scores a
-final unvoiced consonant ("t", "s") as non-speech up to about 190 ms after the last speech
-window (measured in tests/test_vad.py), and the transcript should keep it. Server VAD also
-reports a pause (`server.vad.SpeechPaused`) once the silence reaches this tail, when the audio a
-commit would take is complete (`Session.on_speech_paused`)."""
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
 
@@ -100,7 +93,7 @@ class Session:
         self.calibration: HistoryCalibration | None = None
         self.input_audio = InputAudioBuffer(self.config.sample_rate_hz,
                                             self.config.input_audio_max_bytes)
-        self.turn_detection: protocol.TurnDetection | None = None
+        self.turn_detection: TurnDetection | None = None
         self._speech_item: tuple[str, int] | None = None
         self._prepared: tuple[str, bytes] | None = None
         self._pending_transcripts: set[str] = set()
@@ -308,8 +301,8 @@ class Session:
         first ACK, the time since the first audio was sent minus the client's initial jitter
         buffer (`jitter_ms`); at least 0 and at most the audio sent (`cursor.sent_ms`). Network
         and capture latencies are not known here: the echo detector searches a lag range
-        around this estimate (`server.echo.LAG_RANGE_MS`). The tail after playback ended is
-        there because the microphone hears the end of the reply that much later.
+        around this estimate (`server.listening.echo.LAG_RANGE_MS`). The tail after playback ended
+        is there because the microphone hears the end of the reply that much later.
         """
         response = self._latest_response()
         if response is None or response.first_send_ms is None:

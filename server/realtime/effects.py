@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from server.protocol import TurnDetection
+from server.listening.server_vad_settings import TurnDetection
 
 
 @dataclass(frozen=True, slots=True)

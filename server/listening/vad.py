@@ -29,8 +29,8 @@ peak all reaches 0.96-0.99), so a raised threshold alone cannot reject the assis
 leaking into the microphone, and no level gate can either: Chromium's automatic gain control
 (which the page requests) lifts a quiet echo by about 10 dB, to -28..-35 dBFS per loudest 10 ms
 frame, as loud as a person. While `assistant_playing` is set, a candidate turn therefore also
-has to pass `TurnDetector.echo_gate`, which the server sets to `server.echo`'s comparison of
-the microphone with the reply audio actually sent (double-talk detection by cross-correlation).
+has to pass `TurnDetector.echo_gate`, which the server sets to `server.listening.echo`'s comparison
+of the microphone with the reply audio actually sent (double-talk detection by cross-correlation).
 An earlier absolute gate (mean power of the last `min_speech_ms` >= -35 dBFS while playing) was
 removed: AGC lets the echo through it, and it rejected real speech quieter than -35 dBFS.
 """
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from server.tts import resample
+from server.speech.resampling import resample
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -255,8 +255,8 @@ class TurnDetectionConfig:
         pause_ms: non-speech after the last speech window at which a turn in progress reports
             `SpeechPaused`, when shorter than `silence_duration_ms`; None never reports it
             (default). The server passes the utterance tail its commits keep
-            (`server.session.UTTERANCE_TAIL_MS`): the audio is then complete up to the end of
-            what a commit at that moment would take.
+            (`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`): the audio is then complete
+            up to the end of what a commit at that moment would take.
 
     Raises:
         ValueError: a threshold outside (0, 1), a negative duration or range, or a
@@ -481,8 +481,8 @@ def resample_to_16k(pcm16: bytes, rate_hz: int) -> np.ndarray:
     """Decode PCM16 little-endian mono bytes at `rate_hz` Hz to float32 at 16 kHz.
 
     Samples are scaled by 1/32768 into [-1, 1) and resampled with soxr HQ
-    (`server.tts.resample`); the output has round(n * 16000 / rate_hz) samples. Each call is
-    resampled on its own, so a stream cut into 20 ms pieces gets filter edges at every cut:
+    (`server.speech.resampling.resample`); the output has round(n * 16000 / rate_hz) samples. Each
+    call is resampled on its own, so a stream cut into 20 ms pieces gets filter edges at every cut:
     measured, Silero probabilities move by up to 0.13 and turn events by at most one window;
     a stream is better served by one `soxr.ResampleStream`.
 

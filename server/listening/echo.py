@@ -73,7 +73,7 @@ MIN_FRAMES = 20
 ECHO_CORRELATION = 0.8
 """A stretch whose best correlation with the reply reaches this is echo.
 
-Measured through `server.input_speech.InputSpeechDetector` (Silero + `TurnDetector`, 40 ms
+Measured through `server.listening.input_speech.InputSpeechDetector` (Silero + `TurnDetector`, 40 ms
 appends at 24 kHz, playing position known to +-20 ms) on a 6 s Piper reply over a -65 dBFS
 peak pink noise floor, every gate question counted: the reply's own echo, delayed 55, 155 and
 405 ms (off the 10 ms grid), at -40..0 dBFS peak, with and without a simulated AGC (10 ms frames

@@ -23,8 +23,8 @@ from typing import Any
 import espeakng_loader
 import numpy as np
 
-from server.speakable import make_speakable
-from server.tts import SpeechChunk, WordLocator
+from server.speech.speakable import make_speakable
+from server.speech.synthesizer import SpeechChunk, WordLocator
 
 # espeak-ng speak_lib.h constants.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

@@ -14,7 +14,7 @@ import numpy as np
 
 from calibration.units import text_units, unit_duration_ms
 from calibration.word_marks import WordMark
-from server.tts import SpeechChunk
+from server.speech.synthesizer import SpeechChunk
 
 SAMPLE_RATE_HZ = 24000
 _AMPLITUDE = 0.1

@@ -1,88 +1,17 @@
-"""What the assistant says: the prompt built from history as heard, and the built-in responder.
+"""The built-in demo responder: deterministic, history-aware answers without any model.
 
-`Prompt.as_messages()` is the OpenAI chat-completions message list a real LLM would receive;
-`DemoResponder` answers without any model, deterministically, from `server.topics`.
+`DemoResponder` answers from `server.responders.demo_topics`, reads back `say:` texts, and after
+an interruption says where it stopped or continues from there.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
 
-from server.segmenter import SpeechSegmenter
-from server.topics import HELP, TOPIC_LIST, TOPICS, UNKNOWN
-
-DEFAULT_INTERRUPTION_NOTE = 'Note: the user interrupted you; they heard only: "{heard}"'
-DEFAULT_UNHEARD_NOTE = "Note: the user interrupted you; they heard nothing of it."
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationTurn:
-    """One turn of the conversation history.
-
-    Attributes:
-        role: "user" or "assistant".
-        text: user: the prompt verbatim; assistant: the heard text as stored in history (an exact
-            prefix of `full_text`, trailing whitespace stripped; "" when nothing was heard).
-        full_text: assistant: the whole generated reply ("" means the same as `text`).
-        interrupted: assistant: the listener did not hear all of the reply.
-    """
-
-    role: Literal["user", "assistant"]
-    text: str
-    full_text: str = ""
-    interrupted: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """Everything a responder sees for one reply.
-
-    Attributes:
-        instructions: the system prompt ("" for none).
-        turns: the history, oldest first, ending with the user turn to answer.
-        interruption_note: note placed after an interrupted assistant turn whose heard text is
-            not empty; every "{heard}" in it is replaced by that heard text (no other braces are
-            interpreted).
-        unheard_note: note placed after an interrupted assistant turn of which nothing was heard.
-    """
-
-    instructions: str
-    turns: tuple[ConversationTurn, ...]
-    interruption_note: str = DEFAULT_INTERRUPTION_NOTE
-    unheard_note: str = DEFAULT_UNHEARD_NOTE
-
-    def as_messages(self) -> list[dict[str, str]]:
-        """Return OpenAI chat messages: [{"role": ..., "content": ...}, ...].
-
-        The instructions come first as a "system" message (omitted when empty); each turn
-        becomes a "user" or "assistant" message with its (heard) text, an unheard reply an empty
-        assistant message that keeps the turn order; after each interrupted assistant turn
-        follows a "system" message with the interruption note, so the model knows its reply was
-        cut and where.
-        """
-        messages = [{"role": "system", "content": self.instructions}] if self.instructions else []
-        for turn in self.turns:
-            messages.append({"role": turn.role, "content": turn.text})
-            if turn.role == "assistant" and turn.interrupted:
-                note = (
-                    self.interruption_note.replace("{heard}", turn.text)
-                    if turn.text
-                    else self.unheard_note
-                )
-                messages.append({"role": "system", "content": note})
-        return messages
-
-
-class Responder(Protocol):
-    """Produces the assistant's reply to a prompt."""
-
-    def respond(self, prompt: Prompt) -> AsyncIterator[str]:
-        """Yield the reply as text deltas, sentence by sentence; they join to the reply."""
-        ...
-
+from server.responders.demo_topics import HELP, TOPIC_LIST, TOPICS, UNKNOWN
+from server.responders.prompt import ConversationTurn, Prompt
+from server.speech.segmenter import SpeechSegmenter
 
 _SAY = re.compile(r"\s*say:\s*", re.IGNORECASE)
 _RECALL = re.compile(
@@ -105,8 +34,8 @@ class DemoResponder:
       it was cut (or that nothing of it was heard);
     - "continue", "go on", "keep going": the rest of the previous assistant turn after its heard
       text, when that turn was interrupted; otherwise says it had finished and offers a topic;
-    - anything else: the topic of `server.topics` whose keywords the prompt mentions most
-      (first listed wins a tie), else a reply listing what it can talk about.
+    - anything else: the topic of `server.responders.demo_topics` whose keywords the prompt
+    mentions most   (first listed wins a tie), else a reply listing what it can talk about.
     """
 
     async def respond(self, prompt: Prompt) -> AsyncIterator[str]:

