@@ -30,7 +30,8 @@ from calibration.history_calibration import (
 )
 from calibration.policies import make_policy
 from calibration.word_marks import WordMark
-from server.realtime.session import Session, SessionConfig, StartGeneration
+from server.realtime.effects import StartGeneration
+from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Prompt
 
 TEXT = "Hello world. This part was not heard."

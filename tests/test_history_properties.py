@@ -45,7 +45,8 @@ from calibration.history_calibration import (
 )
 from calibration.policies import marks_policy
 from calibration.word_marks import WordMark
-from server.realtime.session import Session, SessionConfig, StartGeneration
+from server.realtime.effects import StartGeneration
+from server.realtime.session import Session, SessionConfig
 
 WORD_MS = 400
 RATE = 24_000

@@ -39,3 +39,11 @@ class TurnDetection:
     silence_duration_ms: int = 500
     create_response: bool = True
     interrupt_response: bool = True
+
+    def as_wire(self) -> dict[str, object]:
+        """The settings as OpenAI Realtime's `turn_detection` object (`type` `server_vad`)."""
+        return {"type": "server_vad", "threshold": self.threshold,
+                "prefix_padding_ms": self.prefix_padding_ms,
+                "silence_duration_ms": self.silence_duration_ms,
+                "create_response": self.create_response,
+                "interrupt_response": self.interrupt_response}

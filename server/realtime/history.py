@@ -120,6 +120,10 @@ class ConversationHistory:
     def __contains__(self, item_id: str) -> bool:
         return item_id in self._items
 
+    def ids(self) -> list[str]:
+        """Every item id, in order."""
+        return list(self._items)
+
     def get(self, item_id: str) -> HistoryItem | None:
         """Return the item with this id, or None."""
         return self._items.get(item_id)

@@ -1,7 +1,8 @@
 """One response's state: status, playback cursor, text, word marks and its paced outbound queue.
 
-Sans-I/O: plain data plus the pacing arithmetic (`send_budget_ms`); the session decides, the
-asyncio driver sends.
+Sans-I/O: plain data plus the arithmetic of its outputs: queueing synthesized speech as paced
+frames (`queue_speech`), releasing what pacing allows (`pop_sendable`, `send_budget_ms`) and
+its wire shape (`as_wire`); the session decides, the asyncio driver sends.
 """
 
 from __future__ import annotations
@@ -71,6 +72,94 @@ class ResponseState:
     def active(self) -> bool:
         """True until the response's terminal event was produced."""
         return self.status == "in_progress"
+
+    @property
+    def item_status(self) -> str:
+        """The status of the response's item: "in_progress", "completed" or "incomplete"."""
+        if self.status == "in_progress":
+            return "in_progress"
+        return "completed" if self.status == "completed" else "incomplete"
+
+    def as_wire(self, conversation_id: str, output: list[dict[str, object]],
+                audio_output: dict[str, object]) -> dict[str, object]:
+        """The OpenAI Realtime `response` object.
+
+        Args:
+            conversation_id: the session id.
+            output: the wire items it produced (its assistant item, or [] once deleted).
+            audio_output: the `audio.output` object (format and voice).
+        """
+        wire: dict[str, object] = {
+            "id": self.id, "object": "realtime.response", "status": self.status,
+            "output_modalities": ["audio"], "conversation_id": conversation_id,
+            "output": output, "audio": {"output": audio_output},
+        }
+        if self.status != "in_progress":
+            details: dict[str, object] = {"type": self.status}
+            if self.status_reason:
+                details["reason"] = self.status_reason
+            if self.error_message:
+                details["error"] = {"type": "server_error", "message": self.error_message}
+            wire["status_details"] = details
+        return wire
+
+    def queue_text(self, text_end: int) -> None:
+        """Queue the transcript of `text` up to code point `text_end` (once per code point)."""
+        if text_end > self.queued_text_end:
+            self.queue.append(QueuedTranscript(self.text[self.queued_text_end:text_end]))
+            self.queued_text_end = text_end
+
+    def queue_speech(self, pcm16: bytes, marks: list[WordMark], sample_rate_hz: int,
+                     frame_ms: int) -> list[WordMark]:
+        """Queue one synthesized chunk as frames of `frame_ms` and place its marks.
+
+        Args:
+            pcm16: PCM16 LE mono at `sample_rate_hz` (non-empty).
+            marks: the chunk's word marks, ms relative to the chunk start.
+            sample_rate_hz: the output rate.
+            frame_ms: audio per queued frame (the last may be shorter).
+
+        Returns:
+            The marks shifted onto the reply timeline (also added to `marks`); the chunk's first
+            frame carries their wire form.
+        """
+        offset_ms = self.generated_samples * 1000 // sample_rate_hz
+        placed = [mark.shifted(0, offset_ms) for mark in marks]
+        self.marks.extend(placed)
+        wire_marks = [mark.to_wire(self.text) for mark in placed]
+        frame_bytes = sample_rate_hz * frame_ms // 1000 * 2
+        for start in range(0, len(pcm16), frame_bytes):
+            frame = pcm16[start:start + frame_bytes]
+            self.queue.append(QueuedAudio(frame, len(frame) // 2,
+                                          wire_marks if start == 0 else None))
+        self.generated_samples += len(pcm16) // 2
+        self.cursor.generated_ms = self.generated_samples * 1000 // sample_rate_hz
+        return placed
+
+    def pop_sendable(self, now_ms: float, sample_rate_hz: int, lead_ms: int, jitter_ms: int,
+                     ack_timeout_ms: int) -> QueuedTranscript | QueuedAudio | float | None:
+        """Take the next output pacing lets out at clock `now_ms` (ms).
+
+        Transcript text always goes; an audio frame goes while the audio sent stays within
+        `send_budget_ms` (its sample count then moves the cursor's `sent_ms`). Returns the
+        output, or when the head frame must wait the clock reading (ms) at which the real-time
+        fallback releases it (`fallback_deadline_ms`), or None when the queue is empty or only
+        an ACK can release it.
+        """
+        if not self.queue:
+            return None
+        head = self.queue[0]
+        if isinstance(head, QueuedAudio):
+            sent_ms = self.sent_samples * 1000 / sample_rate_hz
+            if sent_ms >= self.send_budget_ms(now_ms, lead_ms, jitter_ms, ack_timeout_ms):
+                return self.fallback_deadline_ms(sent_ms, lead_ms, ack_timeout_ms)
+            if self.first_send_ms is None:
+                self.first_send_ms = now_ms
+            self.sent_samples += head.samples
+            self.cursor.sent_ms = self.sent_samples * 1000 // sample_rate_hz
+        else:
+            self.sent_text_end += len(head.text)
+        return self.queue.popleft()
 
     def send_budget_ms(self, now_ms: float, lead_ms: int, jitter_ms: int,
                        ack_timeout_ms: int) -> float:

@@ -1,0 +1,180 @@
+"""Interruptions: the client's playback reports and the cuts they make in a reply.
+
+`Interruptions` applies `playback.ack` (the played position, optionally a truncating one),
+`barge_in`, `conversation.item.truncate`, `output_audio_buffer.clear` and `response.cancel`: it
+moves the reply's playback cursor, cancels its generation when it is still running, marks the
+reply interrupted and asks the calibration to cut its heard text. Sans-I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from server.realtime import protocol
+from server.realtime.effects import WakeSender
+from server.realtime.events import EventLog
+from server.realtime.heard_text import HeardTextStore
+from server.realtime.items import ConversationItems
+from server.realtime.response_state import ResponseState
+from server.realtime.responses import ResponseLifecycle
+
+if TYPE_CHECKING:
+    from calibration.history_calibration import HistoryCalibration
+
+
+class Interruptions:
+    """Playback reports and interruptions of one session's replies.
+
+    Args:
+        responses: the session's responses.
+        heard_text: the session's heard-text store (announces the item's text).
+        items: the session's item operations (the history).
+        log: the session's outbox.
+        calibration: the session's calibration controller, when there is one.
+    """
+
+    def __init__(self, responses: ResponseLifecycle, heard_text: HeardTextStore,
+                 items: ConversationItems, log: EventLog,
+                 calibration: Callable[[], HistoryCalibration | None]) -> None:
+        self._responses = responses
+        self._heard_text = heard_text
+        self._items = items
+        self._log = log
+        self._calibration = calibration
+
+    def mark_interrupted(self, response: ResponseState) -> None:
+        """Mark `response`'s item interrupted unless it was played to its end, bring its
+        stored text up to date and ask the calibration to cut it."""
+        item = self._items.history.get(response.item_id)
+        if item is not None and not response.cursor.fully_played:
+            item.interrupted = True
+        self._heard_text.refresh(response)
+        self._request_calibration()
+
+    def barge_in(self, event: protocol.BargeIn) -> None:
+        """`barge_in`: stop the named reply (default: the active, else the latest one) at the
+        client's rendered position `audio_end_ms` (a permanent cap).
+
+        Raises:
+            protocol.ProtocolError: no such response or item, or none to interrupt.
+        """
+        if event.response_id is None and event.item_id is None:
+            response = self._responses.active() or self._responses.latest()
+            if response is None:
+                raise protocol.ProtocolError(
+                    "response_not_found", "There is no response to interrupt.",
+                    event_id=event.event_id,
+                )
+        else:
+            response = self._responses.resolve(event.response_id, event.item_id, event.event_id)
+        if response.cursor.fully_played:
+            return
+        reason = "turn_detected" if event.source == "vad" else "client_cancelled"
+        self._responses.cancel_generation(response, reason)
+        self._cap(response, event.audio_end_ms)
+
+    def _cap(self, response: ResponseState, audio_end_ms: int) -> None:
+        """Apply a permanent cap (ms), acknowledge it with `conversation.item.truncated` and
+        treat the reply as interrupted (its heard text is recalibrated)."""
+        cap = response.cursor.truncate(audio_end_ms)
+        if response.item_id in self._items.history:
+            self._log.emit("conversation.item.truncated", item_id=response.item_id,
+                       content_index=0, audio_end_ms=cap)
+        self.mark_interrupted(response)
+
+    def response_cancel(self, event: protocol.ResponseCancel) -> None:
+        """`response.cancel`: cancel the named (default: the active) response.
+
+        Raises:
+            protocol.ProtocolError: `response_cancel_not_active`, or an unknown response.
+        """
+        if event.response_id is not None:
+            response = self._responses.resolve(event.response_id, None, event.event_id)
+        else:
+            response = self._responses.active()
+        if response is None or not response.active:
+            raise protocol.ProtocolError(
+                "response_cancel_not_active", "There is no active response to cancel.",
+                event_id=event.event_id,
+            )
+        self._responses.cancel_generation(response, "client_cancelled")
+        self.mark_interrupted(response)
+
+    def item_truncate(self, event: protocol.ItemTruncate) -> None:
+        """`conversation.item.truncate`: cap the assistant item's audio at `audio_end_ms`.
+
+        Raises:
+            protocol.ProtocolError: unknown item, or `audio_end_ms` beyond its audio.
+        """
+        response = self._responses.resolve(None, event.item_id, event.event_id)
+        if event.audio_end_ms > response.cursor.total_ms:
+            raise protocol.ProtocolError(
+                "invalid_value",
+                f"audio_end_ms {event.audio_end_ms} is beyond the item's audio "
+                f"({response.cursor.total_ms} ms).", param="audio_end_ms",
+                event_id=event.event_id,
+            )
+        if response.cursor.fully_played:
+            self._log.emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
+                       audio_end_ms=response.cursor.cutoff_ms)
+            return
+        self._cap(response, event.audio_end_ms)
+
+    def output_clear(self, event: protocol.OutputAudioBufferClear) -> None:
+        """`output_audio_buffer.clear`: the client dropped its queued audio; a latest reply
+        still playing is cancelled and interrupted at its last ACK.
+
+        Raises:
+            protocol.ProtocolError: `response_not_found`.
+        """
+        if event.response_id is not None:
+            response = self._responses.resolve(event.response_id, None, event.event_id)
+        else:
+            response = self._responses.latest()
+        if response is None:
+            raise protocol.ProtocolError(
+                "response_not_found", "There is no output audio to clear.",
+                event_id=event.event_id,
+            )
+        self._log.emit("output_audio_buffer.cleared", response_id=response.id)
+        if response is not self._responses.latest() or response.cursor.fully_played:
+            return
+        self._responses.cancel_generation(response, "client_cancelled")
+        self.mark_interrupted(response)
+
+    def playback_ack(self, event: protocol.PlaybackAck, now_ms: float) -> None:
+        """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms);
+        with `truncate`, playback stopped there for good. Announces
+        `playback.acknowledged`; a reply whose playback is over is settled (interrupted
+        when cut short), otherwise its stored text follows the new position.
+
+        Raises:
+            protocol.ProtocolError: unknown response or item.
+        """
+        response = self._responses.resolve(event.response_id, event.item_id, event.event_id)
+        response.last_ack_ms = now_ms
+        cursor = response.cursor
+        was_fully_played = cursor.fully_played
+        cursor.acknowledge(event.played_ms)
+        if event.truncate and not was_fully_played:
+            cursor.truncate(event.played_ms)
+        self._log.emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,
+                   played_ms=cursor.played_ms, cursor=cursor.as_wire())
+        item = self._items.history.get(response.item_id)
+        interrupted = item is not None and item.interrupted
+        superseded = response is not self._responses.latest()
+        playback_over = cursor.unplayed_ms == 0 or superseded or interrupted
+        if (event.truncate and not was_fully_played) or (
+            response.generation_ended and playback_over
+        ):
+            self.mark_interrupted(response)
+        else:
+            self._heard_text.refresh(response)
+        if (calibration := self._calibration()) is not None:
+            calibration.release_confirmed()
+        self._log.effect(WakeSender())
+
+    def _request_calibration(self) -> None:
+        if (calibration := self._calibration()) is not None:
+            calibration.request_ready()

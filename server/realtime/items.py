@@ -1,0 +1,124 @@
+"""Conversation item operations: create, retrieve, delete, and announcing an item's heard text.
+
+`ConversationItems` wraps the session's `ConversationHistory` and emits the OpenAI Realtime
+item events (`conversation.item.added` / `done` / `retrieved` / `deleted`) and our
+`conversation.item.heard` into the session's `EventLog`. What an operation does to a response
+(cancelling the reply of a deleted item) stays with the session. Sans-I/O.
+"""
+
+from __future__ import annotations
+
+from server.realtime import protocol
+from server.realtime.events import EventLog
+from server.realtime.history import ConversationHistory, HistoryItem, heard_text_for
+from server.realtime.playback import PlaybackCursor
+
+
+class ConversationItems:
+    """Item operations on one session's history.
+
+    Args:
+        history: the session's conversation history (shared, not copied).
+        log: the session's outbox.
+    """
+
+    def __init__(self, history: ConversationHistory, log: EventLog) -> None:
+        self.history = history
+        self.reserved: set[str] = set()
+        self._log = log
+        self._announced: dict[str, tuple[str, str, bool]] = {}
+
+    def taken(self, item_id: str) -> bool:
+        """True when `item_id` names an item or is reserved for one already announced (the
+        user item of a speech turn in progress)."""
+        return item_id in self.history or item_id in self.reserved
+
+    def new_id(self, prefix: str = "item") -> str:
+        """A fresh server id (`EventLog.new_id`) that no item has or is reserved for."""
+        return self._log.new_id(prefix, taken=self.reserved | set(self.history.ids()))
+
+    def last_id(self) -> str | None:
+        """Id of the newest item, or None when the history is empty."""
+        items = list(self.history)
+        return items[-1].id if items else None
+
+    def add(self, item: HistoryItem, status: str = "completed") -> None:
+        """Append `item`; emit `conversation.item.added` (and `.done` when `completed`)."""
+        previous = self.last_id()
+        self.history.append(item)
+        self._log.emit("conversation.item.added", previous_item_id=previous,
+                       item=item.as_wire(status))
+        if status == "completed":
+            self._log.emit("conversation.item.done", previous_item_id=previous,
+                           item=item.as_wire())
+
+    def require(self, item_id: str, event_id: str | None) -> HistoryItem:
+        """The item `item_id`.
+
+        Raises:
+            protocol.ProtocolError: `item_not_found` when there is none.
+        """
+        item = self.history.get(item_id)
+        if item is None:
+            raise protocol.ProtocolError(
+                "item_not_found", f"No item '{item_id}'.", param="item_id", event_id=event_id,
+            )
+        return item
+
+    def create(self, event: protocol.ItemCreate) -> None:
+        """`conversation.item.create`: add the client's user text item.
+
+        Raises:
+            protocol.ProtocolError: `duplicate_item_id` when the client's id is taken.
+        """
+        item_id = event.item_id or self.new_id()
+        if self.taken(item_id):
+            raise protocol.ProtocolError(
+                "duplicate_item_id", f"Item '{item_id}' already exists.", param="item.id",
+                event_id=event.event_id,
+            )
+        self.add(HistoryItem(id=item_id, role="user", text=event.text))
+
+    def retrieve(self, item: HistoryItem, status: str) -> None:
+        """`conversation.item.retrieve`: emit `conversation.item.retrieved` with `status`."""
+        self._log.emit("conversation.item.retrieved", item=item.as_wire(status))
+
+    def delete(self, item_id: str) -> None:
+        """Remove the item and emit `conversation.item.deleted` (the caller has stopped its
+        reply, if any)."""
+        self.history.delete(item_id)
+        self._announced.pop(item_id, None)
+        self._log.emit("conversation.item.deleted", item_id=item_id)
+
+    def announce_heard(self, item: HistoryItem, response_id: str, cursor: PlaybackCursor,
+                       elapsed_ms: float | None = None, *, again: bool = False) -> None:
+        """Recompute an assistant item's stored text from its cursor and calibration result
+        (`history.heard_text_for`); emit `conversation.item.heard` when (text, method,
+        interrupted) changed since the last announcement, or always with `again`.
+
+        Args:
+            item: the assistant item.
+            response_id: its response.
+            cursor: that response's playback cursor (ms).
+            elapsed_ms: calibration time to report, when this follows a calibration.
+            again: announce even when nothing changed (a new calibration result or evidence).
+        """
+        text, method = heard_text_for(item, cursor)
+        item.text, item.method = text, method
+        if method == "full":
+            item.interrupted = False
+        state = (text, method, item.interrupted)
+        if again:
+            self._announced.pop(item.id, None)
+        if state == self._announced.get(item.id) or (method == "none" and not item.interrupted):
+            return
+        self._announced[item.id] = state
+        heard = item.heard if method not in ("none", "full") else None
+        self._log.emit(
+            "conversation.item.heard", item_id=item.id, response_id=response_id, text=text,
+            full_text=item.full_text, played_ms=cursor.cutoff_ms, method=method,
+            asr_text=heard.asr_text if heard else None,
+            marks_agree=heard.marks_agree if heard else None,
+            elapsed_ms=round(elapsed_ms, 1) if elapsed_ms is not None else None,
+            interrupted=item.interrupted,
+        )
