@@ -43,7 +43,8 @@ def test_pacing_sends_at_most_the_lead_beyond_the_latest_ack() -> None:
     session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
     rid = start_reply(session, "a long reply", 3000)
     session.take_events()
-    assert session.pull_outbound(now_ms=0.0) == 1001.0, "re-check when the ACK timeout ends"
+    assert session.pull_outbound(now_ms=0.0) == 101.0, (
+        "before the client's first ACK, real time releases the next frame")
     sent = [e["audio_end_ms"] for e in session.take_events()
             if e["type"] == "response.output_audio.delta"]
     assert sent[-1] == 500

@@ -44,8 +44,7 @@ class HeardTextStore:
         announce `conversation.item.heard` on change, or always with `again`."""
         item = self._items.history.get(response.item_id)
         if item is not None:
-            self._items.announce_heard(item, response.id, response.cursor, elapsed_ms,
-                                       again=again)
+            self._items.announce_heard(item, response, elapsed_ms, again=again)
 
     def calibration_view(self, response_id: str) -> CalibrationView | None:
         """What the calibration controller may know of a reply (None when unknown, deleted or

@@ -87,19 +87,26 @@ class HistoryItem:
         }
 
 
-def heard_text_for(item: HistoryItem, cursor: PlaybackCursor) -> tuple[str, str]:
+def heard_text_for(item: HistoryItem, cursor: PlaybackCursor,
+                   heard_unless_cut: bool = False) -> tuple[str, str]:
     """Return (text, method) that history may hold for an assistant item now.
 
     Args:
         item: the assistant item (its `full_text` and accepted `heard` prefix are read).
         cursor: the playback cursor of the item's response.
+        heard_unless_cut: the client does not report playback and the reply completed: it
+            counts as heard in full unless a truncate or barge-in capped it (OpenAI Realtime
+            semantics for clients without `playback.ack`).
 
     Returns:
-        ("<full text>", "full") when the reply was completely synthesised and played to its end;
-        (prefix, method) when a calibration result exists for the same text whose evidence
-        (`audio_end_ms`) is still covered by the cutoff; otherwise ("", "none").
+        ("<full text>", "full") when the reply was completely synthesised and played to its end
+        (or, with `heard_unless_cut`, completed and never capped); (prefix, method) when a
+        calibration result exists for the same text whose evidence (`audio_end_ms`) is still
+        covered by the cutoff; otherwise ("", "none").
     """
-    if cursor.fully_played:
+    if cursor.fully_played or (
+        heard_unless_cut and cursor.audio_complete and cursor.hard_cap_ms is None
+    ):
         return item.full_text, "full"
     heard = item.heard
     covered = heard is not None and cursor.cutoff_ms >= heard.audio_end_ms

@@ -32,20 +32,40 @@ class Interruptions:
         items: the session's item operations (the history).
         log: the session's outbox.
         calibration: the session's calibration controller, when there is one.
+        estimate: the position (ms) of a reply estimated to be playing now
+            (`ResponseState.estimated_played_ms` at the session clock), used for clients that
+            do not report playback (`ConversationItems.reports_playback`).
     """
 
     def __init__(self, responses: ResponseLifecycle, heard_text: HeardTextStore,
                  items: ConversationItems, log: EventLog,
-                 calibration: Callable[[], HistoryCalibration | None]) -> None:
+                 calibration: Callable[[], HistoryCalibration | None],
+                 estimate: Callable[[ResponseState], int]) -> None:
         self._responses = responses
         self._heard_text = heard_text
         self._items = items
         self._log = log
         self._calibration = calibration
+        self._estimate = estimate
+
+    def stop_playback(self, response: ResponseState, reason: str) -> None:
+        """The listener's playback of `response` stopped now (server VAD heard the person, or
+        the client cleared its audio): cancel its generation and treat it as interrupted at the
+        position the client last reported (a soft cut its final ACK may refine) or, for a
+        client that does not report playback, capped at the estimated position (a truncate
+        from the client may tighten it). Emits `output_audio_buffer.cleared`."""
+        self._responses.cancel_generation(response, reason)
+        self._log.emit("output_audio_buffer.cleared", response_id=response.id)
+        if self._items.reports_playback:
+            self.mark_interrupted(response)
+        else:
+            self._cap(response, self._estimate(response))
 
     def mark_interrupted(self, response: ResponseState) -> None:
         """Mark `response`'s item interrupted unless it was played to its end, bring its
         stored text up to date and ask the calibration to cut it."""
+        if not self._items.reports_playback:
+            response.cursor.acknowledge(self._estimate(response))
         item = self._items.history.get(response.item_id)
         if item is not None and not response.cursor.fully_played:
             item.interrupted = True
@@ -104,6 +124,9 @@ class Interruptions:
     def item_truncate(self, event: protocol.ItemTruncate) -> None:
         """`conversation.item.truncate`: cap the assistant item's audio at `audio_end_ms`.
 
+        An interruption like `barge_in`: a reply still generating or sending is cancelled (the
+        listener stopped hearing it there) and its heard text is calibrated at once.
+
         Raises:
             protocol.ProtocolError: unknown item, or `audio_end_ms` beyond its audio.
         """
@@ -119,6 +142,7 @@ class Interruptions:
             self._log.emit("conversation.item.truncated", item_id=event.item_id, content_index=0,
                        audio_end_ms=response.cursor.cutoff_ms)
             return
+        self._responses.cancel_generation(response, "client_cancelled")
         self._cap(response, event.audio_end_ms)
 
     def output_clear(self, event: protocol.OutputAudioBufferClear) -> None:
@@ -137,11 +161,10 @@ class Interruptions:
                 "response_not_found", "There is no output audio to clear.",
                 event_id=event.event_id,
             )
-        self._log.emit("output_audio_buffer.cleared", response_id=response.id)
         if response is not self._responses.latest() or response.cursor.fully_played:
+            self._log.emit("output_audio_buffer.cleared", response_id=response.id)
             return
-        self._responses.cancel_generation(response, "client_cancelled")
-        self.mark_interrupted(response)
+        self.stop_playback(response, "client_cancelled")
 
     def playback_ack(self, event: protocol.PlaybackAck, now_ms: float) -> None:
         """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms);
@@ -153,6 +176,7 @@ class Interruptions:
             protocol.ProtocolError: unknown response or item.
         """
         response = self._responses.resolve(event.response_id, event.item_id, event.event_id)
+        self._items.reports_playback = True
         response.last_ack_ms = now_ms
         cursor = response.cursor
         was_fully_played = cursor.fully_played

@@ -8,10 +8,12 @@ item events (`conversation.item.added` / `done` / `retrieved` / `deleted`) and o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from server.realtime import protocol
 from server.realtime.events import EventLog
 from server.realtime.history import ConversationHistory, HistoryItem, heard_text_for
-from server.realtime.playback import PlaybackCursor
+from server.realtime.response_state import ResponseState
 
 
 class ConversationItems:
@@ -20,10 +22,21 @@ class ConversationItems:
     Args:
         history: the session's conversation history (shared, not copied).
         log: the session's outbox.
+        playback_unreported: whether the client is known not to report playback
+            (`Session.playback_unreported`); a completed reply then counts as heard in full
+            unless a truncate or barge-in cut it (OpenAI Realtime semantics).
+
+    Attributes:
+        reports_playback: the client has sent a `playback.ack`: only acknowledged audio
+            counts as heard.
+        reserved: ids announced for items not yet added (a speech turn's user item).
     """
 
-    def __init__(self, history: ConversationHistory, log: EventLog) -> None:
+    def __init__(self, history: ConversationHistory, log: EventLog,
+                 playback_unreported: Callable[[], bool]) -> None:
         self.history = history
+        self.reports_playback = False
+        self._playback_unreported = playback_unreported
         self.reserved: set[str] = set()
         self._log = log
         self._announced: dict[str, tuple[str, str, bool]] = {}
@@ -90,7 +103,7 @@ class ConversationItems:
         self._announced.pop(item_id, None)
         self._log.emit("conversation.item.deleted", item_id=item_id)
 
-    def announce_heard(self, item: HistoryItem, response_id: str, cursor: PlaybackCursor,
+    def announce_heard(self, item: HistoryItem, response: ResponseState,
                        elapsed_ms: float | None = None, *, again: bool = False) -> None:
         """Recompute an assistant item's stored text from its cursor and calibration result
         (`history.heard_text_for`); emit `conversation.item.heard` when (text, method,
@@ -98,12 +111,13 @@ class ConversationItems:
 
         Args:
             item: the assistant item.
-            response_id: its response.
-            cursor: that response's playback cursor (ms).
+            response: its response (status and playback cursor).
             elapsed_ms: calibration time to report, when this follows a calibration.
             again: announce even when nothing changed (a new calibration result or evidence).
         """
-        text, method = heard_text_for(item, cursor)
+        cursor = response.cursor
+        heard_unless_cut = response.status == "completed" and self._playback_unreported()
+        text, method = heard_text_for(item, cursor, heard_unless_cut)
         item.text, item.method = text, method
         if method == "full":
             item.interrupted = False
@@ -115,7 +129,7 @@ class ConversationItems:
         self._announced[item.id] = state
         heard = item.heard if method not in ("none", "full") else None
         self._log.emit(
-            "conversation.item.heard", item_id=item.id, response_id=response_id, text=text,
+            "conversation.item.heard", item_id=item.id, response_id=response.id, text=text,
             full_text=item.full_text, played_ms=cursor.cutoff_ms, method=method,
             asr_text=heard.asr_text if heard else None,
             marks_agree=heard.marks_agree if heard else None,

@@ -137,8 +137,9 @@ class ResponseState:
         return placed
 
     def pop_sendable(self, now_ms: float, sample_rate_hz: int, lead_ms: int, jitter_ms: int,
-                     ack_timeout_ms: int) -> QueuedTranscript | QueuedAudio | float | None:
-        """Take the next output pacing lets out at clock `now_ms` (ms).
+                     ack_timeout_ms: int, reports_playback: bool = True
+                     ) -> QueuedTranscript | QueuedAudio | float | None:
+        """Take the next output pacing lets out at clock `now_ms` (ms) (`send_budget_ms`).
 
         Transcript text always goes; an audio frame goes while the audio sent stays within
         `send_budget_ms` (its sample count then moves the cursor's `sent_ms`). Returns the
@@ -151,8 +152,11 @@ class ResponseState:
         head = self.queue[0]
         if isinstance(head, QueuedAudio):
             sent_ms = self.sent_samples * 1000 / sample_rate_hz
-            if sent_ms >= self.send_budget_ms(now_ms, lead_ms, jitter_ms, ack_timeout_ms):
-                return self.fallback_deadline_ms(sent_ms, lead_ms, ack_timeout_ms)
+            budget = self.send_budget_ms(now_ms, lead_ms, jitter_ms, ack_timeout_ms,
+                                         reports_playback)
+            if sent_ms >= budget:
+                return self.fallback_deadline_ms(sent_ms, lead_ms, ack_timeout_ms,
+                                                 reports_playback)
             if self.first_send_ms is None:
                 self.first_send_ms = now_ms
             self.sent_samples += head.samples
@@ -162,33 +166,46 @@ class ResponseState:
         return self.queue.popleft()
 
     def send_budget_ms(self, now_ms: float, lead_ms: int, jitter_ms: int,
-                       ack_timeout_ms: int) -> float:
+                       ack_timeout_ms: int, reports_playback: bool = True) -> float:
         """How far (ms of this response's audio) may have been sent at clock `now_ms`.
 
         The client's latest played position plus `lead_ms`; before the first ACK also
         `jitter_ms`, the client's initial jitter buffer (it starts playing once that much is
-        buffered, so the first ACK needs it). With no ACK for
-        `ack_timeout_ms` since the first audio was sent (or since the last ACK), the played
-        position is estimated from real time (elapsed since the first send, minus the jitter
-        buffer), so a client that never ACKs still receives the whole reply in real time.
+        buffered, so the first ACK needs it). A client that does not report playback (no
+        `playback.ack` yet in its session, `reports_playback` False) is paced by real time
+        from the first send (`estimated_played_ms`): audio flows continuously, `lead_ms` ahead.
+        A reporting client silent for `ack_timeout_ms` since the first audio was sent (or since
+        its last ACK) falls back to the same estimate, so it still receives the whole reply.
         """
         played = float(self.cursor.played_ms)
-        acked_recently = self.last_ack_ms is not None and now_ms - self.last_ack_ms < (
-            ack_timeout_ms
-        )
-        if not acked_recently and self.first_send_ms is not None:
+        if self.first_send_ms is not None:
             silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
-            if now_ms - silent_since >= ack_timeout_ms:
+            if not reports_playback or now_ms - silent_since >= ack_timeout_ms:
                 played = max(played, now_ms - self.first_send_ms - jitter_ms)
         initial_buffer = jitter_ms if self.last_ack_ms is None else 0
         return played + lead_ms + initial_buffer
 
-    def fallback_deadline_ms(self, sent_ms: float, lead_ms: int,
-                             ack_timeout_ms: int) -> float | None:
-        """The clock reading (ms) at which the real-time fallback of `send_budget_ms` next lets
+    def fallback_deadline_ms(self, sent_ms: float, lead_ms: int, ack_timeout_ms: int,
+                             reports_playback: bool = True) -> float | None:
+        """The clock reading (ms) at which the real-time estimate of `send_budget_ms` next lets
         audio beyond `sent_ms` out; None before any audio was sent."""
         if self.first_send_ms is None:
             return None
-        silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
         by_time = self.first_send_ms + sent_ms - lead_ms
+        if not reports_playback:
+            return by_time + 1
+        silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
         return max(silent_since + ack_timeout_ms, by_time) + 1
+
+    def estimated_played_ms(self, now_ms: float, jitter_ms: int) -> int:
+        """The position (ms) of this reply's audio estimated to be playing at clock `now_ms`:
+        the latest ACK plus the time since it arrived; before any ACK, the time since the first
+        audio was sent minus the client's initial jitter buffer; within [0, sent_ms]; 0 before
+        any audio was sent."""
+        if self.first_send_ms is None:
+            return 0
+        if self.last_ack_ms is None:
+            played = now_ms - self.first_send_ms - jitter_ms
+        else:
+            played = self.cursor.played_ms + now_ms - self.last_ack_ms
+        return int(min(max(played, 0.0), self.cursor.sent_ms))

@@ -115,7 +115,7 @@ class ResponseLifecycle:
         self._log.emit("response.content_part.done", **common,
                        part={"type": "audio", "transcript": sent_text})
         if item is not None:
-            self._items.announce_heard(item, response.id, response.cursor)
+            self._items.announce_heard(item, response)
             wire = item.as_wire(response.item_status)
             self._log.emit("response.output_item.done", response_id=response.id,
                            output_index=0, item=wire)

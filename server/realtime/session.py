@@ -84,7 +84,7 @@ class Session:
         self.closed = False
         self.calibration: HistoryCalibration | None = None
         self._log = EventLog()
-        self.items = ConversationItems(self.history, self._log)
+        self.items = ConversationItems(self.history, self._log, self.playback_unreported)
         self.input_turns = InputTurns(self.config.sample_rate_hz,
                                       self.config.input_audio_max_bytes, self.items, self._log)
         self.lifecycle = ResponseLifecycle(
@@ -93,9 +93,11 @@ class Session:
         self.responses = self.lifecycle.by_id
         self.heard_text = HeardTextStore(self.lifecycle, self.items, self._playback_active,
                                          lambda: self.closed)
-        self.interruptions = Interruptions(self.lifecycle, self.heard_text, self.items,
-                                           self._log, lambda: self.calibration)
+        self.interruptions = Interruptions(
+            self.lifecycle, self.heard_text, self.items, self._log, lambda: self.calibration,
+            lambda response: response.estimated_played_ms(self._clock_ms, self.config.jitter_ms))
         self._clock_ms = 0.0
+        self._unreported_settled = False
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -154,7 +156,8 @@ class Session:
             self.calibration.close()
 
     def set_clock(self, now_ms: float) -> None:
-        """Tell the session the current monotonic time (ms) before feeding it an ACK."""
+        """Tell the session the current monotonic time (ms) before feeding it an ACK (also set
+        by `pull_outbound`)."""
         self._clock_ms = now_ms
 
     # ------------------------------------------------------------------ client events
@@ -228,6 +231,36 @@ class Session:
 
     # ------------------------------------------------------------------ playback position
 
+    def playback_unreported(self) -> bool:
+        """True once the client is known not to report playback: no `playback.ack` arrived
+        within `ack_timeout_ms` of the session's first audio (a standard OpenAI Realtime client,
+        such as the `openai` SDK). Until then, and for clients that ACK, history holds only
+        acknowledged audio."""
+        if self.items.reports_playback:
+            return False
+        first = self._first_audio_ms()
+        return first is not None and self._clock_ms >= first + self.config.ack_timeout_ms
+
+    def _first_audio_ms(self) -> float | None:
+        """Clock reading (ms) at which the session's first audio was sent, None before."""
+        return next((r.first_send_ms for r in self.responses.values()
+                     if r.first_send_ms is not None), None)
+
+    def _settle_unreported(self) -> float | None:
+        """While it is not known whether the client reports playback, the clock reading (ms)
+        at which `playback_unreported` may turn true; once it did, every completed reply's
+        stored text is brought up to date (they count as heard in full) and None."""
+        first = self._first_audio_ms()
+        if first is None or self.items.reports_playback or self._unreported_settled:
+            return None
+        if not self.playback_unreported():
+            return first + self.config.ack_timeout_ms
+        self._unreported_settled = True
+        for response in list(self.responses.values()):
+            if not response.active:
+                self.heard_text.refresh(response)
+        return None
+
     def _playback_active(self, response: ResponseState) -> bool:
         return response is self.lifecycle.latest() and self.assistant_playing()
 
@@ -250,12 +283,10 @@ class Session:
         at the session clock (`set_clock`); None before any of it was sent, and once the reply
         stopped playing (`assistant_playing`) more than `ECHO_TAIL_MS` after its last ACK.
 
-        The client's latest ACK (`played_ms`) plus the time since that ACK arrived; before the
-        first ACK, the time since the first audio was sent minus the client's initial jitter
-        buffer (`jitter_ms`); at least 0 and at most the audio sent (`cursor.sent_ms`). Network
-        and capture latencies are not known here: the echo detector searches a lag range
-        around this estimate (`server.listening.echo.LAG_RANGE_MS`). The tail after playback ended
-        is there because the microphone hears the end of the reply that much later.
+        The estimate is `ResponseState.estimated_played_ms`. Network and capture latencies are
+        not known here: the echo detector searches a lag range around this estimate
+        (`server.listening.echo.LAG_RANGE_MS`). The tail after playback ended is there because
+        the microphone hears the end of the reply that much later.
         """
         response = self.lifecycle.latest()
         if response is None or response.first_send_ms is None:
@@ -264,11 +295,7 @@ class Session:
                 response.last_ack_ms is None
                 or self._clock_ms - response.last_ack_ms > ECHO_TAIL_MS):
             return None
-        if response.last_ack_ms is None:
-            played = self._clock_ms - response.first_send_ms - self.config.jitter_ms
-        else:
-            played = response.cursor.played_ms + self._clock_ms - response.last_ack_ms
-        return response.id, int(min(max(played, 0.0), response.cursor.sent_ms))
+        return response.id, response.estimated_played_ms(self._clock_ms, self.config.jitter_ms)
 
     # ------------------------------------------------------------------ input turns
 
@@ -286,9 +313,7 @@ class Session:
         if detection is not None and detection.interrupt_response and response is not None and (
             self.assistant_playing()
         ):
-            self.lifecycle.cancel_generation(response, "turn_detected")
-            self._log.emit("output_audio_buffer.cleared", response_id=response.id)
-            self.interruptions.mark_interrupted(response)
+            self.interruptions.stop_playback(response, "turn_detected")
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
@@ -331,7 +356,9 @@ class Session:
 
     def _start_response(self, instructions: str | None) -> None:
         previous = self.lifecycle.latest()
-        if previous is not None and not previous.cursor.fully_played:
+        if previous is not None and not previous.cursor.fully_played and (
+            not self.playback_unreported()
+        ):
             self.interruptions.mark_interrupted(previous)
         self.lifecycle.start(instructions)
 
@@ -429,19 +456,27 @@ class Session:
     def pull_outbound(self, now_ms: float) -> float | None:
         """Move sendable outputs of the current response to the event list.
 
-        Pacing: audio may run at most `lead_ms` (+ `jitter_ms`) ahead of the client's latest ACK
-        for this response; with no ACK for `ack_timeout_ms`, the played position is estimated
-        from real time since the first audio was sent (so a client that never ACKs still gets
-        the whole reply). When the queue is drained and generation ended, the terminal events are
-        emitted (exactly once).
+        Pacing (`ResponseState.send_budget_ms`): audio may run at most `lead_ms` (+ `jitter_ms`
+        before the first ACK) ahead of the client's latest ACK for this response; a client that
+        has not reported playback is paced by real time from the first send, and one whose
+        ACKs stopped for `ack_timeout_ms` falls back to that. When the queue is drained and
+        generation ended, the terminal events are emitted (exactly once). Also settles the
+        history of a client found not to report playback (`playback_unreported`).
 
         Args:
-            now_ms: a monotonic clock reading in ms.
+            now_ms: a monotonic clock reading in ms (it advances the session clock).
 
         Returns:
-            The clock reading (ms) at which more audio becomes sendable by the real-time
-            fallback, or None when only an ACK, new output or a cancel can unblock it.
+            The clock reading (ms) at which this should be called again (more audio becomes
+            sendable by real time, or playback reports are overdue), or None when only an ACK,
+            new output or a cancel can change anything.
         """
+        self._clock_ms = max(self._clock_ms, now_ms)
+        deadlines = (self._pull_current(now_ms), self._settle_unreported())
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def _pull_current(self, now_ms: float) -> float | None:
+        """The pacing part of `pull_outbound` for the current response."""
         response = self.responses.get(self.current_response_id or "")
         if response is None or not response.active:
             return None
@@ -450,7 +485,8 @@ class Session:
                   "output_index": 0, "content_index": 0}
         while isinstance(output := response.pop_sendable(
                 now_ms, config.sample_rate_hz, config.lead_ms, config.jitter_ms,
-                config.ack_timeout_ms), QueuedAudio | QueuedTranscript):
+                config.ack_timeout_ms, self.items.reports_playback),
+                QueuedAudio | QueuedTranscript):
             if isinstance(output, QueuedTranscript):
                 self._log.emit("response.output_audio_transcript.delta", **common,
                                delta=output.text)

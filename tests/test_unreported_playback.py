@@ -1,0 +1,157 @@
+"""Clients that never send `playback.ack` (standard OpenAI Realtime clients, the `openai` SDK):
+audio flows at real time plus the lead, a completed reply is kept in full unless a truncate cuts
+it, and interruptions cut at the real-time position."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openai import AsyncOpenAI
+
+from server.realtime.session import Session, SessionConfig
+from tests.test_session import send, start_reply, types
+
+LEAD_MS, JITTER_MS, FRAME_MS, ACK_TIMEOUT_MS = 400, 100, 100, 1000
+REPLY = "one two three four five six seven eight nine ten eleven twelve."
+
+
+def new_session() -> Session:
+    return Session(SessionConfig(lead_ms=LEAD_MS, jitter_ms=JITTER_MS, frame_ms=FRAME_MS,
+                                 ack_timeout_ms=ACK_TIMEOUT_MS))
+
+
+def sent_ms(events: list[dict[str, Any]]) -> int | None:
+    ends = [e["audio_end_ms"] for e in events if e["type"] == "response.output_audio.delta"]
+    return ends[-1] if ends else None
+
+
+def test_without_acks_audio_flows_at_real_time_plus_the_lead() -> None:
+    """The issue's input: the server sent the first 500 ms, then waited for its 1 s no-ACK
+    timeout (0.5 s of silence 500 ms into every reply). Pulled at every deadline it returns,
+    the client always holds at least the lead minus one frame beyond real time."""
+    session = new_session()
+    start_reply(session, "a long reply", 6000)
+    session.take_events()
+    now, sent, shortfalls = 0.0, 0, []
+    while now < 7000:
+        deadline = session.pull_outbound(now_ms=now)
+        sent = sent_ms(session.take_events()) or sent
+        if sent < 6000:
+            shortfalls.append(now + LEAD_MS - FRAME_MS - sent)
+        if deadline is None:
+            break
+        assert deadline > now
+        now = deadline
+    assert sent == 6000
+    assert max(shortfalls) <= 0, "the client was never short of the lead by more than a frame"
+
+
+def test_a_completed_reply_is_kept_in_full_once_the_client_is_known_not_to_ack() -> None:
+    """The issue's input: a reply played to the end with no ACK and no truncate was stored as
+    "" (uniform voice, 12 words, completed, retrieve -> ""). Conservative until the client
+    could have ACKed (`ack_timeout_ms` after its first audio), then OpenAI's semantics."""
+    session = new_session()
+    rid = start_reply(session, REPLY, 4800)
+    session.pull_outbound(now_ms=0.0)
+    item_id = session.responses[rid].item_id
+    assert session.history.get(item_id).text == ""
+    deadline = session.pull_outbound(now_ms=500.0)
+    assert deadline is not None and deadline <= ACK_TIMEOUT_MS + 1
+    now = 500.0
+    while (deadline := session.pull_outbound(now_ms=now)) is not None:
+        now = deadline
+    events = session.take_events()
+    assert "response.done" in types(events)
+    heard = [e for e in events if e["type"] == "conversation.item.heard"]
+    assert [(e["text"], e["method"], e["interrupted"]) for e in heard] == [(REPLY, "full", False)]
+    [retrieved] = send(session, type="conversation.item.retrieve", item_id=item_id)
+    assert retrieved["item"]["content"][0]["transcript"] == REPLY
+    assert session.playback_unreported()
+
+
+def test_a_truncate_still_cuts_a_reply_kept_in_full() -> None:
+    session = new_session()
+    rid = start_reply(session, REPLY, 4800)
+    for now in (0.0, 1500.0, 5000.0):
+        session.pull_outbound(now_ms=now)
+    item_id = session.responses[rid].item_id
+    assert session.history.get(item_id).text == REPLY
+    session.take_events()
+    events = send(session, type="conversation.item.truncate", item_id=item_id,
+                  content_index=0, audio_end_ms=1000)
+    [truncated] = [e for e in events if e["type"] == "conversation.item.truncated"]
+    assert truncated["audio_end_ms"] == 1000
+    [heard] = [e for e in events if e["type"] == "conversation.item.heard"]
+    assert heard["interrupted"] is True and heard["text"] != REPLY
+
+
+def test_server_vad_cuts_an_unacknowledged_reply_at_its_real_time_position() -> None:
+    session = new_session()
+    session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
+        "turn_detection": {"type": "server_vad"}}}}}))
+    rid = start_reply(session, REPLY, 4800)
+    for now in (0.0, 1000.0, 1500.0):
+        session.pull_outbound(now_ms=now)
+    session.take_events()
+    session.set_clock(1700.0)
+    session.on_speech_started(0)
+    events = session.take_events()
+    [truncated] = [e for e in events if e["type"] == "conversation.item.truncated"]
+    assert truncated["item_id"] == session.responses[rid].item_id
+    assert truncated["audio_end_ms"] == 1700 - JITTER_MS
+    assert "output_audio_buffer.cleared" in types(events)
+
+
+def test_a_client_that_acks_late_is_not_taken_for_one_that_never_does() -> None:
+    """A reply that completes before the client's first ACK stays conservative: the ACK then
+    decides (the ACKing page and the local-audio client keep heard-text history)."""
+    session = new_session()
+    rid = start_reply(session, "Okay.", 400)
+    session.pull_outbound(now_ms=0.0)
+    session.set_clock(300.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=200)
+    session.pull_outbound(now_ms=5000.0)
+    assert not session.playback_unreported()
+    assert session.history.get(session.responses[rid].item_id).text == ""
+
+
+async def test_the_openai_sdk_keeps_its_replies_and_truncates_them(start_server) -> None:
+    """End to end with the official `openai` realtime client, which never ACKs: the reply is
+    kept in full, and `conversation.item.truncate` alone (no cancel) cuts it at once."""
+    server = await start_server(tts="uniform", calibration="marks")
+    base = server.ws_url.removesuffix("/realtime")
+    sdk = AsyncOpenAI(api_key="unused", websocket_base_url=base)
+    async with sdk.realtime.connect(model="duplex-demo") as connection:
+        await connection.conversation.item.create(item={
+            "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": f"say: {REPLY}"}]})
+        await connection.response.create()
+        item_id, done, kept = None, None, None
+        async for event in connection:
+            if event.type == "response.output_item.added":
+                item_id = event.item.id
+            if event.type == "response.done":
+                done = event
+            if event.type == "conversation.item.heard":
+                kept = event
+            if done is not None and kept is not None:
+                break
+        assert done.response.status == "completed"
+        assert (kept.text, kept.method) == (REPLY, "full")
+        await connection.conversation.item.truncate(item_id=item_id, content_index=0,
+                                                    audio_end_ms=1000)
+        truncated = heard = None
+        async for event in connection:
+            if event.type == "conversation.item.truncated":
+                truncated = event
+            if event.type == "conversation.item.heard" and event.method != "none":
+                heard = event
+                break
+        assert truncated is not None and truncated.audio_end_ms == 1000
+        assert (heard.text, heard.method, heard.interrupted) == ("one two", "marks", True)
+        await connection.conversation.item.retrieve(item_id=item_id)
+        async for event in connection:
+            if event.type == "conversation.item.retrieved":
+                assert event.item.content[0].transcript == "one two"
+                break
