@@ -3,7 +3,9 @@
 Built on the `websockets` asyncio server: plain GET requests are answered in `process_request`
 (static files, health), upgrades on `/v1/realtime` become one `Connection` each. Upgrades are
 refused at the handshake when their `Origin` is neither this server's own origin nor explicitly
-allowed (403), and when `--max-sessions` sessions are already open (503).
+allowed (403), when `--api-key` is set and they do not carry it (401, `server.access`), and when
+`--max-sessions` sessions are already open (503). Every response carries a Content-Security-Policy
+that allows only this origin, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import itertools
 import logging
 import mimetypes
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,6 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, Services
 
 log = logging.getLogger(__name__)
@@ -40,12 +43,23 @@ PING_TIMEOUT_S = 20.0
 RETRY_AFTER_S = 10
 """`Retry-After` of a 503 for a full server (s)."""
 
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""Headers of every HTTP response: the page may load scripts, styles, worklets and sockets from
+its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
+sends no Referer (a `/?key=` URL never leaks)."""
+
 _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                   ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml"}
 
+
 @dataclass(frozen=True, slots=True)
 class ServerOptions:
-    """Limits of the listening socket (the `--max-frame-bytes`, `--max-sessions` and `--ping-*`
+    """Limits and access of the listening socket (the `--max-*`, `--ping-*` and `--api-key`
     flags; see README.md).
 
     Attributes:
@@ -53,12 +67,14 @@ class ServerOptions:
         max_sessions: concurrent realtime sessions; more are refused with HTTP 503.
         ping_interval_s: keepalive ping interval (s); None: no keepalive.
         ping_timeout_s: close (1011) when a ping is unanswered this long (s); None: never.
+        api_key: shared secret every request but `/healthz` must carry; None: open access.
     """
 
     max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
     max_sessions: int = MAX_SESSIONS
     ping_interval_s: float | None = PING_INTERVAL_S
     ping_timeout_s: float | None = PING_TIMEOUT_S
+    api_key: str | None = field(default=None, repr=False)
 
 
 def _response(status: http.HTTPStatus, body: bytes, content_type: str,
@@ -67,8 +83,7 @@ def _response(status: http.HTTPStatus, body: bytes, content_type: str,
     all_headers["Content-Type"] = content_type
     all_headers["Content-Length"] = str(len(body))
     all_headers["Cache-Control"] = "no-cache"
-    all_headers["X-Content-Type-Options"] = "nosniff"
-    for name, value in (headers or {}).items():
+    for name, value in (SECURITY_HEADERS | dict(headers or {})).items():
         all_headers[name] = value
     return Response(status.value, status.phrase, all_headers, body)
 
@@ -112,7 +127,7 @@ class DemoServer:
     Args:
         services: TTS, responder and calibration shared by all sessions.
         allowed_origins: extra origins allowed to open `/v1/realtime`.
-        options: limits (defaults: `ServerOptions()`).
+        options: limits and access (defaults: `ServerOptions()`, open access).
     """
 
     def __init__(self, services: Services, allowed_origins: Sequence[str] = (),
@@ -120,6 +135,7 @@ class DemoServer:
         self.services = services
         self.allowed_origins = tuple(allowed_origins)
         self.options = options or ServerOptions()
+        self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
         self._session_ids = itertools.count(1)
         self._open: set[ServerConnection] = set()
         self.server: Server | None = None
@@ -135,14 +151,25 @@ class DemoServer:
             return self._check_upgrade(request)
         if path == "/healthz":
             return _text(http.HTTPStatus.OK, "ok\n")
+        if self.access is not None:
+            refused = self._check_page(path, request)
+            if refused is not None:
+                return refused
         return static_response(path)
 
     def _check_upgrade(self, request: Request) -> Response | None:
-        """Refuse a realtime upgrade (403 origin, 503 full) or let it proceed (None)."""
+        """Refuse a realtime upgrade (403 origin, 401 key, 503 full) or let it proceed (None)."""
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
             log.warning("refused a WebSocket upgrade from a foreign origin")
             return _text(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
+        if self.access is not None and not self.access.authorized(request.headers):
+            log.warning("refused a WebSocket upgrade without the API key")
+            return _text(http.HTTPStatus.UNAUTHORIZED,
+                         "missing or wrong API key: send 'Authorization: Bearer <key>' or the "
+                         "'openai-insecure-api-key.<key>' subprotocol, or open the page with "
+                         "/?key=<key> first\n",
+                         {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
         if len(self._open) >= self.options.max_sessions:
             log.warning("refused a session: %d sessions are open", len(self._open))
             return _text(http.HTTPStatus.SERVICE_UNAVAILABLE,
@@ -150,6 +177,23 @@ class DemoServer:
                          f"{self.options.max_sessions} at once; try again later\n",
                          {"Retry-After": str(RETRY_AFTER_S)})
         return None
+
+    def _check_page(self, path: str, request: Request) -> Response | None:
+        """With an API key: log a browser in (`/?key=`), or refuse a request without the key."""
+        assert self.access is not None
+        key = self.access.login_key(request.path)
+        if key is not None:
+            if self.access.login_matches(key):
+                return _response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
+                                 {"Location": path, "Set-Cookie": self.access.cookie_header()})
+            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
+                             "text/html; charset=utf-8")
+        if self.access.authorized(request.headers):
+            return None
+        if path in ("/", "/index.html"):
+            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=False),
+                             "text/html; charset=utf-8")
+        return _text(http.HTTPStatus.UNAUTHORIZED, "access key required: open / first\n")
 
     async def _handle(self, websocket: ServerConnection) -> None:
         if urlsplit(websocket.request.path).path != REALTIME_PATH:
@@ -170,10 +214,13 @@ class DemoServer:
     async def start(self, host: str, port: int) -> Server:
         """Bind and start serving; returns the running `websockets` server."""
         options = self.options
+        logger = (redacting_logger("websockets.server", self.access.secrets())
+                  if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
             max_size=options.max_frame_bytes, ping_interval=options.ping_interval_s,
-            ping_timeout=options.ping_timeout_s, compression=None,
+            ping_timeout=options.ping_timeout_s, select_subprotocol=select_subprotocol,
+            compression=None, logger=logger,
         )
         return self.server
 

@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
 from calibration.policies import make_policy
@@ -62,6 +62,13 @@ class ServerConfig:
     max_history_items: int = 500
     max_history_chars: int = 200_000
     max_reply_chars: int = 4000
+    api_key: str | None = field(default=None, repr=False)
+
+
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+"""HTTP token characters (RFC 9110): what an API key may hold, so that it fits a bearer token
+and a `Sec-WebSocket-Protocol` value alike."""
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +84,13 @@ def _seconds_or_off(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
     return value
+
+
+def _api_key(text: str) -> str:
+    if not text or not set(text) <= _TOKEN_CHARS:
+        raise argparse.ArgumentTypeError(
+            "must be non-empty letters, digits and !#$%&'*+-.^_`|~ only")
+    return text
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -169,6 +183,13 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         default=int(env("max-reply-chars", defaults.max_reply_chars)),
                         help="longest assistant reply (characters, default 4000); a longer "
                         "one is cut at a word boundary")
+    access = parser.add_argument_group("access")
+    api_key = environ.get("DUPLEX_API_KEY") or None
+    access.add_argument("--api-key", type=_api_key,
+                        default=_api_key(api_key) if api_key is not None else None,
+                        help="shared secret required to open /v1/realtime and the page "
+                        "(Authorization: Bearer, a page cookie from /?key=, or the "
+                        "openai-insecure-api-key.<key> subprotocol); default: none, open")
     return parser
 
 
@@ -191,16 +212,16 @@ def parse_config(argv: Sequence[str] | None = None,
         max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
-        max_reply_chars=args.max_reply_chars,
+        max_reply_chars=args.max_reply_chars, api_key=args.api_key,
     )
 
 
 def server_options(config: ServerConfig) -> ServerOptions:
-    """The listening socket's limits (`DemoServer`) from a config."""
+    """The listening socket's limits and access settings (`DemoServer`) from a config."""
     return ServerOptions(
         max_frame_bytes=config.max_frame_bytes, max_sessions=config.max_sessions,
         ping_interval_s=config.ping_interval_s or None,
-        ping_timeout_s=config.ping_timeout_s or None,
+        ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
     )
 
 
