@@ -184,8 +184,10 @@ class DemoServer:
         key = self.access.login_key(request.path)
         if key is not None:
             if self.access.login_matches(key):
+                # Always to `/`: the key leaves the address bar, and the redirect's target
+                # never depends on the request.
                 return _response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
-                                 {"Location": path, "Set-Cookie": self.access.cookie_header()})
+                                 {"Location": "/", "Set-Cookie": self.access.cookie_header()})
             return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
                              "text/html; charset=utf-8")
         if self.access.authorized(request.headers):

@@ -116,6 +116,8 @@ async def test_page_login_sets_a_cookie_that_opens_the_socket(start_server) -> N
         cookie = entered.headers["Set-Cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and KEY not in cookie
         assert (await http.get("/")).status_code == 200  # the client kept the cookie
+        elsewhere = await http.get("//evil.example/", params={"key": KEY})
+        assert elsewhere.status_code == 303 and elsewhere.headers["Location"] == "/"
         assert (await http.get("/app.js")).status_code == 200
         value = http.cookies["duplex_auth"]
     async with RealtimeClient.connect(
