@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from server.app import DemoServer
-from server.config import build_services, parse_config
+from server.config import build_services, parse_config, server_options
 
 
 async def serve_forever(argv: Sequence[str] | None = None) -> None:
@@ -19,7 +19,7 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     services = await asyncio.to_thread(build_services, config)
-    demo = DemoServer(services, config.allow_origin)
+    demo = DemoServer(services, config.allow_origin, server_options(config))
     server = await demo.start(config.host, config.port)
     host = f"[{config.host}]" if ":" in config.host else config.host
     print(f"duplex-demo listening on http://{host}:{demo.port()} "

@@ -1,8 +1,11 @@
 """HTTP + WebSocket on one port: the static page from `web/`, `/healthz` and `/v1/realtime`.
 
 Built on the `websockets` asyncio server: plain GET requests are answered in `process_request`
-(static files, health), upgrades on `/v1/realtime` become one `Connection` each. Upgrades whose
-`Origin` is neither this server's own origin nor explicitly allowed are refused with 403.
+(static files, health), upgrades on `/v1/realtime` become one `Connection` each. Upgrades are
+refused at the handshake when their `Origin` is neither this server's own origin nor explicitly
+allowed (403), when `--api-key` is set and they do not carry it (401, `server.access`), and when
+`--max-sessions` sessions are already open (503). Every response carries a Content-Security-Policy
+that allows only this origin, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import http
 import itertools
 import logging
 import mimetypes
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,6 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, Services
 
 log = logging.getLogger(__name__)
@@ -28,20 +33,63 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 
 REALTIME_PATH = "/v1/realtime"
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
-"""websockets closes the socket above this; the protocol layer answers smaller oversized frames
-with an error event (`server.realtime.protocol.MAX_FRAME_CHARS`)."""
+"""Default `--max-frame-bytes`: websockets closes the socket (1009) above this; the protocol
+layer answers smaller oversized frames with an error event (`protocol.MAX_FRAME_CHARS`)."""
+MAX_SESSIONS = 32
+"""Default `--max-sessions`: concurrent realtime sessions; the next handshake gets 503."""
+PING_INTERVAL_S = 20.0
+PING_TIMEOUT_S = 20.0
+"""Default websockets keepalive: a ping every 20 s, closed (1011) when unanswered for 20 s."""
+RETRY_AFTER_S = 10
+"""`Retry-After` of a 503 for a full server (s)."""
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""Headers of every HTTP response: the page may load scripts, styles, worklets and sockets from
+its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
+sends no Referer (a `/?key=` URL never leaks)."""
 
 _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                   ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml"}
 
 
-def _response(status: http.HTTPStatus, body: bytes, content_type: str) -> Response:
-    headers = Headers()
-    headers["Content-Type"] = content_type
-    headers["Content-Length"] = str(len(body))
-    headers["Cache-Control"] = "no-cache"
-    headers["X-Content-Type-Options"] = "nosniff"
-    return Response(status.value, status.phrase, headers, body)
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """Limits and access of the listening socket (the `--max-*`, `--ping-*` and `--api-key`
+    flags; see README.md).
+
+    Attributes:
+        max_frame_bytes: largest WebSocket message (bytes); larger ones close with 1009.
+        max_sessions: concurrent realtime sessions; more are refused with HTTP 503.
+        ping_interval_s: keepalive ping interval (s); None: no keepalive.
+        ping_timeout_s: close (1011) when a ping is unanswered this long (s); None: never.
+        api_key: shared secret every request but `/healthz` must carry; None: open access.
+    """
+
+    max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
+    max_sessions: int = MAX_SESSIONS
+    ping_interval_s: float | None = PING_INTERVAL_S
+    ping_timeout_s: float | None = PING_TIMEOUT_S
+    api_key: str | None = field(default=None, repr=False)
+
+
+def _response(status: http.HTTPStatus, body: bytes, content_type: str,
+              headers: Mapping[str, str] | None = None) -> Response:
+    all_headers = Headers()
+    all_headers["Content-Type"] = content_type
+    all_headers["Content-Length"] = str(len(body))
+    all_headers["Cache-Control"] = "no-cache"
+    for name, value in (SECURITY_HEADERS | dict(headers or {})).items():
+        all_headers[name] = value
+    return Response(status.value, status.phrase, all_headers, body)
+
+
+def _text(status: http.HTTPStatus, text: str, headers: Mapping[str, str] | None = None) -> Response:
+    return _response(status, text.encode(), "text/plain; charset=utf-8", headers)
 
 
 def static_response(path: str, web_root: Path = WEB_ROOT) -> Response:
@@ -49,7 +97,7 @@ def static_response(path: str, web_root: Path = WEB_ROOT) -> Response:
     relative = urlsplit(path).path.lstrip("/") or "index.html"
     target = (web_root / relative).resolve()
     if not target.is_relative_to(web_root.resolve()) or not target.is_file():
-        return _response(http.HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+        return _text(http.HTTPStatus.NOT_FOUND, "not found\n")
     content_type = _CONTENT_TYPES.get(target.suffix) or (
         mimetypes.guess_type(target.name)[0] or "application/octet-stream"
     )
@@ -79,39 +127,102 @@ class DemoServer:
     Args:
         services: TTS, responder and calibration shared by all sessions.
         allowed_origins: extra origins allowed to open `/v1/realtime`.
+        options: limits and access (defaults: `ServerOptions()`, open access).
     """
 
-    def __init__(self, services: Services, allowed_origins: Sequence[str] = ()) -> None:
+    def __init__(self, services: Services, allowed_origins: Sequence[str] = (),
+                 options: ServerOptions | None = None) -> None:
         self.services = services
         self.allowed_origins = tuple(allowed_origins)
+        self.options = options or ServerOptions()
+        self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
         self._session_ids = itertools.count(1)
+        self._open: set[ServerConnection] = set()
         self.server: Server | None = None
+
+    @property
+    def open_sessions(self) -> int:
+        """Realtime sessions open now."""
+        return len(self._open)
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
         if path == REALTIME_PATH:
-            origin = request.headers.get("Origin")
-            if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
-                log.warning("refused a WebSocket upgrade from a foreign origin")
-                return _response(http.HTTPStatus.FORBIDDEN, b"origin not allowed\n",
-                                 "text/plain; charset=utf-8")
-            return None
+            return self._check_upgrade(request)
         if path == "/healthz":
-            return _response(http.HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+            return _text(http.HTTPStatus.OK, "ok\n")
+        if self.access is not None:
+            refused = self._check_page(path, request)
+            if refused is not None:
+                return refused
         return static_response(path)
+
+    def _check_upgrade(self, request: Request) -> Response | None:
+        """Refuse a realtime upgrade (403 origin, 401 key, 503 full) or let it proceed (None)."""
+        origin = request.headers.get("Origin")
+        if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
+            log.warning("refused a WebSocket upgrade from a foreign origin")
+            return _text(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
+        if self.access is not None and not self.access.authorized(request.headers):
+            log.warning("refused a WebSocket upgrade without the API key")
+            return _text(http.HTTPStatus.UNAUTHORIZED,
+                         "missing or wrong API key: send 'Authorization: Bearer <key>' or the "
+                         "'openai-insecure-api-key.<key>' subprotocol, or open the page with "
+                         "/?key=<key> first\n",
+                         {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
+        if len(self._open) >= self.options.max_sessions:
+            log.warning("refused a session: %d sessions are open", len(self._open))
+            return _text(http.HTTPStatus.SERVICE_UNAVAILABLE,
+                         f"too many sessions: this server holds at most "
+                         f"{self.options.max_sessions} at once; try again later\n",
+                         {"Retry-After": str(RETRY_AFTER_S)})
+        return None
+
+    def _check_page(self, path: str, request: Request) -> Response | None:
+        """With an API key: log a browser in (`/?key=`), or refuse a request without the key."""
+        assert self.access is not None
+        key = self.access.login_key(request.path)
+        if key is not None:
+            if self.access.login_matches(key):
+                # Always to `/`: the key leaves the address bar, and the redirect's target
+                # never depends on the request.
+                return _response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
+                                 {"Location": "/", "Set-Cookie": self.access.cookie_header()})
+            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
+                             "text/html; charset=utf-8")
+        if self.access.authorized(request.headers):
+            return None
+        if path in ("/", "/index.html"):
+            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=False),
+                             "text/html; charset=utf-8")
+        return _text(http.HTTPStatus.UNAUTHORIZED, "access key required: open / first\n")
 
     async def _handle(self, websocket: ServerConnection) -> None:
         if urlsplit(websocket.request.path).path != REALTIME_PATH:
             await websocket.close(1008, "unknown path")
             return
-        session_id = f"sess_{next(self._session_ids):04d}"
-        await Connection(websocket, self.services, session_id).run()
+        if len(self._open) >= self.options.max_sessions:
+            # Handshakes checked in `_check_upgrade` at the same time can all pass; the count
+            # here is exact.
+            await websocket.close(1013, "too many sessions; try again later")
+            return
+        self._open.add(websocket)
+        try:
+            session_id = f"sess_{next(self._session_ids):04d}"
+            await Connection(websocket, self.services, session_id).run()
+        finally:
+            self._open.discard(websocket)
 
     async def start(self, host: str, port: int) -> Server:
         """Bind and start serving; returns the running `websockets` server."""
+        options = self.options
+        logger = (redacting_logger("websockets.server", self.access.secrets())
+                  if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
-            max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None,
+            max_size=options.max_frame_bytes, ping_interval=options.ping_interval_s,
+            ping_timeout=options.ping_timeout_s, select_subprotocol=select_subprotocol,
+            compression=None, logger=logger,
         )
         return self.server
 

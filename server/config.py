@@ -11,15 +11,23 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
 from calibration.policies import make_policy
+from server.app import (
+    MAX_SESSIONS,
+    MAX_WEBSOCKET_FRAME_BYTES,
+    PING_INTERVAL_S,
+    PING_TIMEOUT_S,
+    ServerOptions,
+)
 from server.connection import Services
 from server.listening.vad import load_vad_model
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Responder
+from server.responders.reply_limit import ReplyLengthLimit
 from server.speech.engines import create_synthesizer
 from server.speech.synthesizer import SpeechSynthesizer
 
@@ -45,6 +53,22 @@ class ServerConfig:
     history_audio_max_bytes: int = 8 * 1024 * 1024
     interruption_note: str = DEFAULT_INTERRUPTION_NOTE
     deterministic: bool = False
+    max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
+    max_sessions: int = MAX_SESSIONS
+    max_events_per_s: int = 200
+    idle_timeout_s: float = 600.0
+    ping_interval_s: float = PING_INTERVAL_S
+    ping_timeout_s: float = PING_TIMEOUT_S
+    max_history_items: int = 500
+    max_history_chars: int = 200_000
+    max_reply_chars: int = 4000
+    api_key: str | None = field(default=None, repr=False)
+
+
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+"""HTTP token characters (RFC 9110): what an API key may hold, so that it fits a bearer token
+and a `Sec-WebSocket-Protocol` value alike."""
 
 
 def _positive_int(text: str) -> int:
@@ -52,6 +76,21 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return value
+
+
+def _seconds_or_off(text: str) -> float:
+    """A duration in seconds; 0 turns the feature off."""
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+    return value
+
+
+def _api_key(text: str) -> str:
+    if not text or not set(text) <= _TOKEN_CHARS:
+        raise argparse.ArgumentTypeError(
+            "must be non-empty letters, digits and !#$%&'*+-.^_`|~ only")
+    return text
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -105,6 +144,52 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument("--deterministic", action="store_true",
                         default=str(env("deterministic", "")).lower() in ("1", "true", "yes"),
                         help="bit-identical Piper output (noise_scale=0), for tests")
+    limits = parser.add_argument_group(
+        "limits", "what one client may cost the server; 0 turns a duration off")
+    limits.add_argument("--max-frame-bytes", type=_positive_int,
+                        default=int(env("max-frame-bytes", defaults.max_frame_bytes)),
+                        help="largest WebSocket message (bytes, default 4194304); a larger "
+                        "one closes the connection with 1009")
+    limits.add_argument("--max-sessions", type=_positive_int,
+                        default=int(env("max-sessions", defaults.max_sessions)),
+                        help="concurrent sessions (default 32); more are refused at the "
+                        "handshake with HTTP 503")
+    limits.add_argument("--max-events-per-s", type=_positive_int,
+                        default=int(env("max-events-per-s", defaults.max_events_per_s)),
+                        help="client events applied per session in any 1 s (default 200); "
+                        "excess ones get a rate_limit_exceeded error, twice that closes 1008")
+    limits.add_argument("--idle-timeout-s", type=_seconds_or_off,
+                        default=_seconds_or_off(str(env("idle-timeout-s",
+                                                        defaults.idle_timeout_s))),
+                        help="close a session (1000) after this long without a client event "
+                        "(s, default 600)")
+    limits.add_argument("--ping-interval-s", type=_seconds_or_off,
+                        default=_seconds_or_off(str(env("ping-interval-s",
+                                                        defaults.ping_interval_s))),
+                        help="WebSocket keepalive ping interval (s, default 20)")
+    limits.add_argument("--ping-timeout-s", type=_seconds_or_off,
+                        default=_seconds_or_off(str(env("ping-timeout-s",
+                                                        defaults.ping_timeout_s))),
+                        help="close (1011) when a ping is not answered within this (s, "
+                        "default 20)")
+    limits.add_argument("--max-history-items", type=_positive_int,
+                        default=int(env("max-history-items", defaults.max_history_items)),
+                        help="conversation items per session (default 500)")
+    limits.add_argument("--max-history-chars", type=_positive_int,
+                        default=int(env("max-history-chars", defaults.max_history_chars)),
+                        help="characters of all conversation items of a session (default "
+                        "200000)")
+    limits.add_argument("--max-reply-chars", type=_positive_int,
+                        default=int(env("max-reply-chars", defaults.max_reply_chars)),
+                        help="longest assistant reply (characters, default 4000); a longer "
+                        "one is cut at a word boundary")
+    access = parser.add_argument_group("access")
+    api_key = environ.get("DUPLEX_API_KEY") or None
+    access.add_argument("--api-key", type=_api_key,
+                        default=_api_key(api_key) if api_key is not None else None,
+                        help="shared secret required to open /v1/realtime and the page "
+                        "(Authorization: Bearer, a page cookie from /?key=, or the "
+                        "openai-insecure-api-key.<key> subprotocol); default: none, open")
     return parser
 
 
@@ -123,6 +208,20 @@ def parse_config(argv: Sequence[str] | None = None,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
         history_audio_max_bytes=args.history_audio_max_bytes,
         interruption_note=args.interruption_note, deterministic=args.deterministic,
+        max_frame_bytes=args.max_frame_bytes, max_sessions=args.max_sessions,
+        max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
+        ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
+        max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
+        max_reply_chars=args.max_reply_chars, api_key=args.api_key,
+    )
+
+
+def server_options(config: ServerConfig) -> ServerOptions:
+    """The listening socket's limits and access settings (`DemoServer`) from a config."""
+    return ServerOptions(
+        max_frame_bytes=config.max_frame_bytes, max_sessions=config.max_sessions,
+        ping_interval_s=config.ping_interval_s or None,
+        ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
     )
 
 
@@ -164,11 +263,13 @@ def build_services(
     load_vad_model()
     return Services(
         synthesizer=synthesizer,
-        responder=responder or DemoResponder(),
+        responder=ReplyLengthLimit(responder or DemoResponder(), config.max_reply_chars),
         session_config=SessionConfig(lead_ms=config.lead_ms,
                                      interruption_note=config.interruption_note),
         policy=make_policy(config.calibration, transcriber),
         input_transcriber=input_transcriber,
         history_audio_max_bytes=config.history_audio_max_bytes,
         calibration_timeout_s=config.calibration_timeout_ms / 1000,
+        idle_timeout_s=config.idle_timeout_s or None,
+        max_events_per_s=config.max_events_per_s,
     )

@@ -37,6 +37,7 @@ from server.realtime.effects import (
     Transcribe,
     WakeSender,
 )
+from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error, refuse
 from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
@@ -65,6 +66,10 @@ class Services:
         tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
             a cancelled reply leaves it at once instead of holding a worker thread that waits
             for the engine and then synthesizes a sentence nobody will hear.
+        idle_timeout_s: close a session (1000) after this long without a client frame (s);
+            None: never.
+        max_events_per_s: client frames applied per session in any 1 s
+            (`server.realtime.limits.EventRateLimiter`); None: no limit.
     """
 
     synthesizer: SpeechSynthesizer
@@ -75,6 +80,8 @@ class Services:
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
     tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    idle_timeout_s: float | None = None
+    max_events_per_s: int | None = None
 
 
 def _now_ms() -> float:
@@ -117,6 +124,8 @@ class Connection:
         self._prepared: tuple[str, asyncio.Future[str]] | None = None
         self._speech_detector: InputSpeechDetector | None = None
         self._echo_reference: tuple[str, EchoReference] | None = None
+        self._rate = (EventRateLimiter(services.max_events_per_s)
+                      if services.max_events_per_s else None)
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
@@ -124,10 +133,9 @@ class Connection:
         sender = asyncio.create_task(self._send_loop())
         try:
             await self._settle()
-            async for frame in self.websocket:
-                self.session.set_clock(_now_ms())
-                self.session.receive(frame)
-                await self._settle()
+            while (frame := await self._next_frame()) is not None:
+                if not await self._apply_frame(frame):
+                    break
         except ConnectionClosed:
             pass
         finally:
@@ -141,6 +149,45 @@ class Connection:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _next_frame(self) -> str | bytes | None:
+        """The next client frame; None once the connection was closed for being idle (no frame
+        for `Services.idle_timeout_s`: close 1000 with the reason). Raises `ConnectionClosed`
+        when the client closed."""
+        idle_s = self.services.idle_timeout_s
+        try:
+            async with asyncio.timeout(idle_s):
+                return await self.websocket.recv()
+        except TimeoutError:
+            await self._close(1000, f"idle timeout: no client event for {idle_s:g} s")
+            return None
+
+    async def _close(self, code: int, reason: str) -> None:
+        """Close the connection from this side, discarding the frames the client still sends
+        until it answers: reading may be paused (a full receive queue), and only reading lets
+        websockets see the client's close frame."""
+        closing = asyncio.ensure_future(self.websocket.close(code, reason))
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in self.websocket:
+                pass
+        await closing
+
+    async def _apply_frame(self, frame: str | bytes) -> bool:
+        """Give one client frame to the session, or refuse it above the event rate (an `error`
+        event); False once the connection was closed for sustained excess (1008)."""
+        now_ms = _now_ms()
+        rate = self._rate
+        admission = rate.admit(now_ms) if rate is not None else Admission.ACCEPT
+        if rate is None or admission is Admission.ACCEPT:
+            self.session.set_clock(now_ms)
+            self.session.receive(frame)
+        else:
+            refuse(self.session, rate_limit_error(frame, rate))
+        await self._settle()
+        if admission is Admission.CLOSE:
+            await self._close(1008, "event rate limit exceeded")
+            return False
+        return True
 
     # ------------------------------------------------------------------ plumbing
 

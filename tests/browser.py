@@ -102,12 +102,15 @@ class DemoPage:
     async def wait_state(self, predicate: str, timeout_s: float = 10.0) -> None:
         """Wait until `predicate` (JS, `s` = the page state) is truthy; polls every 50 ms.
 
-        Raises playwright's TimeoutError after `timeout_s` seconds.
+        Polls from here with `page.evaluate` (DevTools evaluation, which the page's
+        Content-Security-Policy does not restrict) rather than `wait_for_function`, whose
+        in-page `eval` the policy blocks. Raises TimeoutError after `timeout_s` seconds.
         """
-        await self.page.wait_for_function(
-            f"(() => {{ const s = window.duplexDemo?.state; return !!s && ({predicate}); }})()",
-            polling=50, timeout=timeout_s * 1000,
-        )
+        expression = (f"(() => {{ const s = window.duplexDemo?.state; "
+                      f"return !!s && !!({predicate}); }})()")
+        async with asyncio.timeout(timeout_s):
+            while not await self.page.evaluate(expression):
+                await asyncio.sleep(0.05)
 
     async def prompt(self, text: str) -> str:
         """Type a prompt, press Send and return the id of the response it started."""
@@ -166,7 +169,7 @@ async def chromium(fake_mic: Path | None = None, loop_mic: bool = False) -> Asyn
 @asynccontextmanager
 async def open_demo(browser: Browser, http_url: str) -> AsyncIterator[DemoPage]:
     """Open the demo page at `http_url` in a fresh context; yields once the session is connected
-    and the page's audio output is configured. Raises playwright's TimeoutError otherwise."""
+    and the page's audio output is configured. Raises TimeoutError otherwise."""
     context = await browser.new_context(viewport=VIEWPORT)
     try:
         demo = DemoPage(await context.new_page())

@@ -13,7 +13,7 @@ import pytest
 
 from calibration.asr import Transcriber
 from server.app import DemoServer
-from server.config import ServerConfig, build_services
+from server.config import ServerConfig, build_services, server_options
 from server.responders.demo import DemoResponder
 from server.responders.prompt import Prompt
 from server.speech.engines import create_synthesizer
@@ -90,7 +90,7 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
         services = await asyncio.to_thread(
             build_services, config, synthesizer=synthesizer, responder=responder,
             input_transcriber=input_transcriber)
-        demo = DemoServer(services, config.allow_origin)
+        demo = DemoServer(services, config.allow_origin, server_options(config))
         await demo.start("127.0.0.1", 0)
         started.append(demo)
         return RunningServer(demo, responder)

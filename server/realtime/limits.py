@@ -1,0 +1,135 @@
+"""Per-session limits a client cannot talk its way past: the event rate and the history size.
+
+Sans-I/O like the rest of `server.realtime`: the caller passes the clock (monotonic ms) in and
+turns the verdicts into socket actions (`server.connection`). Every refusal is a
+`protocol.ProtocolError`, so it reaches the client as an ordinary `error` event naming the
+refused event's `event_id`, and the refused event changes nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import deque
+from typing import TYPE_CHECKING
+
+from server.realtime import protocol
+from server.realtime.history import ConversationHistory, HistoryItem
+
+if TYPE_CHECKING:
+    from server.realtime.session import Session
+
+RATE_WINDOW_MS = 1000.0
+"""The sliding window over which client events are counted (ms)."""
+
+RATE_LIMIT_CODE = "rate_limit_exceeded"
+HISTORY_LIMIT_CODE = "history_limit_exceeded"
+
+
+class Admission(enum.Enum):
+    """What to do with one client frame."""
+
+    ACCEPT = "accept"
+    """Apply it."""
+    REFUSE = "refuse"
+    """Drop it and answer with `rate_limit_error`."""
+    CLOSE = "close"
+    """Sustained abuse: drop it and close the connection (1008, policy violation)."""
+
+
+class EventRateLimiter:
+    """At most `max_events` client frames are applied in any sliding `window_ms`.
+
+    Frames beyond that are refused (`Admission.REFUSE`); when the refused frames within one
+    window reach `max_events` too (the client keeps sending at twice the limit or more), the
+    verdict is `Admission.CLOSE`. Memory is O(max_events).
+
+    Args:
+        max_events: frames applied per window (> 0).
+        window_ms: window length (ms, > 0).
+
+    Raises:
+        ValueError: a non-positive limit or window.
+    """
+
+    def __init__(self, max_events: int, window_ms: float = RATE_WINDOW_MS) -> None:
+        if max_events <= 0 or window_ms <= 0:
+            raise ValueError("max_events and window_ms must be > 0")
+        self.max_events = max_events
+        self.window_ms = window_ms
+        self._accepted: deque[float] = deque()
+        self._refused: deque[float] = deque()
+
+    def admit(self, now_ms: float) -> Admission:
+        """Count one frame arriving at `now_ms` (monotonic ms, never decreasing)."""
+        horizon = now_ms - self.window_ms
+        for times in (self._accepted, self._refused):
+            while times and times[0] <= horizon:
+                times.popleft()
+        if len(self._accepted) < self.max_events:
+            self._accepted.append(now_ms)
+            return Admission.ACCEPT
+        self._refused.append(now_ms)
+        if len(self._refused) >= self.max_events:
+            return Admission.CLOSE
+        return Admission.REFUSE
+
+
+def rate_limit_error(frame: str | bytes, limiter: EventRateLimiter) -> protocol.ProtocolError:
+    """The `rate_limit_exceeded` error for a refused frame (naming its `event_id` if it has
+    one)."""
+    per_s = limiter.max_events * 1000.0 / limiter.window_ms
+    return protocol.ProtocolError(
+        RATE_LIMIT_CODE,
+        f"Too many events: this server applies at most {per_s:g} events per second per "
+        "session; this event was ignored. Clients sending twice that are disconnected.",
+        event_id=_event_id_of(frame),
+    )
+
+
+def _event_id_of(frame: str | bytes) -> str | None:
+    if not isinstance(frame, str) or len(frame) > protocol.MAX_FRAME_CHARS:
+        return None
+    try:
+        data = json.loads(frame)
+    except ValueError:
+        return None
+    event_id = data.get("event_id") if isinstance(data, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+def refuse(session: Session, error: protocol.ProtocolError) -> None:
+    """Emit `error` for a client frame refused before it reached `session`, in sequence with
+    the session's other events.
+
+    Interim: uses the session's own error path until `Session` offers a public method for it.
+    """
+    session._error(error)
+
+
+def item_chars(item: HistoryItem) -> int:
+    """Characters an item holds: a user item's text, an assistant item's whole reply."""
+    return max(len(item.text), len(item.full_text))
+
+
+def history_limit_error(
+    history: ConversationHistory, added_chars: int, *, max_items: int, max_chars: int,
+    event_id: str | None = None,
+) -> protocol.ProtocolError | None:
+    """The `history_limit_exceeded` error when one more item of `added_chars` characters would
+    take `history` past `max_items` items or `max_chars` characters (see `item_chars`); None
+    when it fits. O(len(history))."""
+    items = list(history)
+    chars = sum(item_chars(item) for item in items)
+    if len(items) + 1 > max_items:
+        detail = f"it holds {len(items)} items, the limit is {max_items}"
+    elif chars + added_chars > max_chars:
+        detail = (f"it holds {chars} characters, this adds {added_chars}, the limit is "
+                  f"{max_chars}")
+    else:
+        return None
+    return protocol.ProtocolError(
+        HISTORY_LIMIT_CODE,
+        f"The conversation history is full ({detail}); delete items with "
+        "conversation.item.delete or start a new session.", param="item", event_id=event_id,
+    )

@@ -1,0 +1,195 @@
+"""`--api-key` access and the page's security headers, on a real server on loopback.
+
+Without a key everything is open (the other test files run that way). With one, `/v1/realtime`
+takes a bearer header (the `openai` SDK's realtime client), the `openai-insecure-api-key.<key>`
+subprotocol, or the page cookie that `/?key=` sets; anything else is refused at the handshake
+with 401. The page logs in through its form in headless Chromium, under a Content-Security-Policy
+that allows only its own origin, and the key never reaches a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+from playwright.async_api import Browser
+from websockets.exceptions import InvalidStatus
+
+from server.app import SECURITY_HEADERS
+from server.config import ServerConfig, build_parser, parse_config
+from tests.browser import VIEWPORT, DemoPage, chromium
+from tests.realtime_client import RealtimeClient
+
+pytestmark = pytest.mark.timeout(90)
+
+KEY = "s3cret-Key_42"
+
+
+def user_item(text: str) -> dict[str, object]:
+    return {"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
+
+
+async def refused_status(url: str, **kwargs: object) -> tuple[int, bytes, dict[str, str]]:
+    """Open `url` expecting the handshake to be refused; returns (status, body, headers)."""
+    with pytest.raises(InvalidStatus) as refused:
+        async with RealtimeClient.connect(url, **kwargs):
+            pass
+    response = refused.value.response
+    return response.status_code, response.body or b"", dict(response.headers.raw_items())
+
+
+async def test_page_responses_carry_the_security_headers(start_server) -> None:
+    server = await start_server()
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        for path in ("/", "/app.js", "/nope"):
+            response = await http.get(path)
+            for name, value in SECURITY_HEADERS.items():
+                assert response.headers[name] == value, (path, name)
+    csp = SECURITY_HEADERS["Content-Security-Policy"]
+    assert "default-src 'self'" in csp and "unsafe" not in csp and "*" not in csp
+
+
+async def test_realtime_needs_the_key(start_server) -> None:
+    server = await start_server(api_key=KEY)
+    status, body, headers = await refused_status(server.ws_url)
+    assert status == 401 and b"API key" in body and headers["WWW-Authenticate"].startswith("Bearer")
+    for wrong in ({"additional_headers": {"Authorization": "Bearer nope"}},
+                  {"additional_headers": {"Authorization": f"Basic {KEY}"}},
+                  {"subprotocols": ["realtime", "openai-insecure-api-key.nope"]}):
+        assert (await refused_status(server.ws_url, **wrong))[0] == 401, wrong
+    async with RealtimeClient.connect(
+            server.ws_url, additional_headers={"Authorization": f"Bearer {KEY}"}) as client:
+        assert client.events[0]["type"] == "session.created"
+    async with RealtimeClient.connect(
+            server.ws_url, subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"]) as client:
+        assert client.websocket.subprotocol == "realtime"
+        await client.prompt("say: Subprotocol key.")
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
+
+
+async def test_without_a_key_the_server_is_open(start_server) -> None:
+    server = await start_server()
+    async with RealtimeClient.connect(server.ws_url) as client:
+        assert client.websocket.subprotocol is None
+    async with RealtimeClient.connect(
+            server.ws_url, subprotocols=["realtime", "openai-insecure-api-key.x"]) as client:
+        assert client.websocket.subprotocol == "realtime"
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        assert (await http.get("/")).status_code == 200
+
+
+async def test_openai_sdk_realtime_client_with_the_key(start_server) -> None:
+    server = await start_server(api_key=KEY)
+    base = server.ws_url.removesuffix("/realtime")
+    sdk = AsyncOpenAI(api_key=KEY, websocket_base_url=base)
+    async with sdk.realtime.connect(model="duplex-demo") as connection:
+        assert (await connection.recv()).type == "session.created"
+        await connection.send(user_item("say: Hello from the SDK."))
+        await connection.response.create()
+        async for event in connection:
+            if event.type == "response.done":
+                assert event.response.status == "completed"
+                break
+    wrong = AsyncOpenAI(api_key="nope", websocket_base_url=base)
+    with pytest.raises(InvalidStatus) as refused:
+        async with wrong.realtime.connect(model="duplex-demo") as connection:
+            await connection.recv()
+    assert refused.value.response.status_code == 401
+
+
+async def test_page_login_sets_a_cookie_that_opens_the_socket(start_server) -> None:
+    server = await start_server(api_key=KEY)
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        login = await http.get("/")
+        assert login.status_code == 401 and '<form method="get" action="/">' in login.text
+        assert (await http.get("/app.js")).status_code == 401
+        assert (await http.get("/healthz")).status_code == 200
+        wrong = await http.get("/", params={"key": "nope"})
+        assert wrong.status_code == 401 and "wrong" in wrong.text
+        assert "set-cookie" not in wrong.headers
+        entered = await http.get("/", params={"key": KEY})
+        assert entered.status_code == 303 and entered.headers["Location"] == "/"
+        cookie = entered.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and KEY not in cookie
+        assert (await http.get("/")).status_code == 200  # the client kept the cookie
+        elsewhere = await http.get("//evil.example/", params={"key": KEY})
+        assert elsewhere.status_code == 303 and elsewhere.headers["Location"] == "/"
+        assert (await http.get("/app.js")).status_code == 200
+        value = http.cookies["duplex_auth"]
+    async with RealtimeClient.connect(
+            server.ws_url, additional_headers={"Cookie": f"duplex_auth={value}"}) as client:
+        assert client.events[0]["type"] == "session.created"
+    assert (await refused_status(server.ws_url,
+                                 additional_headers={"Cookie": "duplex_auth=forged"}))[0] == 401
+
+
+async def test_the_key_is_never_logged(start_server, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = await start_server(api_key=KEY)
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        await http.get("/", params={"key": KEY})
+        await http.get("/")
+        cookie = http.cookies["duplex_auth"]
+    async with RealtimeClient.connect(
+            server.ws_url, additional_headers={"Authorization": f"Bearer {KEY}"}):
+        pass
+    await refused_status(server.ws_url, subprotocols=[f"openai-insecure-api-key.{KEY}x"])
+    logged = "\n".join(record.getMessage() for record in caplog.records
+                       if record.name.startswith(("websockets.server", "server")))
+    assert "Authorization: Bearer <redacted>" in logged  # the header line, key scrubbed
+    assert "GET /?key=<redacted>" in logged
+    assert KEY not in logged and cookie not in logged
+
+
+def test_the_key_stays_out_of_help_and_repr() -> None:
+    environ = {"DUPLEX_API_KEY": KEY}
+    assert KEY not in build_parser(environ).format_help()
+    config = parse_config([], environ)
+    assert config.api_key == KEY and KEY not in repr(config)
+    assert parse_config([], {"DUPLEX_API_KEY": ""}).api_key is None
+    assert ServerConfig().api_key is None
+    with pytest.raises(SystemExit):
+        parse_config(["--api-key", "has space"], {})
+
+
+# ---------------------------------------------------------------------- the page in Chromium
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with chromium() as launched:
+        yield launched
+
+
+CSP_WATCH = """
+window.cspViolations = [];
+document.addEventListener('securitypolicyviolation',
+    (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+"""
+"""Init script: records every Content-Security-Policy violation of the page."""
+
+
+async def test_page_logs_in_with_its_form_and_talks(start_server, browser: Browser) -> None:
+    server = await start_server(api_key=KEY)
+    context = await browser.new_context(viewport=VIEWPORT)
+    await context.add_init_script(CSP_WATCH)
+    try:
+        demo = DemoPage(await context.new_page())
+        await demo.page.goto(server.http_url + "/")
+        await demo.page.get_by_label("Access key").fill(KEY)
+        await demo.page.get_by_role("button", name="Open").click()
+        await demo.wait_state("s.connected && s.sessionRate > 0")
+        assert demo.page.url == server.http_url + "/"
+        cookies = await context.cookies()
+        assert [c["name"] for c in cookies] == ["duplex_auth"] and cookies[0]["httpOnly"]
+        response_id = await demo.prompt("say: The cookie let me in.")
+        await demo.wait_received("response.done",
+                                 lambda e: e["response"]["id"] == response_id, timeout_s=20)
+        assert await demo.page.evaluate("document.cookie") == ""  # HttpOnly
+        assert await demo.page.evaluate("window.cspViolations") == []
+    finally:
+        await context.close()

@@ -1,0 +1,291 @@
+"""Limits a client cannot get past, each on a real server on loopback: frame size, concurrent
+sessions, event rate, idle timeout, keepalive, history size and reply length.
+
+Each limit is set low through the same `ServerConfig` field its flag fills, then exceeded, and the
+test checks the documented outcome (close code, HTTP status or `error` event) and that the server
+and the other sessions carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import pytest
+from websockets.client import ClientProtocol
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.frames import Close, Opcode
+from websockets.uri import parse_uri
+
+from server.realtime.limits import Admission, EventRateLimiter
+from server.realtime.session import SessionConfig
+from server.responders.prompt import ConversationTurn, Prompt
+from server.responders.reply_limit import ReplyLengthLimit, word_prefix
+from tests.realtime_client import RealtimeClient
+
+pytestmark = pytest.mark.timeout(60)
+
+SESSION_HAS_HISTORY_LIMITS = {"max_history_items", "max_history_chars"} <= set(
+    SessionConfig.__dataclass_fields__)
+"""The history limits are enforced by `Session` (its change is proposed separately)."""
+
+
+async def closed_with(client: RealtimeClient, timeout: float = 10.0) -> tuple[int, str]:
+    """Read until the server closes the connection; returns the (code, reason) it sent."""
+    with pytest.raises(ConnectionClosed) as closed:
+        async with asyncio.timeout(timeout):
+            while True:
+                await client._receive(timeout)
+    assert closed.value.rcvd is not None, "the server sent no close frame"
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+# ---------------------------------------------------------------------- frame size
+
+
+async def test_frame_above_max_frame_bytes_closes_1009(start_server) -> None:
+    server = await start_server(max_frame_bytes=64 * 1024)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.send(user_item("word " * 2000))  # a 10 kB frame is fine
+        await client.wait_for("conversation.item.done")
+        await client.send_raw('{"type": "response.create", "pad": "' + "x" * 70_000 + '"}')
+        code, _ = await closed_with(client)
+    assert code == 1009
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.prompt("say: Still serving.")
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
+
+
+# ---------------------------------------------------------------------- concurrent sessions
+
+
+async def test_sessions_beyond_max_sessions_are_refused_with_503(start_server) -> None:
+    server = await start_server(max_sessions=2)
+    async with RealtimeClient.connect(server.ws_url), RealtimeClient.connect(server.ws_url):
+        with pytest.raises(InvalidStatus) as refused:
+            async with RealtimeClient.connect(server.ws_url):
+                pass
+        response = refused.value.response
+        assert response.status_code == 503
+        assert b"too many sessions" in response.body and b"at most 2" in response.body
+        assert response.headers["Retry-After"].isdigit()
+    async with asyncio.timeout(5):
+        while server.demo.open_sessions:
+            await asyncio.sleep(0.02)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.prompt("say: Room again.")
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
+
+
+async def test_simultaneous_handshakes_never_exceed_max_sessions(start_server) -> None:
+    server = await start_server(max_sessions=2)
+
+    async def attempt() -> str:
+        try:
+            async with RealtimeClient.connect(server.ws_url) as client:
+                await client.drain(1.0)
+                return "session"
+        except InvalidStatus as exc:
+            return f"http {exc.response.status_code}"
+        except ConnectionClosed as exc:
+            return f"closed {exc.rcvd.code if exc.rcvd else None}"
+
+    outcomes = await asyncio.gather(*(attempt() for _ in range(6)))
+    assert outcomes.count("session") == 2, outcomes
+    assert set(outcomes) <= {"session", "http 503", "closed 1013"}, outcomes
+
+
+# ---------------------------------------------------------------------- event rate
+
+
+def test_rate_limiter_counts_a_sliding_window() -> None:
+    limiter = EventRateLimiter(3, window_ms=1000)
+    assert [limiter.admit(t) for t in (0, 100, 200)] == [Admission.ACCEPT] * 3
+    assert limiter.admit(300) is Admission.REFUSE
+    assert limiter.admit(1000.5) is Admission.ACCEPT  # the frame at 0 left the window
+    assert limiter.admit(1050) is Admission.REFUSE
+    assert limiter.admit(1060) is Admission.CLOSE  # 3 refused within one window
+
+
+async def test_events_above_the_rate_get_an_error_and_change_nothing(start_server) -> None:
+    server = await start_server(max_events_per_s=20)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        sent = [await client.send({"type": "session.update", "session": {
+            "type": "realtime", "instructions": f"version {i}"}}) for i in range(25)]
+        updated = [await client.wait_for("session.updated") for _ in range(20)]
+        errors = [await client.wait_for("error") for _ in range(5)]
+        assert [e["error"]["code"] for e in errors] == ["rate_limit_exceeded"] * 5
+        assert [e["error"]["event_id"] for e in errors] == sent[20:]
+        assert "20 events per second" in errors[0]["error"]["message"]
+        assert updated[-1]["session"]["instructions"] == "version 19"
+        assert not await client.drain(0.2)
+        await asyncio.sleep(1.0)
+        await client.send({"type": "session.update", "session": {"type": "realtime"}})
+        assert (await client.wait_for("session.updated"))["session"]["instructions"] == (
+            "version 19")
+
+
+async def test_twice_the_rate_closes_1008(start_server) -> None:
+    server = await start_server(max_events_per_s=20)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        for _ in range(45):
+            await client.send({"type": "input_audio_buffer.clear"})
+        code, reason = await closed_with(client)
+        assert (code, reason) == (1008, "event rate limit exceeded")
+        assert len(client.of_type("input_audio_buffer.cleared")) == 20
+        assert len(client.of_type("error")) == 20
+
+
+# ---------------------------------------------------------------------- idle timeout
+
+
+async def test_idle_session_is_closed_1000_with_a_reason(start_server) -> None:
+    server = await start_server(idle_timeout_s=0.6)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        for _ in range(4):  # events keep it open past the timeout
+            await asyncio.sleep(0.3)
+            await client.send({"type": "input_audio_buffer.clear"})
+        started = time.monotonic()
+        code, reason = await closed_with(client)
+        assert (code, reason) == (1000, "idle timeout: no client event for 0.6 s")
+        assert 0.5 < time.monotonic() - started < 3.0
+        assert len(client.of_type("input_audio_buffer.cleared")) == 4
+
+
+# ---------------------------------------------------------------------- keepalive
+
+
+async def raw_session_without_pongs(ws_url: str, seconds: float) -> tuple[list[object], float]:
+    """Open `/v1/realtime` by hand and read for up to `seconds` without ever answering a ping;
+    returns the frames received after the handshake and when the server closed (s)."""
+    protocol = ClientProtocol(parse_uri(ws_url))
+    protocol.send_request(protocol.connect())
+    url = urlsplit(ws_url)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    started = time.monotonic()
+    writer.write(b"".join(protocol.data_to_send()))
+    frames: list[object] = []
+    try:
+        async with asyncio.timeout(seconds):
+            while data := await reader.read(65536):
+                protocol.receive_data(data)
+                frames.extend(protocol.events_received())
+    finally:
+        writer.close()
+    return frames[1:], time.monotonic() - started
+
+
+async def test_unanswered_pings_close_the_session_1011(start_server) -> None:
+    server = await start_server(ping_interval_s=0.3, ping_timeout_s=0.3)
+    frames, closed_after = await raw_session_without_pongs(server.ws_url, 10.0)
+    opcodes = [frame.opcode for frame in frames]  # type: ignore[attr-defined]
+    assert Opcode.PING in opcodes and opcodes[-1] is Opcode.CLOSE
+    close = Close.parse(frames[-1].data)  # type: ignore[attr-defined]
+    assert close.code == 1011 and "keepalive" in close.reason
+    assert closed_after < 3.0
+
+
+async def test_a_client_answering_pings_stays(start_server) -> None:
+    server = await start_server(ping_interval_s=0.2, ping_timeout_s=0.2)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await asyncio.sleep(1.2)
+        await client.prompt("say: Still here.")
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
+
+
+# ---------------------------------------------------------------------- history size
+
+
+def user_item(text: str) -> dict[str, object]:
+    return {"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
+
+
+@pytest.mark.xfail(not SESSION_HAS_HISTORY_LIMITS, strict=True,
+                   reason="needs the Session change proposed with the limits branch")
+async def test_items_past_max_history_items_are_refused(start_server) -> None:
+    server = await start_server(max_history_items=3)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        for text in ("one", "two", "three"):
+            await client.send(user_item(text))
+            await client.wait_for("conversation.item.done")
+        event_id = await client.send(user_item("four"))
+        error = (await client.wait_for("error", timeout=5))["error"]
+        assert (error["code"], error["event_id"]) == ("history_limit_exceeded", event_id)
+        assert "3 items" in error["message"] and "conversation.item.delete" in error["message"]
+        await client.send({"type": "response.create"})
+        assert (await client.wait_for("error"))["error"]["code"] == "history_limit_exceeded"
+        assert len(client.of_type("conversation.item.added")) == 3
+        assert not client.of_type("response.created")
+        for done in client.of_type("conversation.item.done")[:2]:
+            await client.send({"type": "conversation.item.delete", "item_id": done["item"]["id"]})
+            await client.wait_for("conversation.item.deleted")
+        await client.send(user_item("say: Room again."))
+        await client.wait_for("conversation.item.done")
+        await client.send({"type": "response.create"})
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
+
+
+@pytest.mark.xfail(not SESSION_HAS_HISTORY_LIMITS, strict=True,
+                   reason="needs the Session change proposed with the limits branch")
+async def test_items_past_max_history_chars_are_refused(start_server) -> None:
+    server = await start_server(max_history_chars=100)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.send(user_item("x" * 60))
+        await client.wait_for("conversation.item.done")
+        event_id = await client.send(user_item("y" * 41))
+        error = (await client.wait_for("error", timeout=5))["error"]
+        assert (error["code"], error["event_id"]) == ("history_limit_exceeded", event_id)
+        assert "60 characters" in error["message"]
+        await client.send(user_item("y" * 40))
+        await client.wait_for("conversation.item.done")
+        assert len(client.of_type("conversation.item.done")) == 2
+
+
+# ---------------------------------------------------------------------- reply length
+
+
+class Streamed:
+    """A responder that yields fixed deltas (to cut replies split in any way)."""
+
+    def __init__(self, *deltas: str) -> None:
+        self.deltas = deltas
+
+    async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
+        for delta in self.deltas:
+            yield delta
+
+
+@pytest.mark.parametrize(("deltas", "max_chars", "reply"), [
+    (("one two three four",), 12, "one two"),
+    (("one two three four",), 13, "one two three"),
+    (("one two ", "three four"), 9, "one two "),
+    (("one two th", "ree four"), 11, "one two "),
+    (("one", " two"), 3, "one"),
+    (("abcdefghij",), 4, "abcd"),
+    (("ab ", "cdefghij"), 4, "ab "),
+    (("Short. ", "Reply."), 100, "Short. Reply."),
+])
+async def test_reply_length_limit_cuts_at_a_word_boundary(
+        deltas: tuple[str, ...], max_chars: int, reply: str) -> None:
+    prompt = Prompt(instructions="", turns=(ConversationTurn(role="user", text="hi"),))
+    limited = ReplyLengthLimit(Streamed(*deltas), max_chars)
+    out = [delta async for delta in limited.respond(prompt)]
+    assert "".join(out) == reply and len(reply) <= max_chars
+    assert word_prefix("hello world", 7) == "hello"
+
+
+async def test_long_reply_is_cut_and_completes_normally(start_server) -> None:
+    server = await start_server(max_reply_chars=20)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        response_id, item_id = await client.prompt("say: one two three four five six seven.")
+        done = await client.wait_for("response.done")
+        assert done["response"]["status"] == "completed"
+        transcript = await client.wait_for("response.output_audio_transcript.done")
+        assert transcript["transcript"] == "one two three four"
+        sent_ms = client.of_type("response.output_audio.delta")[-1]["audio_end_ms"]
+        await client.ack(response_id, sent_ms)
+        heard = await client.heard(item_id)
+        assert (heard["method"], heard["text"]) == ("full", "one two three four")
