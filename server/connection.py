@@ -37,7 +37,7 @@ from server.realtime.effects import (
     Transcribe,
     WakeSender,
 )
-from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error, refuse
+from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
@@ -182,7 +182,7 @@ class Connection:
             self.session.set_clock(now_ms)
             self.session.receive(frame)
         else:
-            refuse(self.session, rate_limit_error(frame, rate))
+            self.session.refuse(rate_limit_error(frame, rate))
         await self._settle()
         if admission is Admission.CLOSE:
             await self._close(1008, "event rate limit exceeded")

@@ -20,16 +20,12 @@ from websockets.frames import Close, Opcode
 from websockets.uri import parse_uri
 
 from server.realtime.limits import Admission, EventRateLimiter
-from server.realtime.session import SessionConfig
 from server.responders.prompt import ConversationTurn, Prompt
 from server.responders.reply_limit import ReplyLengthLimit, word_prefix
 from tests.realtime_client import RealtimeClient
 
 pytestmark = pytest.mark.timeout(60)
 
-SESSION_HAS_HISTORY_LIMITS = {"max_history_items", "max_history_chars"} <= set(
-    SessionConfig.__dataclass_fields__)
-"""The history limits are enforced by `Session` (its change is proposed separately)."""
 
 
 async def closed_with(client: RealtimeClient, timeout: float = 10.0) -> tuple[int, str]:
@@ -203,8 +199,6 @@ def user_item(text: str) -> dict[str, object]:
         "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
 
 
-@pytest.mark.xfail(not SESSION_HAS_HISTORY_LIMITS, strict=True,
-                   reason="needs the Session change proposed with the limits branch")
 async def test_items_past_max_history_items_are_refused(start_server) -> None:
     server = await start_server(max_history_items=3)
     async with RealtimeClient.connect(server.ws_url) as client:
@@ -228,8 +222,6 @@ async def test_items_past_max_history_items_are_refused(start_server) -> None:
         assert (await client.wait_for("response.done"))["response"]["status"] == "completed"
 
 
-@pytest.mark.xfail(not SESSION_HAS_HISTORY_LIMITS, strict=True,
-                   reason="needs the Session change proposed with the limits branch")
 async def test_items_past_max_history_chars_are_refused(start_server) -> None:
     server = await start_server(max_history_chars=100)
     async with RealtimeClient.connect(server.ws_url) as client:

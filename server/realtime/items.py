@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server.realtime import protocol
+from server.realtime import limits, protocol
 from server.realtime.events import EventLog
 from server.realtime.history import ConversationHistory, HistoryItem, heard_text_for
 from server.realtime.response_state import ResponseState
@@ -25,6 +25,7 @@ class ConversationItems:
         playback_unreported: whether the client is known not to report playback
             (`Session.playback_unreported`); a completed reply then counts as heard in full
             unless a truncate or barge-in cut it (OpenAI Realtime semantics).
+        max_items, max_chars: the history's size limits (`check_room`).
 
     Attributes:
         reports_playback: the client has sent a `playback.ack`: only acknowledged audio
@@ -33,8 +34,11 @@ class ConversationItems:
     """
 
     def __init__(self, history: ConversationHistory, log: EventLog,
-                 playback_unreported: Callable[[], bool]) -> None:
+                 playback_unreported: Callable[[], bool], *, max_items: int,
+                 max_chars: int) -> None:
         self.history = history
+        self.max_items = max_items
+        self.max_chars = max_chars
         self.reports_playback = False
         self._playback_unreported = playback_unreported
         self.reserved: set[str] = set()
@@ -78,11 +82,24 @@ class ConversationItems:
             )
         return item
 
+    def check_room(self, added_chars: int, event_id: str | None) -> None:
+        """Refuse an event that would add one more item of `added_chars` characters.
+
+        Raises:
+            protocol.ProtocolError: `history_limit_exceeded` past `max_items` or `max_chars`
+                (`limits.history_limit_error`).
+        """
+        error = limits.history_limit_error(self.history, added_chars, max_items=self.max_items,
+                                           max_chars=self.max_chars, event_id=event_id)
+        if error is not None:
+            raise error
+
     def create(self, event: protocol.ItemCreate) -> None:
         """`conversation.item.create`: add the client's user text item.
 
         Raises:
-            protocol.ProtocolError: `duplicate_item_id` when the client's id is taken.
+            protocol.ProtocolError: `duplicate_item_id` when the client's id is taken,
+                `history_limit_exceeded` when the history is full.
         """
         item_id = event.item_id or self.new_id()
         if self.taken(item_id):
@@ -90,6 +107,7 @@ class ConversationItems:
                 "duplicate_item_id", f"Item '{item_id}' already exists.", param="item.id",
                 event_id=event.event_id,
             )
+        self.check_room(len(event.text), event.event_id)
         self.add(HistoryItem(id=item_id, role="user", text=event.text))
 
     def retrieve(self, item: HistoryItem, status: str) -> None:

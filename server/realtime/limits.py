@@ -11,13 +11,9 @@ from __future__ import annotations
 import enum
 import json
 from collections import deque
-from typing import TYPE_CHECKING
 
 from server.realtime import protocol
 from server.realtime.history import ConversationHistory, HistoryItem
-
-if TYPE_CHECKING:
-    from server.realtime.session import Session
 
 RATE_WINDOW_MS = 1000.0
 """The sliding window over which client events are counted (ms)."""
@@ -96,15 +92,6 @@ def _event_id_of(frame: str | bytes) -> str | None:
         return None
     event_id = data.get("event_id") if isinstance(data, dict) else None
     return event_id if isinstance(event_id, str) else None
-
-
-def refuse(session: Session, error: protocol.ProtocolError) -> None:
-    """Emit `error` for a client frame refused before it reached `session`, in sequence with
-    the session's other events.
-
-    Interim: uses the session's own error path until `Session` offers a public method for it.
-    """
-    session._error(error)
 
 
 def item_chars(item: HistoryItem) -> int:

@@ -55,6 +55,10 @@ class SessionConfig:
         ack_timeout_ms: with no ACK for this long, pacing falls back to real time.
         interruption_note: template told to the responder after an interrupted turn.
         input_audio_max_bytes: bound on buffered microphone audio.
+        max_history_items: items the conversation may hold (user and assistant); a
+            `conversation.item.create`, `response.create` or `input_audio_buffer.commit` that
+            would add one more is refused with `history_limit_exceeded`.
+        max_history_chars: characters all items may hold (`limits.item_chars`); refused alike.
     """
 
     instructions: str = DEFAULT_INSTRUCTIONS
@@ -66,6 +70,8 @@ class SessionConfig:
     ack_timeout_ms: int = 1000
     interruption_note: str = DEFAULT_INTERRUPTION_NOTE
     input_audio_max_bytes: int = 24000 * 2 * 600
+    max_history_items: int = 500
+    max_history_chars: int = 200_000
 
 
 class Session:
@@ -84,7 +90,9 @@ class Session:
         self.closed = False
         self.calibration: HistoryCalibration | None = None
         self._log = EventLog()
-        self.items = ConversationItems(self.history, self._log, self.playback_unreported)
+        self.items = ConversationItems(self.history, self._log, self.playback_unreported,
+                                       max_items=self.config.max_history_items,
+                                       max_chars=self.config.max_history_chars)
         self.input_turns = InputTurns(self.config.sample_rate_hz,
                                       self.config.input_audio_max_bytes, self.items, self._log)
         self.lifecycle = ResponseLifecycle(
@@ -102,6 +110,11 @@ class Session:
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
         return self._log.take_events()
+
+    def refuse(self, error: protocol.ProtocolError) -> None:
+        """Emit `error` for a client frame refused before it reached the session (the I/O
+        layer's event rate limit), in sequence with the session's other events."""
+        self._log.error(error)
 
     def take_effects(self) -> list[Effect]:
         """Return and clear the effects produced so far (in order)."""
@@ -193,6 +206,7 @@ class Session:
             case protocol.InputAudioAppend():
                 turns.append(event, self.assistant_playing, self.playback_position_ms)
             case protocol.InputAudioCommit():
+                self.items.check_room(1, event.event_id)
                 turns.commit(event)
             case protocol.InputAudioClear():
                 turns.clear()
@@ -352,6 +366,7 @@ class Session:
                 f"Response '{self.current_response_id}' is still in progress; cancel it first.",
                 event_id=event.event_id,
             )
+        self.items.check_room(1, event.event_id)
         self._start_response(event.instructions)
 
     def _start_response(self, instructions: str | None) -> None:
