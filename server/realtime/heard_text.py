@@ -28,15 +28,49 @@ class HeardTextStore:
         items: the session's item operations (history and `conversation.item.heard`).
         playback_active: whether a response's audio is still playing to the listener.
         closed: whether the session is closed (nothing is shown or stored then).
+        ack_timeout_ms: how long after the session's first audio a client that reports
+            playback has sent its first `playback.ack` (ms).
     """
 
     def __init__(self, responses: ResponseLifecycle, items: ConversationItems,
                  playback_active: Callable[[ResponseState], bool],
-                 closed: Callable[[], bool]) -> None:
+                 closed: Callable[[], bool], ack_timeout_ms: int) -> None:
         self._responses = responses
         self._items = items
         self._playback_active = playback_active
         self._closed = closed
+        self._ack_timeout_ms = ack_timeout_ms
+        self._unreported_settled = False
+
+    def playback_unreported(self, now_ms: float) -> bool:
+        """True once the client is known not to report playback at clock `now_ms` (ms): no
+        `playback.ack` arrived within `ack_timeout_ms` of the session's first audio (a standard
+        OpenAI Realtime client, such as the `openai` SDK). Until then, and for clients that
+        ACK, history holds only acknowledged audio."""
+        if self._items.reports_playback:
+            return False
+        first = self._first_audio_ms()
+        return first is not None and now_ms >= first + self._ack_timeout_ms
+
+    def settle_unreported(self, now_ms: float) -> float | None:
+        """While it is not known whether the client reports playback, the clock reading (ms)
+        at which `playback_unreported` may turn true; once it did, every ended reply's stored
+        text is brought up to date (a completed one counts as heard in full) and None."""
+        first = self._first_audio_ms()
+        if first is None or self._items.reports_playback or self._unreported_settled:
+            return None
+        if not self.playback_unreported(now_ms):
+            return first + self._ack_timeout_ms
+        self._unreported_settled = True
+        for response in list(self._responses.by_id.values()):
+            if not response.active:
+                self.refresh(response)
+        return None
+
+    def _first_audio_ms(self) -> float | None:
+        """Clock reading (ms) at which the session's first audio was sent, None before."""
+        return next((r.first_send_ms for r in self._responses.by_id.values()
+                     if r.first_send_ms is not None), None)
 
     def refresh(self, response: ResponseState, elapsed_ms: float | None = None, *,
                 again: bool = False) -> None:

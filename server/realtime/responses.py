@@ -66,6 +66,13 @@ class ResponseLifecycle:
         """The instructions `response.create` gave this response, else `default`."""
         return self._instructions.get(response_id, default)
 
+    def item_status(self, item: HistoryItem) -> str:
+        """The wire status of an item: "completed" for a user item, else its response's
+        (`ResponseState.item_status`)."""
+        if item.response_id is None:
+            return "completed"
+        return self.by_id[item.response_id].item_status
+
     def wire(self, response: ResponseState) -> dict[str, Any]:
         """The OpenAI Realtime `response` object of `response`."""
         item = self._items.history.get(response.item_id)

@@ -27,7 +27,7 @@ from server.realtime import protocol
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.heard_text import HeardTextStore
-from server.realtime.history import ConversationHistory, HistoryItem
+from server.realtime.history import ConversationHistory
 from server.realtime.input_turns import InputTurns
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
@@ -100,12 +100,11 @@ class Session:
                          "voice": self.config.voice}, self.items, self._log)
         self.responses = self.lifecycle.by_id
         self.heard_text = HeardTextStore(self.lifecycle, self.items, self._playback_active,
-                                         lambda: self.closed)
+                                         lambda: self.closed, self.config.ack_timeout_ms)
         self.interruptions = Interruptions(
             self.lifecycle, self.heard_text, self.items, self._log, lambda: self.calibration,
             lambda response: response.estimated_played_ms(self._clock_ms, self.config.jitter_ms))
         self._clock_ms = 0.0
-        self._unreported_settled = False
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -202,7 +201,7 @@ class Session:
                 self._item_delete(event)
             case protocol.ItemRetrieve():
                 item = self.items.require(event.item_id, event.event_id)
-                self.items.retrieve(item, self._item_status(item))
+                self.items.retrieve(item, self.lifecycle.item_status(item))
             case protocol.InputAudioAppend():
                 turns.append(event, self.assistant_playing, self.playback_position_ms)
             case protocol.InputAudioCommit():
@@ -238,42 +237,12 @@ class Session:
                 self.calibration.discard(response.id)
         self.items.delete(item.id)
 
-    def _item_status(self, item: HistoryItem) -> str:
-        if item.response_id is None:
-            return "completed"
-        return self.responses[item.response_id].item_status
-
     # ------------------------------------------------------------------ playback position
 
     def playback_unreported(self) -> bool:
-        """True once the client is known not to report playback: no `playback.ack` arrived
-        within `ack_timeout_ms` of the session's first audio (a standard OpenAI Realtime client,
-        such as the `openai` SDK). Until then, and for clients that ACK, history holds only
-        acknowledged audio."""
-        if self.items.reports_playback:
-            return False
-        first = self._first_audio_ms()
-        return first is not None and self._clock_ms >= first + self.config.ack_timeout_ms
-
-    def _first_audio_ms(self) -> float | None:
-        """Clock reading (ms) at which the session's first audio was sent, None before."""
-        return next((r.first_send_ms for r in self.responses.values()
-                     if r.first_send_ms is not None), None)
-
-    def _settle_unreported(self) -> float | None:
-        """While it is not known whether the client reports playback, the clock reading (ms)
-        at which `playback_unreported` may turn true; once it did, every completed reply's
-        stored text is brought up to date (they count as heard in full) and None."""
-        first = self._first_audio_ms()
-        if first is None or self.items.reports_playback or self._unreported_settled:
-            return None
-        if not self.playback_unreported():
-            return first + self.config.ack_timeout_ms
-        self._unreported_settled = True
-        for response in list(self.responses.values()):
-            if not response.active:
-                self.heard_text.refresh(response)
-        return None
+        """True once the client is known not to report playback
+        (`HeardTextStore.playback_unreported` at the session clock)."""
+        return self.heard_text.playback_unreported(self._clock_ms)
 
     def _playback_active(self, response: ResponseState) -> bool:
         return response is self.lifecycle.latest() and self.assistant_playing()
@@ -487,7 +456,7 @@ class Session:
             new output or a cancel can change anything.
         """
         self._clock_ms = max(self._clock_ms, now_ms)
-        deadlines = (self._pull_current(now_ms), self._settle_unreported())
+        deadlines = (self._pull_current(now_ms), self.heard_text.settle_unreported(now_ms))
         return min((d for d in deadlines if d is not None), default=None)
 
     def _pull_current(self, now_ms: float) -> float | None:
