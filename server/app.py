@@ -11,7 +11,6 @@ that allows only this origin, `X-Content-Type-Options: nosniff` and `Referrer-Po
 from __future__ import annotations
 
 import http
-import itertools
 import logging
 import mimetypes
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, Services
+from server.realtime.events import EventLog
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,6 @@ class DemoServer:
         self.allowed_origins = tuple(allowed_origins)
         self.options = options or ServerOptions()
         self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
-        self._session_ids = itertools.count(1)
         self._open: set[ServerConnection] = set()
         self.server: Server | None = None
 
@@ -208,7 +207,7 @@ class DemoServer:
             return
         self._open.add(websocket)
         try:
-            session_id = f"sess_{next(self._session_ids):04d}"
+            session_id = EventLog.new_id("sess")
             await Connection(websocket, self.services, session_id).run()
         finally:
             self._open.discard(websocket)
