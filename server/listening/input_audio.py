@@ -54,11 +54,10 @@ class InputAudioBuffer:
         del self.data[:byte_count]
         self.start_ms += self._ms(byte_count)
 
-    def keep_last(self, ms: int) -> None:
-        """Drop all but the newest `ms` of audio (the prefix padding a speech start may need)."""
-        excess = len(self.data) - self._bytes(ms)
-        if excess > 0:
-            self.drop_front(excess)
+    def drop_before(self, position_ms: int) -> None:
+        """Forget the audio before `position_ms` (ms on the input timeline); nothing when it is
+        at or before the buffer's start."""
+        self.drop_front(self._bytes(position_ms - self.start_ms))
 
     def peek(self, start_ms: int, end_ms: int) -> bytes:
         """Return audio [start_ms, end_ms) (clipped to what is buffered); nothing is dropped."""

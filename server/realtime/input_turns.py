@@ -90,7 +90,8 @@ class InputTurns:
         if detection is None:
             return
         if self._speech_item is None:
-            self.audio.keep_last(detection.prefix_padding_ms + SPEECH_DETECTION_LATENCY_MS)
+            self.audio.drop_before(
+                position_ms - detection.prefix_padding_ms - SPEECH_DETECTION_LATENCY_MS)
         position = playback()
         self._log.effect(DetectSpeech(
             event.pcm16, playing(), detection, position_ms,
