@@ -7,6 +7,11 @@ callback receives an immutable `HeardTextSnapshot` and returns an exclusive code
 into the original reply text; only the session may apply that offset to its history
 (`CalibrationSession.apply_heard_text`), after the controller checked its own fences.
 
+Token-whole cuts: whatever the policy (marks, asr, ratio, auto or a custom callback), the
+controller moves a cut that falls inside a written token back to the token's start
+(`calibration.units.token_cut`): history holds "Go to" rather than "Go to example." for a cut
+inside "example.com", since a token whose spoken pieces did not all finish was not heard whole.
+
 Logs never contain reply text or audio: only response ids, statuses, durations, `played_ms`
 and the number of retained characters.
 """
@@ -22,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from calibration.units import token_cut
 from calibration.word_marks import WordMark
 
 logger = logging.getLogger(__name__)
@@ -119,6 +125,13 @@ class HeardCut(int):
     def of(cls, value: int) -> HeardCut:
         """Return `value` itself when it is a `HeardCut`, else a cut with method "custom"."""
         return value if isinstance(value, HeardCut) else cls(value)
+
+    def at(self, value: int) -> HeardCut:
+        """This cut itself when it is at `value`, else the same provenance at `value`."""
+        if value == self:
+            return self
+        return HeardCut(value, method=self.method, asr_text=self.asr_text,
+                        marks_agree=self.marks_agree, cross_check=self.cross_check)
 
     def __repr__(self) -> str:
         return (
@@ -415,7 +428,7 @@ class HistoryCalibration:
                 and _is_int(result)
                 and 0 <= result <= len(snapshot.text)
             ):
-                cut = HeardCut.of(result)
+                cut = HeardCut.of(result).at(token_cut(snapshot.text, result))
                 applied = self.session.apply_heard_text(
                     response_id,
                     text=snapshot.text,

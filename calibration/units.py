@@ -714,6 +714,40 @@ def snap_down(text: str, char_end: int) -> int:
     return cut_after_units(text, units, count)
 
 
+def token_cut(text: str, char_end: int) -> int:
+    """The cut `char_end` moved to a written-token boundary: a token is kept whole or not at all.
+
+    A written token is a whitespace-delimited run of characters; each CJK ideograph, kana or
+    Hangul syllable is a token of its own (`is_cjk_char`). A cut inside a token whose rest
+    still holds a letter or digit ("example.|com", "4|-6", "CVE-|2024") moves back to the
+    token's start: its spoken pieces started but did not all finish, so it counts as started,
+    not heard. A cut followed only by punctuation up to the next space ("lights|.") stands.
+
+    Args:
+        text: the written reply.
+        char_end: exclusive code-point offset, 0 <= char_end <= len(text).
+
+    Returns:
+        The largest token boundary <= `char_end` under that rule (code points).
+    """
+    if char_end <= 0 or char_end >= len(text):
+        return char_end
+    before, after = text[char_end - 1], text[char_end]
+    if _is_space(before) or _is_space(after) or is_cjk_char(before) or is_cjk_char(after):
+        return char_end
+    rest = char_end
+    while rest < len(text) and not _is_space(text[rest]) and not is_cjk_char(text[rest]):
+        if _is_word_char(text[rest]):
+            break
+        rest += 1
+    else:
+        return char_end
+    start = char_end
+    while start > 0 and not _is_space(text[start - 1]) and not is_cjk_char(text[start - 1]):
+        start -= 1
+    return start
+
+
 def heard_prefix(text: str, char_end: int) -> str:
     """text[:char_end] with trailing whitespace stripped. Raises ValueError if out of range."""
     if not 0 <= char_end <= len(text):

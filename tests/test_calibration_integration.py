@@ -404,7 +404,7 @@ async def test_case15_cancelled_generation_never_gets_the_full_text(
     async def calibrate(snapshot: HeardTextSnapshot) -> int:
         cutoffs.append(snapshot.played_ms)
         assert snapshot.complete_audio_duration_ms is None
-        return 5 if snapshot.played_ms >= AUDIO_MS else 2
+        return 12 if snapshot.played_ms >= AUDIO_MS else 5
 
     rig = Rig(calibrate, requires_audio=requires_audio)
     rid = await rig.reply(done=False)
@@ -412,23 +412,42 @@ async def test_case15_cancelled_generation_never_gets_the_full_text(
     assert not rig.ctl.tasks, "generation has not ended"
     rig.send(type="response.cancel", response_id=rid)
     await rig.settle()
-    assert rig.heard(rid) == "Hello"
+    assert rig.heard(rid) == "Hello world."
     rig.ack(rid, AUDIO_MS)
     await rig.settle()
-    assert rig.heard(rid) == "Hello"
+    assert rig.heard(rid) == "Hello world."
     assert rid in rig.ctl.audio, "ACKing all generated audio does not complete a cancelled reply"
     if order == "turn_then_truncate":
         second, prompt = await rig.turn("Next?")
-        assert turns(prompt)[1] == ("assistant", "Hello", True)
+        assert turns(prompt)[1] == ("assistant", "Hello world.", True)
         rig.speak(second, "Sure.", 400)
         rig.ack(second, 400)
     rig.truncate(rid, 5000)
     await rig.settle()
-    assert rig.heard(rid) == "He"
+    assert rig.heard(rid) == "Hello"
     _, prompt = await rig.turn("Last one?")
-    assert turns(prompt)[1] == ("assistant", "He", True)
+    assert turns(prompt)[1] == ("assistant", "Hello", True)
     assert cutoffs == [AUDIO_MS, 5000]
     assert rig.cutoff(rid) == 5000
+
+
+@pytest.mark.parametrize(("result", "heard"), [(2, ""), (8, "Hello"), (12, "Hello world."),
+                                               (11, "Hello world")])
+async def test_a_custom_cut_inside_a_written_token_keeps_the_token_out(
+        result: int, heard: str) -> None:
+    """Token-whole cuts: the controller moves any policy's cut inside a written token back to
+    the token's start ("He|llo" -> "", "Hello wo|rld." -> "Hello"); a cut before the
+    punctuation closing a token stands."""
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int:
+        return result
+
+    rig = Rig(calibrate)
+    rid = await rig.reply()
+    rig.ack(rid, 4000)
+    rig.truncate(rid, 4000)
+    await rig.settle()
+    assert rig.heard(rid) == heard
 
 
 # ---------------------------------------------------------------------- cases 16-20

@@ -281,3 +281,22 @@ async def test_long_reply_is_cut_and_completes_normally(start_server) -> None:
         await client.ack(response_id, sent_ms)
         heard = await client.heard(item_id)
         assert (heard["method"], heard["text"]) == ("full", "one two three four")
+
+
+async def test_far_from_the_limit_a_reply_is_not_held_back() -> None:
+    """A reply's last word reaches TTS as soon as the responder wrote it: far from the limit,
+    nothing waits for the next delta (a held-back "minutes." cut a reply's full text short when
+    a barge-in came while the previous sentence was being spoken)."""
+    pulled: list[str] = []
+
+    class Recorded:
+        async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
+            for delta in ("The tour lasts 90 minutes.", " Bye."):
+                pulled.append(delta)
+                yield delta
+
+    prompt = Prompt(instructions="", turns=(ConversationTurn(role="user", text="hi"),))
+    replies = ReplyLengthLimit(Recorded(), 4000).respond(prompt)
+    assert await anext(replies) == "The tour lasts 90 minutes."
+    assert pulled == ["The tour lasts 90 minutes."]
+    assert [delta async for delta in replies] == [" Bye."]

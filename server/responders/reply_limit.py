@@ -11,6 +11,10 @@ from collections.abc import AsyncIterator
 
 from server.responders.prompt import Prompt, Responder
 
+HOLD_BACK_CHARS = 256
+"""How close to the limit (code points) partial words are held back: longer than nearly every
+written token, URLs included; a longer one arriving at the limit is cut inside."""
+
 
 def word_prefix(text: str, max_chars: int) -> str:
     """The longest prefix of `text` of at most `max_chars` characters that ends at a word
@@ -34,8 +38,10 @@ def _last_space(text: str) -> int:
 class ReplyLengthLimit:
     """A responder whose replies are at most `max_chars` characters (code points).
 
-    Text is passed on as it arrives, except a trailing partial word, which is held back until
-    the next delta shows where it ends (so a cut never splits a word that was already sent).
+    Text is passed on as it arrives. Within `HOLD_BACK_CHARS` of the limit, a trailing partial
+    word is held back until the next delta shows where it ends (so a cut never splits a word
+    that was already sent); further from it nothing is held back, so the reply's text (and
+    its last sentence) is complete as soon as the responder wrote it.
     A reply whose first word alone is longer than `max_chars` is cut inside it, at `max_chars`.
 
     Args:
@@ -67,7 +73,8 @@ class ReplyLengthLimit:
                     if cut:
                         yield cut
                     return
-                words_end = _last_space(pending) + 1
+                words_end = len(pending) if len(pending) <= room - HOLD_BACK_CHARS else (
+                    _last_space(pending) + 1)
                 if words_end:
                     yield pending[:words_end]
                     room -= words_end
