@@ -46,13 +46,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.number_words import cardinal_words, ordinal_words
 from calibration.units import (
     TextUnit,
-    cardinal_words,
     currency_symbol,
     cut_after_units,
     is_protected,
-    ordinal_words,
     text_units,
 )
 

@@ -8,13 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calibration.graphemes import grapheme_boundaries
+from calibration.number_words import cardinal_words, integer_reading, ordinal_words
 from calibration.units import (
-    cardinal_words,
     cut_after_units,
-    grapheme_boundaries,
     heard_prefix,
-    integer_reading,
-    ordinal_words,
     snap_down,
     spoken_words,
     text_units,
