@@ -475,8 +475,10 @@ class SlowHistoryMachine(HistoryMachine):
     SLOW = True
 
 
-SETTINGS = settings(max_examples=200, stateful_step_count=50, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=max(200, settings.default.max_examples), stateful_step_count=50,
+                    deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""At least 200 sessions per machine; more under a profile that asks for more (`make
+fuzz-properties`, tests/conftest.py)."""
 
 TestHistoryWithMarks = HistoryMachine.TestCase
 TestHistoryWithMarks.settings = SETTINGS
