@@ -22,18 +22,25 @@ commit, the tightening cap, clamping to the audio sent) and checks after every s
 (iii) no calibration result is applied that claims more than the marks give for the cutoff at
     the moment it lands (a result computed for evidence A never lands after the cutoff was
     tightened below A);
-and, after every prompt wait, that each ended, retained, partially heard reply holds exactly the
+and, when a prompt is built, that each ended, retained, partially heard reply holds exactly the
 marks text for its current cutoff (the prompt sees what was heard, not an older guess).
+
+Prompts happen as in `server.connection`: the latest reply, before it generates anything, waits
+for calibration (`before_prompt`; events and results may come in meanwhile) and builds its
+prompt in the same loop step as the wait ends. The model is updated in the same loop step as the
+session takes each event, so no task on the loop sees one ahead of the other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -46,6 +53,7 @@ from calibration.history_calibration import (
 from calibration.policies import marks_policy
 from calibration.word_marks import WordMark
 from server.realtime.session import Session, SessionConfig, StartGeneration
+from server.responders.prompt import Prompt
 
 WORD_MS = 400
 RATE = 24_000
@@ -165,6 +173,7 @@ class HistoryMachine(RuleBasedStateMachine):
         self.pending: tuple[str, asyncio.Task[None]] | None = None
         self.step_events: list[dict[str, Any]] = []
         self.violations: list[str] = []
+        self.prompts: dict[str, Prompt] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -217,20 +226,34 @@ class HistoryMachine(RuleBasedStateMachine):
         self.step_events.extend(events)
         return events
 
-    def _send(self, **event: Any) -> bool:
-        """Feed one client event (inside the loop: it may start calibrations); False on error."""
-        self._call(lambda: self.session.receive(json.dumps(event)))
-        return not any(e["type"] == "error" for e in self._take())
+    def _send(self, event: dict[str, Any], then: Callable[[], None] | None = None) -> bool:
+        """Feed one client event (inside the loop: it may start calibrations); False on error.
+
+        `then` updates the model when the session accepted the event, in the same loop step: a
+        task resuming on the loop (a prompt wait ending) never sees the session ahead of the
+        model.
+        """
+        def send() -> bool:
+            self.session.receive(json.dumps(event))
+            accepted = not any(e["type"] == "error" for e in self._take())
+            if accepted and then is not None:
+                then()
+            return accepted
+
+        return self._call(send)
 
     def _pump(self) -> None:
         """The send loop: move sendable audio out (pacing by the latest ACK)."""
-        self._call(lambda: self.session.pull_outbound(now_ms=0.0))
-        self._take()
+        def pump() -> None:
+            self.session.pull_outbound(now_ms=0.0)
+            self._take()
+            for reply in self.replies.values():
+                if reply.fully_played and not reply.deleted:
+                    reply.confirmed = True
+
+        self._call(pump)
         self._spin(1)
         self._take()
-        for reply in self.replies.values():
-            if reply.fully_played and not reply.deleted:
-                reply.confirmed = True
 
     def _pick(self, index: int) -> Reply:
         return self.replies[self.order[index % len(self.order)]]
@@ -240,6 +263,18 @@ class HistoryMachine(RuleBasedStateMachine):
             if reply.prompted and not reply.ended and not reply.deleted:
                 return reply
         return None
+
+    def _awaiting_prompt(self) -> Reply | None:
+        """The reply whose generation would wait for calibration and build its prompt now.
+
+        As in `server.connection`: only the latest reply, before it generates anything, and
+        only while it runs (a reply cancelled before its prompt never gets one: its generation
+        task is cancelled).
+        """
+        if not self.order:
+            return None
+        reply = self.replies[self.order[-1]]
+        return None if reply.prompted or reply.ended else reply
 
     def _check_exact(self) -> None:
         """After a completed prompt wait: retained, ended, partial replies hold the exact text."""
@@ -273,33 +308,66 @@ class HistoryMachine(RuleBasedStateMachine):
     def new_reply(self, words: int, prompt_now: bool, spoken: int, finish: bool) -> None:
         """A user turn and `response.create`; with `prompt_now`, the prompt is prepared at once
         and `spoken` words are generated (the generation ends when `finish` and all were)."""
-        self._send(type="conversation.item.create",
-                   item={"type": "message", "role": "user",
-                         "content": [{"type": "input_text", "text": "go on"}]})
-        assert self._send(type="response.create")
-        (start,) = [e for e in self.session.take_effects() if isinstance(e, StartGeneration)]
-        rid = start.response_id
-        item_id = self.session.responses[rid].item_id
-        reply = self.replies[rid] = Reply(rid, item_id, [f"w{i}" for i in range(words)])
-        self.order.append(rid)
+        self._send({"type": "conversation.item.create",
+                    "item": {"type": "message", "role": "user",
+                             "content": [{"type": "input_text", "text": "go on"}]}})
+
+        def created() -> None:
+            (start,) = [e for e in self.session.take_effects() if isinstance(e, StartGeneration)]
+            rid = start.response_id
+            item_id = self.session.responses[rid].item_id
+            self.replies[rid] = Reply(rid, item_id, [f"w{i}" for i in range(words)])
+            self.order.append(rid)
+
+        assert self._send({"type": "response.create"}, created)
+        reply = self.replies[self.order[-1]]
         if prompt_now:
             self.start_prompt()
             self.finish_prompt(Random(0))
             self._generate(reply, spoken, 0, finish)
 
-    @precondition(lambda self: self.pending is None
-                  and any(not r.prompted for r in self.replies.values()))
+    @precondition(lambda self: self.pending is None and self._awaiting_prompt() is not None)
     @rule()
     def start_prompt(self) -> None:
-        reply = next(r for r in self.replies.values() if not r.prompted)
-        task = self._call(lambda: self.loop.create_task(self.controller.before_prompt()))
+        """The latest reply's generation starts: it waits for calibration (client events and
+        calibration results may come in during the wait), then builds its prompt."""
+        reply = self._awaiting_prompt()
+        assert reply is not None
+        task = self._call(lambda: self.loop.create_task(self._prompt(reply)))
         self.pending = (reply.rid, task)
+
+    async def _prompt(self, reply: Reply) -> None:
+        """`server.connection`'s generation up to the prompt: `await before_prompt()`, then
+        `build_prompt` at once, in the same loop step (no client event comes in between).
+
+        Checks, at that moment, that every ended, retained, partially heard reply holds exactly
+        the marks text for its cutoff and that the prompt's turns are the history's (violations
+        are recorded: this runs as a task on the loop).
+        """
+        await self.controller.before_prompt()
+        reply.prompted = True
+        try:
+            self._check_exact()
+            prompt = self.session.build_prompt(reply.rid)
+            if prompt is None:
+                return
+            self.prompts[reply.rid] = prompt
+            before = self.session.history.before(reply.item_id)
+            assert len(before) == len(prompt.turns)
+            for item, turn in zip(before, prompt.turns, strict=True):
+                assert (turn.role, turn.text) == (item.role, item.text)
+                if item.role == "assistant":
+                    assert item.response_id is not None
+                    check_heard(self.replies[item.response_id], turn.text, "prompt turn")
+        except AssertionError as exc:
+            self.violations.append(f"prompt of {reply.rid}: {exc}")
 
     @precondition(lambda self: self.pending is not None)
     @rule(order=st.randoms(use_true_random=False))
     def finish_prompt(self, order: Random) -> None:
+        """Release held calibration results (in random order) until the prompt is built."""
         assert self.pending is not None
-        rid, task = self.pending
+        _, task = self.pending
         for _ in range(10_000):
             if task.done():
                 break
@@ -311,19 +379,6 @@ class HistoryMachine(RuleBasedStateMachine):
         task.result()
         self.pending = None
         self._take()
-        self._check_exact()
-        reply = self.replies[rid]
-        reply.prompted = True
-        prompt = self.session.build_prompt(rid)
-        if prompt is None:
-            return
-        before = self.session.history.before(reply.item_id)
-        assert len(before) == len(prompt.turns)
-        for item, turn in zip(before, prompt.turns, strict=True):
-            assert (turn.role, turn.text) == (item.role, item.text)
-            if item.role == "assistant":
-                assert item.response_id is not None
-                check_heard(self.replies[item.response_id], turn.text, "prompt turn")
 
     # ------------------------------------------------------------------ rules: generation
 
@@ -343,8 +398,11 @@ class HistoryMachine(RuleBasedStateMachine):
         if spoken > reply.audio_words:
             self._emit_audio(reply, spoken)
         if finish and reply.audio_words == len(reply.words):
-            self._call(lambda: self.session.on_generation_done(reply.rid))
-            reply.done = reply.ended = True
+            def done() -> None:
+                self.session.on_generation_done(reply.rid)
+                reply.done = reply.ended = True
+
+            self._call(done)
         self._pump()
 
     def _emit_text(self, reply: Reply, last: int) -> None:
@@ -352,8 +410,12 @@ class HistoryMachine(RuleBasedStateMachine):
         if last <= first:
             return
         delta = (" " if first else "") + " ".join(reply.words[first:last])
-        assert self._call(lambda: self.session.on_text(reply.rid, delta))
-        reply.text_words = last
+
+        def text() -> None:
+            assert self.session.on_text(reply.rid, delta)
+            reply.text_words = last
+
+        self._call(text)
 
     def _emit_audio(self, reply: Reply, last: int) -> None:
         first = reply.audio_words
@@ -364,8 +426,12 @@ class HistoryMachine(RuleBasedStateMachine):
         ]
         pcm = pcm16((last - first) * WORD_MS)
         text_end = reply.spans[last - 1][1]
-        assert self._call(lambda: self.session.on_speech(reply.rid, text_end, pcm, marks))
-        reply.audio_words = last
+
+        def speech() -> None:
+            assert self.session.on_speech(reply.rid, text_end, pcm, marks)
+            reply.audio_words = last
+
+        self._call(speech)
 
     # ------------------------------------------------------------------ rules: client events
 
@@ -376,10 +442,14 @@ class HistoryMachine(RuleBasedStateMachine):
         position = reply.position(value)
         target = {"item_id": reply.item_id} if by_item else {"response_id": reply.rid}
         extra = {"truncate": True} if truncate else {}
-        if self._send(type="playback.ack", played_ms=position, **target, **extra):
+
+        def acknowledged() -> None:
             reply.ack(position)
             if truncate:
                 reply.cap(position)
+
+        self._send({"type": "playback.ack", "played_ms": position, **target, **extra},
+                   acknowledged)
         self._pump()
 
     @precondition(lambda self: self.order)
@@ -392,30 +462,42 @@ class HistoryMachine(RuleBasedStateMachine):
         position = reply.position(value)
         if kind == "truncate":
             position %= reply.total_ms + 1
+        interrupts = not reply.fully_played
+
+        def cap() -> None:
+            reply.cap(position)
+
+        def end() -> None:
+            reply.ended = True
+
+        def capped_end() -> None:
+            if interrupts:
+                reply.ended = True
+                reply.cap(position)
+
+        def cleared() -> None:
+            if reply.rid == self.order[-1] and interrupts:
+                reply.ended = True
+
+        def deleted() -> None:
+            reply.deleted = reply.ended = True
+
         match kind:
             case "truncate":
-                if self._send(type="conversation.item.truncate", item_id=reply.item_id,
-                              content_index=0, audio_end_ms=position):
-                    reply.cap(position)
+                self._send({"type": "conversation.item.truncate", "item_id": reply.item_id,
+                            "content_index": 0, "audio_end_ms": position}, cap)
             case "barge_in":
-                interrupts = not reply.fully_played
-                if self._send(type="barge_in", response_id=reply.rid, audio_end_ms=position,
-                              source="vad" if index % 2 else "button") and interrupts:
-                    reply.ended = True
-                    reply.cap(position)
+                self._send({"type": "barge_in", "response_id": reply.rid,
+                            "audio_end_ms": position,
+                            "source": "vad" if index % 2 else "button"}, capped_end)
             case "clear" | "clear_latest":
                 named = {} if kind == "clear_latest" else {"response_id": reply.rid}
-                latest = reply.rid == self.order[-1]
-                if self._send(type="output_audio_buffer.clear", **named) and latest and (
-                    not reply.fully_played
-                ):
-                    reply.ended = True
+                self._send({"type": "output_audio_buffer.clear", **named}, cleared)
             case "cancel":
-                if self._send(type="response.cancel", response_id=reply.rid):
-                    reply.ended = True
+                self._send({"type": "response.cancel", "response_id": reply.rid}, end)
             case "delete":
-                if self._send(type="conversation.item.delete", item_id=reply.item_id):
-                    reply.deleted = reply.ended = True
+                self._send({"type": "conversation.item.delete", "item_id": reply.item_id},
+                           deleted)
         self._pump()
 
     # ------------------------------------------------------------------ rules: calibration
@@ -465,7 +547,8 @@ class HistoryMachine(RuleBasedStateMachine):
         self.step_events = []
 
     @invariant()
-    def no_stale_result_applied(self) -> None:
+    def no_violation_recorded(self) -> None:
+        """(iii) and the prompt checks, recorded by callbacks and tasks on the loop."""
         assert self.violations == []
 
 
@@ -484,3 +567,77 @@ TestHistoryWithMarks = HistoryMachine.TestCase
 TestHistoryWithMarks.settings = SETTINGS
 TestHistoryWithSlowResults = SlowHistoryMachine.TestCase
 TestHistoryWithSlowResults.settings = SETTINGS
+
+
+@pytest.fixture(params=[HistoryMachine, SlowHistoryMachine], ids=["marks", "slow"])
+def machine(request: pytest.FixtureRequest) -> Iterator[HistoryMachine]:
+    """A fresh machine of each kind, torn down after the test."""
+    instance = request.param()
+    yield instance
+    instance.teardown()
+
+
+def run_steps(machine: HistoryMachine, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run `machine`'s rules in order, checking every invariant after each (as hypothesis
+    does)."""
+    for name, arguments in steps:
+        getattr(machine, name)(**arguments)
+        machine.history_holds_only_heard_text()
+        machine.announced_text_is_heard_text()
+        machine.no_violation_recorded()
+
+
+def assistant_turns(machine: HistoryMachine, reply_index: int) -> list[str]:
+    """The assistant turns of the prompt built for the `reply_index`-th reply."""
+    prompt = machine.prompts[machine.order[reply_index]]
+    return [turn.text for turn in prompt.turns if turn.role == "assistant"]
+
+
+PLAYING_REPLY = [
+    ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
+    ("interrupt", {"kind": "barge_in", "index": 0, "value": 0}),
+    ("new_reply", {"words": 2, "prompt_now": True, "spoken": 2, "finish": True}),
+]
+"""A reply cancelled before its prompt, then "w0 w1" generated to its end and sent whole (800 ms),
+nothing ACKed yet: the start of the sequence a fresh CI clone found (`TestHistoryWithMarks`)."""
+
+NEXT_TURN = ("new_reply", {"words": 1, "prompt_now": True, "spoken": 1, "finish": True})
+"""A new turn whose prompt is built at once (its wait releases every held result)."""
+
+
+def test_ack_mid_playback_then_a_new_turn(machine: HistoryMachine) -> None:
+    """ACK 400 ms while "w0 w1" plays, then a new turn: its prompt sees "w0".
+
+    The periodic ACK alone calibrates nothing (history holds "" while the reply plays); the new
+    turn interrupts the reply, and the prompt wait calibrates it at the 400 ms cutoff.
+    """
+    run_steps(machine, [
+        *PLAYING_REPLY,
+        ("ack", {"index": 1, "value": 400, "truncate": False, "by_item": False}),
+        NEXT_TURN,
+    ])
+    assert assistant_turns(machine, 2) == ["", "w0"]
+
+
+def test_final_ack_after_the_next_prompt_was_built(machine: HistoryMachine) -> None:
+    """The sequence a fresh CI clone found, as the server runs it: a prompt is built when its
+    wait ends, not later.
+
+    A new turn interrupts "w0 w1" before any ACK: its prompt is built at once, with "" for the
+    reply (nothing was confirmed heard). The client's final position, 400 ms, arrives after
+    that; it is admissible and calibrates the old reply to "w0", which the next prompt sees.
+    The model used to check history against the 400 ms cutoff at `finish_prompt`, after the
+    ACK, although the prompt was built before it (and it let a reply's prompt come after the
+    reply was generated).
+    """
+    run_steps(machine, [
+        *PLAYING_REPLY,
+        ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
+        ("start_prompt", {}),
+        ("ack", {"index": 1, "value": 400, "truncate": False, "by_item": False}),
+        ("finish_prompt", {"order": Random(0)}),
+        ("generate", {"count": 1, "text_ahead": 0, "finish": True}),
+        NEXT_TURN,
+    ])
+    assert assistant_turns(machine, 2) == ["", ""]
+    assert assistant_turns(machine, 3)[:2] == ["", "w0"]
