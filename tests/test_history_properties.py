@@ -15,7 +15,8 @@ The test keeps its own model of each reply's cursor (sent audio from the deltas,
 commit, the tightening cap, clamping to the audio sent) and checks after every step:
 (i) each assistant item's stored text is a word prefix of the reply whose words all end at or
     before the model cutoff min(committed, total audio, cap); so do the prompts' assistant turns
-    and every `conversation.item.heard` event;
+    and every `conversation.item.heard` event (checked against the model when it was emitted:
+    a later, stricter cap does not make an earlier announcement wrong);
 (ii) once a completely generated reply was ACKed to its end (no earlier cap below its end), its
     stored text is the full text for as long as the item exists (a later truncate must not
     remove text the listener confirmed hearing);
@@ -28,7 +29,8 @@ marks text for its current cutoff (the prompt sees what was heard, not an older 
 Prompts happen as in `server.connection`: the latest reply, before it generates anything, waits
 for calibration (`before_prompt`; events and results may come in meanwhile) and builds its
 prompt in the same loop step as the wait ends. The model is updated in the same loop step as the
-session takes each event, so no task on the loop sees one ahead of the other.
+session takes each event, so no task on the loop sees one ahead of the other, and the events
+emitted so far are taken and checked before each change of the model.
 """
 
 from __future__ import annotations
@@ -171,9 +173,9 @@ class HistoryMachine(RuleBasedStateMachine):
         self.replies: dict[str, Reply] = {}
         self.order: list[str] = []
         self.pending: tuple[str, asyncio.Task[None]] | None = None
-        self.step_events: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self.prompts: dict[str, Prompt] = {}
+        self.announced: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -206,7 +208,10 @@ class HistoryMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coro)
 
     def _call(self, action: Any) -> Any:
+        """Run `action` inside the loop (it may start tasks), after taking the events so far:
+        every change of the model comes after the events emitted before it were checked."""
         async def call() -> Any:
+            self._take()
             return action()
 
         return self._run(call())
@@ -218,26 +223,36 @@ class HistoryMachine(RuleBasedStateMachine):
 
         self._run(spin())
 
-    def _take(self) -> list[dict[str, Any]]:
-        events = self.session.take_events()
+    def _take(self) -> None:
+        """Take the session's events and `_observe` them."""
+        self._observe(self.session.take_events())
+
+    def _observe(self, events: list[dict[str, Any]]) -> None:
+        """Record the audio sent; check each `conversation.item.heard` against the model now,
+        which is the state the session announced it in (invariant (i))."""
         for event in events:
             if event["type"] == "response.output_audio.delta":
                 self.replies[event["response_id"]].sent_ms = event["audio_end_ms"]
-        self.step_events.extend(events)
-        return events
+            elif event["type"] == "conversation.item.heard":
+                reply = self.replies[event["response_id"]]
+                self.announced.setdefault(reply.rid, []).append(event["text"])
+                if not reply.deleted and not reply.confirmed:
+                    check_heard(reply, event["text"], "conversation.item.heard")
 
     def _send(self, event: dict[str, Any], then: Callable[[], None] | None = None) -> bool:
         """Feed one client event (inside the loop: it may start calibrations); False on error.
 
         `then` updates the model when the session accepted the event, in the same loop step: a
         task resuming on the loop (a prompt wait ending) never sees the session ahead of the
-        model.
+        model. The events the session emitted for it are observed after `then`.
         """
         def send() -> bool:
             self.session.receive(json.dumps(event))
-            accepted = not any(e["type"] == "error" for e in self._take())
+            events = self.session.take_events()
+            accepted = not any(e["type"] == "error" for e in events)
             if accepted and then is not None:
                 then()
+            self._observe(events)
             return accepted
 
         return self._call(send)
@@ -539,12 +554,8 @@ class HistoryMachine(RuleBasedStateMachine):
 
     @invariant()
     def announced_text_is_heard_text(self) -> None:
-        for event in self.step_events:
-            if event["type"] == "conversation.item.heard":
-                reply = self.replies[event["response_id"]]
-                if not reply.deleted and not reply.confirmed:
-                    check_heard(reply, event["text"], "conversation.item.heard")
-        self.step_events = []
+        """(i) for the `conversation.item.heard` events emitted since the last check."""
+        self._take()
 
     @invariant()
     def no_violation_recorded(self) -> None:
@@ -641,3 +652,31 @@ def test_final_ack_after_the_next_prompt_was_built(machine: HistoryMachine) -> N
     ])
     assert assistant_turns(machine, 2) == ["", ""]
     assert assistant_turns(machine, 3)[:2] == ["", "w0"]
+
+
+def test_stricter_cap_after_a_calibration_was_announced(machine: HistoryMachine) -> None:
+    """The randomized run's next find (`make fuzz-properties`), shrunk by hand: the model was
+    wrong again, and the server right.
+
+    "w0 w1 w2 w3" is ACKed at 1200 ms, then a new turn interrupts it and its prompt wait starts
+    calibrating it. An ACK with `truncate` at 0 ms then caps it, before the wait ends: history
+    and the prompt hold "". With the marks policy the calibration lands and announces "w0 w1 w2"
+    just before the cap arrives; the model used to check every `conversation.item.heard` of a
+    step against the cutoff at the step's end, 0 ms, so that announcement, true when made,
+    failed. The slow policy's result lands after the cap and is refused (its evidence, 1200 ms,
+    is no longer covered).
+    """
+    run_steps(machine, [
+        ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
+        ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
+        ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
+        ("start_prompt", {}),
+        ("ack", {"index": 0, "value": 0, "truncate": True, "by_item": False}),
+        ("finish_prompt", {"order": Random(0)}),
+    ])
+    capped = machine.replies[machine.order[0]]
+    assert capped.cutoff_ms == 0
+    assert machine.session.history.get(capped.item_id).text == ""
+    assert assistant_turns(machine, 1) == [""]
+    expected = [""] if machine.SLOW else ["", "w0 w1 w2", ""]
+    assert machine.announced[capped.rid] == expected
