@@ -153,7 +153,17 @@ class EchoReference:
 
     def append(self, pcm: np.ndarray) -> None:
         """Add the next samples of the reply (1-D float in [-1, 1] at `rate_hz`)."""
-        rows = self._envelope.feed(pcm)
+        self.add_levels(self.envelope(pcm))
+
+    def envelope(self, pcm: np.ndarray) -> np.ndarray:
+        """The (frames, bands) levels of the reply's next samples (1-D float in [-1, 1] at
+        `rate_hz`), for `add_levels`: the computing half of `append` (a few ms per second of
+        audio), which may run on a worker thread. Call it in reply order, one call at a time;
+        it touches only the streaming envelope, nothing `levels` or `add_levels` use."""
+        return self._envelope.feed(pcm)
+
+    def add_levels(self, rows: np.ndarray) -> None:
+        """Add the levels `envelope` computed for the reply's next samples, in reply order."""
         if len(rows):
             self._frames.append(rows)
             self._count += len(rows)
