@@ -172,7 +172,7 @@ class HistoryMachine(RuleBasedStateMachine):
         self.session.calibration = self.controller
         self.replies: dict[str, Reply] = {}
         self.order: list[str] = []
-        self.pending: tuple[str, asyncio.Task[None]] | None = None
+        self.pending: asyncio.Task[None] | None = None
         self.violations: list[str] = []
         self.prompts: dict[str, Prompt] = {}
         self.announced: dict[str, list[str]] = {}
@@ -348,8 +348,7 @@ class HistoryMachine(RuleBasedStateMachine):
         calibration results may come in during the wait), then builds its prompt."""
         reply = self._awaiting_prompt()
         assert reply is not None
-        task = self._call(lambda: self.loop.create_task(self._prompt(reply)))
-        self.pending = (reply.rid, task)
+        self.pending = self._call(lambda: self.loop.create_task(self._prompt(reply)))
 
     async def _prompt(self, reply: Reply) -> None:
         """`server.connection`'s generation up to the prompt: `await before_prompt()`, then
@@ -381,8 +380,8 @@ class HistoryMachine(RuleBasedStateMachine):
     @rule(order=st.randoms(use_true_random=False))
     def finish_prompt(self, order: Random) -> None:
         """Release held calibration results (in random order) until the prompt is built."""
-        assert self.pending is not None
-        _, task = self.pending
+        task = self.pending
+        assert task is not None
         for _ in range(10_000):
             if task.done():
                 break
