@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint bench
+.PHONY: run test lint bench fuzz-properties
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -18,6 +18,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(ARGS)
+
+# The history property tests with new random examples, many of them (`make test` replays a fixed
+# set: tests/conftest.py); HYPOTHESIS_MAX_EXAMPLES per state machine, default 5000. A failure is
+# kept in .hypothesis/ and replayed first by the next run.
+fuzz-properties: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest --timeout=0 tests/test_history_properties.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

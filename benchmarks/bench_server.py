@@ -145,7 +145,9 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def _proc_field(path: str, key: str) -> str:
+def proc_field(path: str, key: str) -> str:
+    """The value after "key:" in a /proc file of "key: value" lines (e.g. VmRSS of
+    /proc/PID/status), stripped; "?" when the key is missing."""
     with open(path, encoding="utf-8") as handle:
         for text in handle:
             name, _, value = text.partition(":")
@@ -181,8 +183,8 @@ def machine_facts() -> list[tuple[str, str]]:
     )
     return [
         ("nproc", f"{len(os.sched_getaffinity(0))} (os.cpu_count() = {os.cpu_count()})"),
-        ("cpu", _proc_field("/proc/cpuinfo", "model name")),
-        ("memory", _proc_field("/proc/meminfo", "MemTotal")),
+        ("cpu", proc_field("/proc/cpuinfo", "model name")),
+        ("memory", proc_field("/proc/meminfo", "MemTotal")),
         ("python", f"{platform.python_implementation()} {platform.python_version()}"),
         ("os", platform.platform()),
         ("load average", " ".join(f"{value:.2f}" for value in os.getloadavg())),
@@ -194,8 +196,9 @@ def command_line() -> str:
     """The command that started this run, as typed from the project root."""
     python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd()) else (
         sys.executable)
-    if __spec__ is not None:
-        return shlex.join([python, "-m", __spec__.name, *sys.argv[1:]])
+    spec = sys.modules["__main__"].__spec__
+    if spec is not None:
+        return shlex.join([python, "-m", spec.name, *sys.argv[1:]])
     return shlex.join([python, *sys.argv])
 
 
@@ -258,27 +261,31 @@ class BenchClient:
     async def _read(self) -> None:
         async for frame in self.websocket:
             now = time.perf_counter()
-            event = json.loads(frame)
-            kind = event["type"]
-            if kind == "response.output_audio.delta":
-                track = self.tracks[event["response_id"]]
-                track.deltas.append((now, event["audio_end_ms"]))
-                track.max_end_ms = max(track.max_end_ms, event["audio_end_ms"])
-                if track.first_audio_at is None:
-                    track.first_audio_at = now
-                    track.first_audio.set()
-            elif kind == "response.created":
-                self.tracks[event["response"]["id"]] = ResponseTrack()
-                self.created.put_nowait(event["response"]["id"])
-            elif kind == "response.done":
-                track = self.tracks[event["response"]["id"]]
-                track.done_at, track.status = now, event["response"]["status"]
-                track.done.set()
-            elif kind == "session.created":
-                self.session_id = event["session"]["id"]
-                self._opened.set()
-            elif kind == "error":
-                self.errors.append(event["error"]["code"])
+            self.on_event(json.loads(frame), now)
+
+    def on_event(self, event: dict[str, Any], now: float) -> None:
+        """Take in one server event that arrived at `now` (perf_counter s); subclasses that
+        watch more events extend this."""
+        kind = event["type"]
+        if kind == "response.output_audio.delta":
+            track = self.tracks[event["response_id"]]
+            track.deltas.append((now, event["audio_end_ms"]))
+            track.max_end_ms = max(track.max_end_ms, event["audio_end_ms"])
+            if track.first_audio_at is None:
+                track.first_audio_at = now
+                track.first_audio.set()
+        elif kind == "response.created":
+            self.tracks[event["response"]["id"]] = ResponseTrack()
+            self.created.put_nowait(event["response"]["id"])
+        elif kind == "response.done":
+            track = self.tracks[event["response"]["id"]]
+            track.done_at, track.status = now, event["response"]["status"]
+            track.done.set()
+        elif kind == "session.created":
+            self.session_id = event["session"]["id"]
+            self._opened.set()
+        elif kind == "error":
+            self.errors.append(event["error"]["code"])
 
     async def send(self, event: dict[str, Any]) -> None:
         """Send one client event as a JSON text frame."""
@@ -540,14 +547,17 @@ async def serving(demo: DemoServer) -> AsyncIterator[str]:
 
 
 async def run_clients(spec: dict[str, Any],
-                      during: Callable[[], Awaitable[None]] | None = None) -> dict[str, Any]:
+                      during: Callable[[], Awaitable[None]] | None = None,
+                      child: Sequence[str] = CHILD) -> dict[str, Any]:
     """Run `client_main(spec)` in a child Python process; return its JSON result.
 
     With `during`: wait for the child's "ready" line, await `during()`, then tell the child to
-    stop (a line on its stdin). Raises RuntimeError when the child fails.
+    stop (a line on its stdin). `child` is the command of a benchmark module whose
+    `--role client --spec JSON` runs the client (this one's by default). Raises RuntimeError
+    when the child fails.
     """
     process = await asyncio.create_subprocess_exec(
-        *CHILD, "--role", "client", "--spec", json.dumps(spec), cwd=PROJECT_ROOT,
+        *child, "--role", "client", "--spec", json.dumps(spec), cwd=PROJECT_ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     if during is not None:
@@ -791,7 +801,7 @@ async def measure_cpu(engines: dict[str, Services], sessions: int, seconds: floa
 
 def rss_mb(key: str = "VmRSS") -> float:
     """This process's /proc/self/status `key` (VmRSS, VmHWM, ...) in MiB."""
-    return int(_proc_field("/proc/self/status", key).split()[0]) / 1024
+    return int(proc_field("/proc/self/status", key).split()[0]) / 1024
 
 
 def rss_main() -> None:

@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed
 
 from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from calibration.word_marks import WordMark
 from server.listening.echo import EchoReference
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.vad import SpeechPaused, SpeechStarted
@@ -42,7 +43,7 @@ from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
-from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
+from server.speech.synthesizer import SpeechSynthesizer
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,17 @@ def _now_ms() -> float:
 def float_to_pcm16(pcm: np.ndarray) -> bytes:
     """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
     return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class _Speech:
+    """One synthesized chunk made ready on the TTS worker thread, so that the event loop only
+    queues it: PCM16 LE at the session's rate, its word marks on the reply text, and the
+    envelope levels of its audio for the reply's `EchoReference` (`add_levels`)."""
+
+    pcm16: bytes
+    marks: list[WordMark]
+    echo_levels: np.ndarray
 
 
 class Connection:
@@ -269,14 +281,14 @@ class Connection:
             log.warning("input transcription failed: %s", type(exc).__name__)
             return ""
 
-    def _record_echo_reference(self, response_id: str, pcm: np.ndarray) -> None:
-        """Add reply audio just queued for sending (float at the output rate, in reply order:
-        the queue sends it at these positions) to the reply's echo reference; only the latest
-        reply's is kept, the one `Session.playback_position_ms` maps the microphone to."""
+    def _echo_reference_for(self, response_id: str) -> EchoReference:
+        """The reply's echo reference, which holds the envelope of its audio queued for sending
+        (in reply order: the queue sends it at these positions); only the latest reply's is
+        kept, the one `Session.playback_position_ms` maps the microphone to."""
         if self._echo_reference is None or self._echo_reference[0] != response_id:
             self._echo_reference = (response_id,
                                     EchoReference(self.session.config.sample_rate_hz))
-        self._echo_reference[1].append(pcm)
+        return self._echo_reference[1]
 
     async def _transcribe(self, item_id: str, pcm16: bytes,
                           prepared: asyncio.Future[str] | None) -> None:
@@ -372,22 +384,29 @@ class Connection:
     async def _speak(self, response_id: str, span: tuple[int, int]) -> bool:
         """Synthesize one segment of the reply and queue each chunk as soon as it exists.
 
-        The synthesizer's blocking generator runs on a worker thread; chunks cross to the loop
-        through a queue, so a segment's first sentence is sent while the next is synthesized.
+        The synthesizer's blocking generator runs on a worker thread, which also resamples each
+        chunk, converts it to PCM16 and computes its echo envelope (the event loop only queues
+        it); chunks cross to the loop through a queue, so a segment's first sentence is sent
+        while the next is synthesized.
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
         text = self.session.responses[response_id].text[start:end]
         synthesizer = self.services.synthesizer
         rate = self.session.config.sample_rate_hz
+        reference = self._echo_reference_for(response_id)
         loop = asyncio.get_running_loop()
-        chunks: asyncio.Queue[SpeechChunk | BaseException | None] = asyncio.Queue()
+        chunks: asyncio.Queue[_Speech | BaseException | None] = asyncio.Queue()
         stop = threading.Event()
 
         def produce() -> None:
             try:
                 for chunk in synthesizer.synthesize(text):
-                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                    pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
+                    speech = _Speech(float_to_pcm16(pcm),
+                                     [mark.shifted(start, 0) for mark in chunk.marks],
+                                     reference.envelope(pcm))
+                    loop.call_soon_threadsafe(chunks.put_nowait, speech)
                     if stop.is_set():
                         break
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
@@ -401,12 +420,9 @@ class Connection:
                 while (item := await chunks.get()) is not None:
                     if isinstance(item, BaseException):
                         raise item
-                    pcm = resample(item.pcm, synthesizer.sample_rate_hz, rate)
-                    marks = [mark.shifted(start, 0) for mark in item.marks]
-                    if not self.session.on_speech(response_id, end, float_to_pcm16(pcm),
-                                                  marks):
+                    if not self.session.on_speech(response_id, end, item.pcm16, item.marks):
                         return False
-                    self._record_echo_reference(response_id, pcm)
+                    reference.add_levels(item.echo_levels)
                     spoke = True
                     await self._settle()
             finally:

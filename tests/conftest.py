@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from calibration.asr import Transcriber
 from server.app import DemoServer
@@ -18,6 +20,16 @@ from server.responders.demo import DemoResponder
 from server.responders.prompt import Prompt
 from server.speech.engines import create_synthesizer
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
+
+# Hypothesis profiles, chosen by the environment variable HYPOTHESIS_PROFILE. "ci" (the default)
+# replays the same examples on every run and machine, with no example database, so a fresh
+# clone tests exactly what a developer's checkout tests. "fuzz" draws new random examples, many
+# of them (HYPOTHESIS_MAX_EXAMPLES, default 5000), and keeps failures in .hypothesis/ to replay
+# them: `make fuzz-properties`.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, print_blob=True,
+                          max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "5000")))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @functools.cache

@@ -87,6 +87,7 @@ def test_a_truncate_still_cuts_a_reply_kept_in_full() -> None:
 
 
 def test_server_vad_cuts_an_unacknowledged_reply_at_its_real_time_position() -> None:
+    """A soft cut at the estimated playing position: the client's truncate may still set it."""
     session = new_session()
     session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
         "turn_detection": {"type": "server_vad"}}}}}))
@@ -97,10 +98,15 @@ def test_server_vad_cuts_an_unacknowledged_reply_at_its_real_time_position() -> 
     session.set_clock(1700.0)
     session.on_speech_started(0)
     events = session.take_events()
-    [truncated] = [e for e in events if e["type"] == "conversation.item.truncated"]
-    assert truncated["item_id"] == session.responses[rid].item_id
-    assert truncated["audio_end_ms"] == 1700 - JITTER_MS
     assert "output_audio_buffer.cleared" in types(events)
+    [heard] = [e for e in events if e["type"] == "conversation.item.heard"]
+    assert (heard["item_id"], heard["played_ms"]) == (session.responses[rid].item_id,
+                                                      1700 - JITTER_MS)
+    assert heard["interrupted"] is True and heard["text"] == ""
+    events = send(session, type="conversation.item.truncate",
+                  item_id=session.responses[rid].item_id, content_index=0, audio_end_ms=1800)
+    [truncated] = [e for e in events if e["type"] == "conversation.item.truncated"]
+    assert truncated["audio_end_ms"] == 1800
 
 
 def test_a_client_that_acks_late_is_not_taken_for_one_that_never_does() -> None:

@@ -94,9 +94,9 @@ def heard_text_for(item: HistoryItem, cursor: PlaybackCursor,
     Args:
         item: the assistant item (its `full_text` and accepted `heard` prefix are read).
         cursor: the playback cursor of the item's response.
-        heard_unless_cut: the client does not report playback and the reply completed: it
-            counts as heard in full unless a truncate or barge-in capped it (OpenAI Realtime
-            semantics for clients without `playback.ack`).
+        heard_unless_cut: the client does not report playback and the reply completed and
+            was not interrupted: it counts as heard in full unless a truncate or barge-in
+            capped it (OpenAI Realtime semantics for clients without `playback.ack`).
 
     Returns:
         ("<full text>", "full") when the reply was completely synthesised and played to its end

@@ -48,22 +48,11 @@ class Interruptions:
         self._calibration = calibration
         self._estimate = estimate
 
-    def stop_playback(self, response: ResponseState, reason: str) -> None:
-        """The listener's playback of `response` stopped now (server VAD heard the person, or
-        the client cleared its audio): cancel its generation and treat it as interrupted at the
-        position the client last reported (a soft cut its final ACK may refine) or, for a
-        client that does not report playback, capped at the estimated position (a truncate
-        from the client may tighten it). Emits `output_audio_buffer.cleared`."""
-        self._responses.cancel_generation(response, reason)
-        self._log.emit("output_audio_buffer.cleared", response_id=response.id)
-        if self._items.reports_playback:
-            self.mark_interrupted(response)
-        else:
-            self._cap(response, self._estimate(response))
-
     def mark_interrupted(self, response: ResponseState) -> None:
         """Mark `response`'s item interrupted unless it was played to its end, bring its
-        stored text up to date and ask the calibration to cut it."""
+        stored text up to date and ask the calibration to cut it. For a client that does not
+        report playback, the cut is first moved to the estimated playing position (a soft cut:
+        the client's `conversation.item.truncate` may still set it, higher or lower)."""
         if not self._items.reports_playback:
             response.cursor.acknowledge(self._estimate(response))
         item = self._items.history.get(response.item_id)
@@ -161,10 +150,11 @@ class Interruptions:
                 "response_not_found", "There is no output audio to clear.",
                 event_id=event.event_id,
             )
+        self._log.emit("output_audio_buffer.cleared", response_id=response.id)
         if response is not self._responses.latest() or response.cursor.fully_played:
-            self._log.emit("output_audio_buffer.cleared", response_id=response.id)
             return
-        self.stop_playback(response, "client_cancelled")
+        self._responses.cancel_generation(response, "client_cancelled")
+        self.mark_interrupted(response)
 
     def playback_ack(self, event: protocol.PlaybackAck, now_ms: float) -> None:
         """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms);

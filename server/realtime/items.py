@@ -134,7 +134,8 @@ class ConversationItems:
             again: announce even when nothing changed (a new calibration result or evidence).
         """
         cursor = response.cursor
-        heard_unless_cut = response.status == "completed" and self._playback_unreported()
+        heard_unless_cut = (response.status == "completed" and not item.interrupted
+                            and self._playback_unreported())
         text, method = heard_text_for(item, cursor, heard_unless_cut)
         item.text, item.method = text, method
         if method == "full":

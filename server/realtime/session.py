@@ -296,7 +296,9 @@ class Session:
         if detection is not None and detection.interrupt_response and response is not None and (
             self.assistant_playing()
         ):
-            self.interruptions.stop_playback(response, "turn_detected")
+            self.lifecycle.cancel_generation(response, "turn_detected")
+            self._log.emit("output_audio_buffer.cleared", response_id=response.id)
+            self.interruptions.mark_interrupted(response)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
@@ -406,9 +408,10 @@ class Session:
         if pcm16:
             rate = self.config.sample_rate_hz
             placed = response.queue_speech(pcm16, marks, rate, self.config.frame_ms)
-            if self.calibration is not None:
-                self.calibration.record(response.id, {
-                    "pcm_f32le": _pcm16_to_f32le(pcm16), "sample_rate_hz": rate,
+            if (calibration := self.calibration) is not None:
+                pcm_f32 = _pcm16_to_f32le(pcm16) if calibration.requires_audio else b""
+                calibration.record(response.id, {
+                    "pcm_f32le": pcm_f32, "sample_rate_hz": rate,
                     "marks": placed,
                 })
         self._log.effect(WakeSender())

@@ -1,0 +1,555 @@
+"""Load benchmark: how many concurrent sessions one server process holds within 20 ms, and
+whether its memory comes back after many sessions came and went.
+
+Starts the real server as a child process (`python -m server --tts uniform --calibration marks
+--host 127.0.0.1 --port 0 --log-level warning`) and drives it over loopback with simulated
+clients in `--client-processes` child processes of this script (`--role client`: one asyncio
+loop each, the sessions split between them), so that the clients stay off the server's core as
+far as 2 cores allow. Every wait is bounded. Method, definitions and caveats:
+benchmarks/README.md ("Load benchmark").
+
+Run from the project root: `.venv/bin/python -m benchmarks.bench_load`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pstats
+import random
+import re
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+
+from benchmarks.bench_server import (
+    HOST,
+    LONG_PROMPTS,
+    PLAYBACK_JITTER_MS,
+    PROJECT_ROOT,
+    TOPIC_PROMPTS,
+    TYPING_S,
+    BenchClient,
+    ResponseTrack,
+    command_line,
+    cpu_snapshot,
+    machine_facts,
+    percentile,
+    proc_field,
+    run_clients,
+    verdict,
+)
+from benchmarks.tables import print_table
+
+CHILD = (sys.executable, "-m", "benchmarks.bench_load")
+"""How the client processes are started (with `cwd=PROJECT_ROOT`)."""
+SERVER_FLAGS = ("--tts", "uniform", "--calibration", "marks", "--host", HOST, "--port", "0",
+                "--log-level", "warning")
+LATENCY_P99_MS = 20.0
+RSS_GROWTH_PCT = 5.0
+
+ACK_INTERVAL_S = 0.100
+BARGE_AFTER_S = (1.0, 10.0)
+"""A reply is interrupted at a uniformly random moment this long after its first audio delta
+(the replies to LONG_PROMPTS run 55-85 s, so every reply is interrupted)."""
+CONNECT_STAGGER_S = 0.010
+"""Time between two session starts in one client process."""
+LAG_TICK_S = 0.010
+"""The client loop-lag probe sleeps this long and records how much later it woke."""
+CYCLE_KINDS = ("idle", "barge", "drop")
+"""Connect/disconnect cycles, in turn: connect and close; ask, ACK, barge in, close after
+`response.done`; ask and drop the TCP connection at the first audio delta (mid-reply)."""
+SETTLE_S = 2.0
+"""Wait after the last cycle before reading the server's memory (its handlers finish)."""
+
+
+# ---------------------------------------------------------------------------------- client side
+
+
+class LoadClient(BenchClient):
+    """A `BenchClient` that times each `playback.ack` to its `playback.acknowledged` and each
+    `barge_in` to its `conversation.item.truncated`.
+
+    The server answers every client event in arrival order, each ACK with exactly one
+    `playback.acknowledged` and each accepted barge-in with exactly one
+    `conversation.item.truncated` (or either with one `error` naming its `event_id`), so the
+    answers match the pending events first in, first out.
+
+    Attributes:
+        latencies: "ack" / "barge" -> [(send time s, ms to the answer)].
+        ttfa: [(send time of `response.create` s, ms to the first audio delta)].
+        lateness: [(due time s, ms the audio delta arrived after it was due, >= 0)].
+    """
+
+    def __init__(self, websocket: ClientConnection) -> None:
+        self.pending: deque[tuple[str, str, float]] = deque()
+        self.latencies: dict[str, list[tuple[float, float]]] = {"ack": [], "barge": []}
+        self.ttfa: list[tuple[float, float]] = []
+        self.lateness: list[tuple[float, float]] = []
+        self._count = 0
+        super().__init__(websocket)
+
+    def on_event(self, event: dict[str, Any], now: float) -> None:
+        """Match acknowledgements (and errors) to the pending ACKs and barge-ins."""
+        kind = event["type"]
+        answered = {"playback.acknowledged": "ack", "conversation.item.truncated": "barge"}
+        if kind in answered and self.pending:
+            _event_id, sent_kind, sent_at = self.pending.popleft()
+            if sent_kind != answered[kind]:
+                raise RuntimeError(f"{kind} answered a {sent_kind}")
+            self.latencies[sent_kind].append((sent_at, (now - sent_at) * 1000))
+        elif kind == "error" and self.pending and (
+                event["error"].get("event_id") == self.pending[0][0]):
+            self.pending.popleft()
+        super().on_event(event, now)
+
+    async def timed(self, kind: str, event: dict[str, Any]) -> None:
+        """Send `event` ("ack" or "barge" `kind`) with an `event_id`; its answer is timed."""
+        self._count += 1
+        event_id = f"evt_{self._count}"
+        self.pending.append((event_id, kind, time.perf_counter()))
+        await self.send({**event, "event_id": event_id})
+
+    def audio_lateness(self, track: ResponseTrack, until: float) -> None:
+        """Record how late each audio delta of `track` arrived for the simulated playback.
+
+        The delta whose audio starts at s ms (the previous delta's `audio_end_ms`) is due when
+        the playback clock (`ResponseTrack.played_ms`) reaches s: at first audio +
+        (s + PLAYBACK_JITTER_MS) ms. Deltas due after `until` (perf_counter s: the barge-in,
+        or the end of the run) would not have been played and are left out.
+        """
+        if track.first_audio_at is None:
+            return
+        start_ms = 0
+        for arrived, end_ms in track.deltas:
+            due = track.first_audio_at + (start_ms + PLAYBACK_JITTER_MS) / 1000
+            if due > until:
+                break
+            self.lateness.append((due, max(0.0, arrived - due) * 1000))
+            start_ms = end_ms
+
+
+async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,
+                        stop: asyncio.Event) -> LoadClient:
+    """One session until `stop`: long replies, ACKs every ACK_INTERVAL_S of real-time playback,
+    a barge-in BARGE_AFTER_S into each reply, the next question TYPING_S after it.
+
+    `ready` is set at the first audio (or when the session fails before it).
+    """
+    try:
+        client = await LoadClient.open(url)
+        while not stop.is_set():
+            response_id, sent_at = await client.prompt(rng.choice(LONG_PROMPTS))
+            track = client.tracks[response_id]
+            await asyncio.wait_for(track.first_audio.wait(), 30)
+            assert track.first_audio_at is not None
+            client.ttfa.append((sent_at, (track.first_audio_at - sent_at) * 1000))
+            ready.set()
+            barge_at = track.first_audio_at + rng.uniform(*BARGE_AFTER_S)
+            next_ack = track.first_audio_at + ACK_INTERVAL_S
+            while not stop.is_set() and (now := time.perf_counter()) < barge_at:
+                if now >= next_ack:
+                    await client.timed("ack", {"type": "playback.ack", "response_id": response_id,
+                                               "played_ms": track.played_ms(now)})
+                    next_ack = max(next_ack + ACK_INTERVAL_S, now)
+                await asyncio.sleep(max(0.0, min(next_ack, barge_at) - time.perf_counter()))
+            now = time.perf_counter()
+            client.audio_lateness(track, now)
+            if stop.is_set():
+                break
+            await client.timed("barge", {"type": "barge_in", "response_id": response_id,
+                                         "audio_end_ms": track.played_ms(now),
+                                         "source": "button"})
+            await asyncio.wait_for(track.done.wait(), 10)
+            await asyncio.sleep(TYPING_S)
+        await client.close()
+        return client
+    finally:
+        ready.set()
+
+
+async def _watch_loop(samples: list[tuple[float, float, float]], stop: asyncio.Event) -> None:
+    """Until `stop`: every LAG_TICK_S, (time s, ms the loop woke late, process CPU s)."""
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        now = time.perf_counter()
+        samples.append((now, (now - before - LAG_TICK_S) * 1000, time.process_time()))
+
+
+def _rounded(samples: list[tuple[float, ...]]) -> list[list[float]]:
+    return [[round(value, 4) for value in sample] for sample in samples]
+
+
+async def client_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec["sessions"]` concurrent `_load_session`s (seeds from `spec["seed"]` and
+    `spec["first"]`). Prints "ready" once each has audio, runs until a line arrives on stdin,
+    then returns every sample with its time (perf_counter s: the same clock in every process)."""
+    stop = asyncio.Event()
+    lag: list[tuple[float, float, float]] = []
+    watcher = asyncio.create_task(_watch_loop(lag, stop))
+    ready = [asyncio.Event() for _ in range(spec["sessions"])]
+    tasks = []
+    for index, event in enumerate(ready):
+        rng = random.Random(spec["seed"] * 100_000 + spec["first"] + index)
+        tasks.append(asyncio.create_task(_load_session(spec["url"], rng, event, stop)))
+        await asyncio.sleep(CONNECT_STAGGER_S)
+    await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), 120)
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    stop.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    await watcher
+    clients = [result for result in results if isinstance(result, LoadClient)]
+    failures = [repr(result) for result in results if not isinstance(result, LoadClient)]
+    return {
+        "ack": _rounded([s for c in clients for s in c.latencies["ack"]]),
+        "barge": _rounded([s for c in clients for s in c.latencies["barge"]]),
+        "ttfa": _rounded([s for c in clients for s in c.ttfa]),
+        "lateness": _rounded([s for c in clients for s in c.lateness]),
+        "lag": _rounded(lag),
+        "errors": [error for c in clients for error in c.errors],
+        "failures": failures,
+    }
+
+
+async def _cycle(url: str, rng: random.Random, kind: str) -> None:
+    """One connect/disconnect cycle of `kind` (CYCLE_KINDS)."""
+    client = await BenchClient.open(url)
+    if kind != "idle":
+        response_id, _sent = await client.prompt(rng.choice(TOPIC_PROMPTS))
+        track = client.tracks[response_id]
+        await asyncio.wait_for(track.first_audio.wait(), 30)
+        if kind == "drop":
+            client.websocket.transport.abort()
+        else:
+            await client.ack(response_id, 50)
+            await client.barge_in(response_id, 50)
+            await asyncio.wait_for(track.done.wait(), 10)
+    await client.close()
+
+
+async def client_cycles(spec: dict[str, Any]) -> dict[str, Any]:
+    """Cycles number `spec["first"]` .. + `spec["count"]` - 1 (kind = number mod 3), at most
+    `spec["concurrency"]` at a time; returns the failures' reprs."""
+    numbers = iter(range(spec["first"], spec["first"] + spec["count"]))
+    failures: list[str] = []
+
+    async def worker() -> None:
+        for number in numbers:
+            try:
+                await _cycle(spec["url"], random.Random(spec["seed"] * 100_000 + number),
+                             CYCLE_KINDS[number % len(CYCLE_KINDS)])
+            except Exception as exc:
+                failures.append(repr(exc))
+
+    await asyncio.gather(*(worker() for _ in range(spec["concurrency"])))
+    return {"failures": failures}
+
+
+def client_main(spec_json: str) -> None:
+    """Child role: run `client_load` or `client_cycles` (`spec["mode"]`), print JSON."""
+    spec = json.loads(spec_json)
+    mode = {"load": client_load, "cycles": client_cycles}[spec["mode"]]
+    print(json.dumps(asyncio.run(mode(spec))), flush=True)
+
+
+# ---------------------------------------------------------------------------------- server side
+
+
+def _stat_cpu_s(path: str) -> float:
+    """utime + stime of a /proc stat file, in seconds."""
+    with open(path, encoding="utf-8") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(slots=True)
+class ServerProcess:
+    """The server child process: its pid and realtime URL."""
+
+    process: asyncio.subprocess.Process
+    url: str
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self.process.pid
+
+    def cpu_s(self) -> tuple[float, float]:
+        """User + system CPU seconds the server used so far: (whole process, its main thread,
+        which runs the event loop), from /proc/PID/stat and /proc/PID/task/PID/stat."""
+        return (_stat_cpu_s(f"/proc/{self.pid}/stat"),
+                _stat_cpu_s(f"/proc/{self.pid}/task/{self.pid}/stat"))
+
+    def rss_mib(self) -> float:
+        """The server's resident memory, VmRSS of /proc/PID/status, in MiB."""
+        return int(proc_field(f"/proc/{self.pid}/status", "VmRSS").split()[0]) / 1024
+
+    def threads(self) -> int:
+        """The server's thread count (/proc/PID/status)."""
+        return int(proc_field(f"/proc/{self.pid}/status", "Threads"))
+
+    def fds(self) -> int:
+        """The server's open file descriptors (sockets included)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+
+@contextlib.asynccontextmanager
+async def server_process(profile: str | None) -> Any:
+    """Start the server (under `cProfile -o PROFILE` when `profile` is given) and yield a
+    `ServerProcess` once it listens; SIGTERM it afterwards (it stops gracefully, so a profile
+    is written), SIGKILL after 30 s."""
+    prefix = ("-m", "cProfile", "-o", profile) if profile else ()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *prefix, "-m", "server", *SERVER_FLAGS, cwd=PROJECT_ROOT,
+        stdout=asyncio.subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        line = (await asyncio.wait_for(process.stdout.readline(), 120)).decode()
+        match = re.search(r"http://([\d.]+):(\d+)", line)
+        if match is None:
+            raise RuntimeError(f"the server did not start: {line!r}")
+        yield ServerProcess(process, f"ws://{match[1]}:{match[2]}/v1/realtime")
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+# ---------------------------------------------------------------------------------- measurements
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """`total` as `parts` near-equal positive counts (fewer parts when total is smaller)."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (index < total % parts) for index in range(parts)]
+
+
+def _in_window(samples: list[list[float]], window: tuple[float, float]) -> list[float]:
+    """The values (second item) of the [time, value, ...] samples whose time is in `window`."""
+    return [sample[1] for sample in samples if window[0] <= sample[0] < window[1]]
+
+
+def _client_cpu_s(lag: list[list[float]], window: tuple[float, float]) -> float:
+    """CPU s one client process used in `window`, from its loop probe's samples."""
+    inside = [sample for sample in lag if window[0] <= sample[0] < window[1]]
+    return inside[-1][2] - inside[0][2] if len(inside) > 1 else 0.0
+
+
+async def load_step(server: ServerProcess, sessions: int, args: argparse.Namespace,
+                    first: int) -> dict[str, Any]:
+    """One load step: `sessions` sessions over the client processes; once all have audio,
+    `args.warmup_s` pass, then the `args.window_s` window is measured (server CPU and RSS here,
+    samples in the clients). Returns the window's figures."""
+    counts = _split(sessions, args.client_processes)
+    all_ready = asyncio.Event()
+    ready = 0
+    figures: dict[str, Any] = {}
+
+    async def measure() -> None:
+        await all_ready.wait()
+        await asyncio.sleep(args.warmup_s)
+        machine, cpu, start = cpu_snapshot(), server.cpu_s(), time.perf_counter()
+        await asyncio.sleep(args.window_s)
+        end = time.perf_counter()
+        (process, loop), (process_0, loop_0) = server.cpu_s(), cpu
+        figures.update(window=(start, end), server_cpu=process - process_0,
+                       loop_cpu=loop - loop_0, machine_busy=cpu_snapshot()[0] - machine[0],
+                       rss=server.rss_mib())
+
+    measurement = asyncio.create_task(measure())
+
+    async def during() -> None:
+        nonlocal ready
+        ready += 1
+        if ready == len(counts):
+            all_ready.set()
+        await asyncio.shield(measurement)
+
+    offsets = [sum(counts[:index]) for index in range(len(counts))]
+    results = await asyncio.gather(*(
+        run_clients({"mode": "load", "url": server.url, "sessions": count, "seed": args.seed,
+                     "first": first + offset}, during, child=CHILD)
+        for count, offset in zip(counts, offsets, strict=True)))
+    window = figures["window"]
+    wall = window[1] - window[0]
+    client_cpu = sum(_client_cpu_s(result["lag"], window) for result in results)
+    merged = {key: [s for result in results for s in result[key]]
+              for key in ("ack", "barge", "ttfa", "lateness", "lag")}
+    other = max(0.0, figures["machine_busy"] - figures["server_cpu"] - client_cpu) / wall
+    return {
+        "sessions": sessions, "wall": wall,
+        **{key: _in_window(samples, window) for key, samples in merged.items()},
+        "server_pct": 100 * figures["server_cpu"] / wall,
+        "loop_pct": 100 * figures["loop_cpu"] / wall,
+        "clients_pct": 100 * client_cpu / wall, "other_cores": other,
+        "rss": figures["rss"],
+        "errors": [error for result in results for error in result["errors"]],
+        "failures": [failure for result in results for failure in result["failures"]],
+    }
+
+
+async def measure_load(server: ServerProcess, args: argparse.Namespace) -> None:
+    """Tables 1a and 1b: the load steps, then the largest passing step."""
+    rows, resources = [], []
+    best = 0
+    first = 0
+    for sessions in args.steps:
+        step = await load_step(server, sessions, args, first)
+        first += sessions
+        p99 = {key: percentile(step[key], 99) for key in ("ack", "barge", "lateness")}
+        ok = (all(value <= LATENCY_P99_MS for value in p99.values())
+              and not step["errors"] and not step["failures"])
+        best = sessions if ok and sessions > best else best
+        rows.append([
+            sessions, len(step["ack"]), percentile(step["ack"], 50), p99["ack"],
+            max(step["ack"], default=float("nan")), len(step["barge"]),
+            percentile(step["barge"], 50), p99["barge"], len(step["lateness"]),
+            sum(value > 0 for value in step["lateness"]), p99["lateness"],
+            max(step["lateness"], default=float("nan")), percentile(step["ttfa"], 50),
+            percentile(step["ttfa"], 99), len(step["errors"]) + len(step["failures"]),
+            f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)])
+        resources.append([sessions, step["wall"], step["server_pct"], step["loop_pct"],
+                          step["server_pct"] / sessions, step["clients_pct"],
+                          percentile(step["lag"], 99), step["other_cores"], step["rss"]])
+        for failure in sorted(set(step["failures"]))[:3]:
+            print(f"  {sessions} sessions: a session failed: {failure}", file=sys.stderr)
+    print_table(
+        f"1a. Event latency under load (client side, {args.window_s:.0f} s window opening "
+        f"{args.warmup_s:.0f} s after every session had audio): ack = playback.ack sent -> "
+        "its playback.acknowledged received; barge = barge_in sent -> its "
+        "conversation.item.truncated received; late = audio delta arrival - its real-time due "
+        f"time (playback clock = first audio + {PLAYBACK_JITTER_MS} ms), 0 when early",
+        ["sessions", "acks", "ack p50 ms", "ack p99 ms", "ack max ms", "barges",
+         "barge p50 ms", "barge p99 ms", "deltas", "late deltas", "late p99 ms",
+         "late max ms", "ttfa p50 ms", "ttfa p99 ms", "errors", "target", "PASS/FAIL"], rows)
+    print_table(
+        "1b. Resources in the same windows: server % of one core (/proc/PID/stat; loop = its "
+        "main thread, the event loop; the rest is TTS worker threads), client processes' % "
+        "(time.process_time), client loop lag p99 (a 10 ms sleep woke this much later: "
+        "client-side delay inside the latencies), other processes' cores, server VmRSS",
+        ["sessions", "wall s", "server %", "loop %", "server %/session", "clients %",
+         "client lag p99 ms", "other cores", "server RSS MiB"], resources)
+    print(f"\nmost sessions with every p99 <= {LATENCY_P99_MS:.0f} ms and no error: "
+          f"{best or 'none'} (of steps {', '.join(map(str, args.steps))})")
+
+
+async def measure_rss(server: ServerProcess, args: argparse.Namespace) -> None:
+    """Table 2: server VmRSS after warm-up cycles and through `args.cycles` more cycles."""
+    rows: list[list[object]] = [["server started, no session yet", server.rss_mib(), "",
+                                 server.fds(), server.threads(), 0, "info", "-"]]
+    done = 0
+    failures: list[str] = []
+    base = 0.0
+    checkpoints = [args.warmup_cycles]
+    checkpoints += [args.warmup_cycles + args.cycles * part // 4 for part in range(1, 5)]
+    for checkpoint in checkpoints:
+        result = await run_clients({"mode": "cycles", "url": server.url, "first": done,
+                                    "count": checkpoint - done, "seed": args.seed,
+                                    "concurrency": args.cycle_concurrency}, child=CHILD)
+        failures += result["failures"]
+        done = checkpoint
+        await asyncio.sleep(SETTLE_S)
+        rss = server.rss_mib()
+        if checkpoint == args.warmup_cycles:
+            base = rss
+            label = f"after {checkpoint} warm-up cycles (start)"
+        else:
+            label = f"+ {checkpoint - args.warmup_cycles} cycles"
+        growth = 100 * (rss - base) / base
+        final = checkpoint == checkpoints[-1]
+        rows.append([label, rss, growth, server.fds(), server.threads(), len(failures),
+                     f"<={RSS_GROWTH_PCT:.0f} %" if final else "info",
+                     verdict(growth <= RSS_GROWTH_PCT and not failures) if final else "-"])
+    print_table(
+        f"2. Server VmRSS (/proc/PID/status) over connect/disconnect cycles, "
+        f"{args.cycle_concurrency} at a time, kinds in turn: {', '.join(CYCLE_KINDS)} "
+        f"(read {SETTLE_S:.0f} s after each batch)",
+        ["stage", "VmRSS MiB", "vs start %", "open fds", "threads", "failed cycles", "target",
+         "PASS/FAIL"], rows)
+    for failure in sorted(set(failures))[:3]:
+        print(f"  a cycle failed: {failure}", file=sys.stderr)
+
+
+def print_profile(path: str, top: int = 25) -> None:
+    """The server's `top` functions by own time, from its cProfile output (main thread)."""
+    stats = pstats.Stats(path)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, name), (_calls, ncalls, own, cumulative, _callers) in sorted(
+            stats.stats.items(), key=lambda item: -item[1][2])[:top]:  # type: ignore[attr-defined]
+        if filename.startswith("/"):
+            filename = os.path.relpath(filename, PROJECT_ROOT)
+        rows.append([f"{name} ({filename}:{line})", ncalls, own, 100 * own / total, cumulative])
+    print_table(f"3. Server profile (cProfile, event-loop thread, {total:.1f} s in all): top "
+                f"{top} by own time", ["function", "calls", "own s", "own %", "cumulative s"],
+                rows)
+
+
+async def bench(args: argparse.Namespace) -> None:
+    """Memory cycles (table 2) first, then the load steps (1a, 1b), one server process."""
+    started = time.perf_counter()
+    print(f"command: {command_line()}")
+    for name, value in machine_facts():
+        print(f"{name}: {value}")
+    sys.stdout.flush()
+    async with server_process(args.profile) as server:
+        print(f"server: pid {server.pid}, {server.url}, flags {' '.join(SERVER_FLAGS)}",
+              flush=True)
+        if args.cycles:
+            await measure_rss(server, args)
+        if args.steps:
+            await measure_load(server, args)
+    if args.profile:
+        print_profile(args.profile)
+    print(f"\ntotal wall time: {time.perf_counter() - started:.0f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point; see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--role", choices=("main", "client"), default="main",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=lambda text: [int(n) for n in text.split(",") if n],
+                        default=[25, 50, 100, 200, 300],
+                        help="session counts to step through, comma-separated ('' for none)")
+    parser.add_argument("--warmup-s", type=float, default=3.0,
+                        help="time after every session had audio before the window (s)")
+    parser.add_argument("--window-s", type=float, default=10.0, help="measured window (s)")
+    parser.add_argument("--client-processes", type=int, default=2,
+                        help="client processes sharing the sessions")
+    parser.add_argument("--cycles", type=int, default=1000,
+                        help="connect/disconnect cycles for the memory check (0: skip it)")
+    parser.add_argument("--warmup-cycles", type=int, default=1000,
+                        help="cycles before the memory baseline (the heap grows to its working "
+                             "size over the first few hundred)")
+    parser.add_argument("--cycle-concurrency", type=int, default=20,
+                        help="cycles at a time")
+    parser.add_argument("--seed", type=int, default=7, help="random seed (questions, barge-ins)")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="run the server under cProfile, write PATH and print its top "
+                             "functions (slows the server down: diagnosis only)")
+    args = parser.parse_args(argv)
+    if args.role == "client":
+        client_main(args.spec)
+    else:
+        asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()
