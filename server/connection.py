@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
-from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +63,9 @@ class Services:
         history_audio_max_bytes: retained reply audio per session (bytes).
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
         tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
-            a cancelled reply leaves it at once instead of holding a worker thread that waits
-            for the engine and then synthesizes a sentence nobody will hear.
+            a cancelled reply still waiting leaves it at once; the reply holding it keeps it
+            until its worker thread has returned, which a cancel makes happen within
+            milliseconds (`Connection._speak`), so the turn is free exactly when the engine is.
         idle_timeout_s: close a session (1000) after this long without a client frame (s);
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
@@ -374,6 +374,10 @@ class Connection:
 
         The synthesizer's blocking generator runs on a worker thread; chunks cross to the loop
         through a queue, so a segment's first sentence is sent while the next is synthesized.
+        The TTS turn is held until that thread has returned, also when this task is cancelled
+        (a barge-in, a closed socket): the stop signal ends the engine's work within
+        milliseconds (`StopSignal`), and the next session never finds the voice busy with a
+        sentence nobody will hear.
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
@@ -382,21 +386,22 @@ class Connection:
         rate = self.session.config.sample_rate_hz
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[SpeechChunk | BaseException | None] = asyncio.Queue()
-        stop = threading.Event()
+        stop = StopSignal()
 
         def produce() -> None:
             try:
-                for chunk in synthesizer.synthesize(text):
-                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
-                    if stop.is_set():
-                        break
+                with contextlib.closing(synthesizer.synthesize(text, stop)) as produced:
+                    for chunk in produced:
+                        loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                        if stop.is_set():
+                            break
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
         spoke = False
         async with self.services.tts_turn:
-            loop.run_in_executor(None, produce)
+            worker = loop.run_in_executor(None, produce)
             try:
                 while (item := await chunks.get()) is not None:
                     if isinstance(item, BaseException):
@@ -411,4 +416,21 @@ class Connection:
                     await self._settle()
             finally:
                 stop.set()
+                await wait_through_cancellation(worker)
         return spoke or self.session.on_speech(response_id, end, b"", [])
+
+
+async def wait_through_cancellation(future: asyncio.Future[None]) -> None:
+    """Wait until `future` is done, even when the calling task is cancelled meanwhile; such
+    a cancellation is raised (as `asyncio.CancelledError`) once the future is done.
+
+    For work that cannot be abandoned midway, e.g. a worker thread that holds a shared engine.
+    """
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
