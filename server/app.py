@@ -53,6 +53,10 @@ SECURITY_HEADERS = {
 its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
 sends no Referer (a `/?key=` URL never leaks)."""
 
+WEBSOCKET_WRITE_LIMIT_BYTES = 2**15
+"""Outgoing bytes websockets buffers per connection before a send waits (its default, 32 KiB,
+over the kernel's socket buffer); `Services.send_timeout_s` bounds that wait."""
+
 _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                   ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml"}
 
@@ -219,9 +223,9 @@ class DemoServer:
                   if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
-            max_size=options.max_frame_bytes, ping_interval=options.ping_interval_s,
-            ping_timeout=options.ping_timeout_s, select_subprotocol=select_subprotocol,
-            compression=None, logger=logger,
+            max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
+            ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
+            select_subprotocol=select_subprotocol, compression=None, logger=logger,
         )
         return self.server
 

@@ -45,6 +45,11 @@ from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 log = logging.getLogger(__name__)
 
+STALLED_CLIENT_CLOSE_CODE = 1008
+"""Close code for a client that stopped reading (RFC 6455 7.4.1 "policy violation": the
+endpoint broke the terms of the connection; 1011 would blame the server)."""
+STALLED_CLIENT_CLOSE_REASON = "client stopped reading"
+
 GENERATION_AHEAD_MS = 5000
 """Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
 sentence or two of margin over the pacing lead, so playback never waits on the TTS."""
@@ -62,6 +67,8 @@ class Services:
         input_transcriber: ASR for the person's spoken turns (faster-whisper tiny.en).
         history_audio_max_bytes: retained reply audio per session (bytes).
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
+        send_timeout_s: longest wait for the socket to take one server frame (s); a client
+            that reads nothing for that long is closed with `STALLED_CLIENT_CLOSE_CODE`.
         tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
             a cancelled reply still waiting leaves it at once; the reply holding it keeps it
             until its worker thread has returned, which a cancel makes happen within
@@ -79,6 +86,7 @@ class Services:
     input_transcriber: Transcriber
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
+    send_timeout_s: float = 10.0
     tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
     idle_timeout_s: float | None = None
     max_events_per_s: int | None = None
@@ -287,12 +295,39 @@ class Connection:
         await self._settle()
 
     async def _settle(self) -> None:
-        """Apply the session's effects, then send its pending events in order."""
+        """Apply the session's effects, then send its pending events in order.
+
+        A send waits while the outgoing buffers are full (websockets' write limit, 32 KiB, over
+        the kernel's socket buffer): at most `send_timeout_s`, then the client counts as
+        stalled and is closed (`_close_stalled`); the events still pending are dropped.
+        """
         self._apply_effects()
         async with self._write_lock:
             for event in self.session.take_events():
-                with contextlib.suppress(ConnectionClosed):
-                    await self.websocket.send(json.dumps(event, ensure_ascii=False))
+                frame = json.dumps(event, ensure_ascii=False)
+                try:
+                    await asyncio.wait_for(self.websocket.send(frame),
+                                           self.services.send_timeout_s)
+                except ConnectionClosed:
+                    pass
+                except TimeoutError:
+                    await self._close_stalled()
+                    return
+
+    async def _close_stalled(self) -> None:
+        """Close the socket of a client that stopped reading: the close frame goes behind the
+        unread data (a client that reads again gets `STALLED_CLIENT_CLOSE_CODE`); when even
+        that cannot be written within `send_timeout_s`, the TCP connection is aborted. Either
+        way the receive loop ends and `run` cancels the session's tasks."""
+        timeout_s = self.services.send_timeout_s
+        log.warning("%s: the client took no data for %.1f s; closing with code %d",
+                    self.session.id, timeout_s, STALLED_CLIENT_CLOSE_CODE)
+        try:
+            await asyncio.wait_for(
+                self.websocket.close(STALLED_CLIENT_CLOSE_CODE, STALLED_CLIENT_CLOSE_REASON),
+                timeout_s)
+        except TimeoutError:
+            self.websocket.transport.abort()
 
     def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
         self.session.announce_calibration(response_id, elapsed_ms)
@@ -377,7 +412,8 @@ class Connection:
         The TTS turn is held until that thread has returned, also when this task is cancelled
         (a barge-in, a closed socket): the stop signal ends the engine's work within
         milliseconds (`StopSignal`), and the next session never finds the voice busy with a
-        sentence nobody will hear.
+        sentence nobody will hear. Nothing here waits on the socket: a client that stops
+        reading cannot hold the voice.
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
@@ -413,7 +449,7 @@ class Connection:
                         return False
                     self._record_echo_reference(response_id, pcm)
                     spoke = True
-                    await self._settle()
+                    self._apply_effects()
             finally:
                 stop.set()
                 await wait_through_cancellation(worker)
