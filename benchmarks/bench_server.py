@@ -191,11 +191,13 @@ def machine_facts() -> list[tuple[str, str]]:
 
 
 def command_line() -> str:
-    """The command that started this run, as typed from the project root."""
+    """The command that started this run (whichever benchmark's `__main__`), as typed from
+    the project root."""
     python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd()) else (
         sys.executable)
-    if __spec__ is not None:
-        return shlex.join([python, "-m", __spec__.name, *sys.argv[1:]])
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is not None:
+        return shlex.join([python, "-m", spec.name, *sys.argv[1:]])
     return shlex.join([python, *sys.argv])
 
 
