@@ -240,7 +240,8 @@ class DemoServer:
         assert self.server is not None
         self.server.close()
         try:
-            await asyncio.wait_for(self.server.wait_closed(), grace_s)
+            async with asyncio.timeout(grace_s):
+                await self.server.wait_closed()
         except TimeoutError:
             log.warning("aborting %d connection(s) that did not close within %.1f s",
                         len(self._open), grace_s)

@@ -306,8 +306,8 @@ class Connection:
             for event in self.session.take_events():
                 frame = json.dumps(event, ensure_ascii=False)
                 try:
-                    await asyncio.wait_for(self.websocket.send(frame),
-                                           self.services.send_timeout_s)
+                    async with asyncio.timeout(self.services.send_timeout_s):
+                        await self.websocket.send(frame)
                 except ConnectionClosed:
                     pass
                 except TimeoutError:
@@ -323,9 +323,9 @@ class Connection:
         log.warning("%s: the client took no data for %.1f s; closing with code %d",
                     self.session.id, timeout_s, STALLED_CLIENT_CLOSE_CODE)
         try:
-            await asyncio.wait_for(
-                self.websocket.close(STALLED_CLIENT_CLOSE_CODE, STALLED_CLIENT_CLOSE_REASON),
-                timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.websocket.close(STALLED_CLIENT_CLOSE_CODE,
+                                           STALLED_CLIENT_CLOSE_REASON)
         except TimeoutError:
             self.websocket.transport.abort()
 
@@ -355,8 +355,7 @@ class Connection:
             self._sent.set()
             await self._settle()
             timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await wait_set(self._wake, timeout)
 
     # ------------------------------------------------------------------ generation
 
@@ -454,6 +453,19 @@ class Connection:
                 stop.set()
                 await wait_through_cancellation(worker)
         return spoke or self.session.on_speech(response_id, end, b"", [])
+
+
+async def wait_set(event: asyncio.Event, timeout_s: float | None) -> None:
+    """Return once `event` is set, or after `timeout_s` seconds (None: no limit).
+
+    Built on `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11, `wait_for` returns
+    normally when the event is set in the loop iteration that cancels the waiting task, and
+    the cancellation is lost (CPython gh-86296); the send loop of a closed session then waited
+    forever and its `Connection.run` never returned. Here a cancellation always propagates.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
 
 
 async def wait_through_cancellation(future: asyncio.Future[None]) -> None:

@@ -3,7 +3,9 @@ failing engine, kills a session, stalls another session or loses heard text.
 
 - the TTS raises in the middle of a reply;
 - the remote ASR (`--asr-url`) times out, answers 503 or answers garbage;
-- a client aborts its TCP connection mid-sentence (no close frame) while Piper speaks;
+- a client aborts its TCP connection mid-sentence (no close frame) while Piper speaks (and
+  the two waits that make its session end: a cancel is never lost, the voice is held until the
+  engine returns);
 - a client stops reading while the server streams a long reply;
 - SIGTERM to a real `python -m server` process with open sessions.
 """
@@ -30,7 +32,7 @@ from websockets.protocol import State
 
 from calibration.history_calibration import HistoryCalibration
 from server.app import SHUTDOWN_GRACE_S, WEBSOCKET_WRITE_LIMIT_BYTES
-from server.connection import STALLED_CLIENT_CLOSE_CODE
+from server.connection import STALLED_CLIENT_CLOSE_CODE, wait_set, wait_through_cancellation
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests.realtime_client import RealtimeClient
 from tests.transcription_endpoint import TranscriptionEndpoint
@@ -281,6 +283,50 @@ async def test_client_abort_mid_sentence_frees_the_voice_and_ends_the_session(
 
     after = await first_audio_s(server.ws_url, SHORT_REPLY)
     assert after < max(idle) + FIRST_AUDIO_SLACK_S, (idle, after)
+
+
+async def test_a_cancel_that_comes_with_a_wake_up_still_ends_the_send_loop() -> None:
+    """The send loop waits with `wait_set`: a wake-up in the loop iteration that cancels the
+    loop (a chunk queued as the client aborts) must not swallow the cancel, as
+    `asyncio.wait_for` does on Python 3.11 (the closed session's sender then waited forever)."""
+    wake = asyncio.Event()
+
+    async def send_loop() -> None:
+        while True:
+            wake.clear()
+            await wait_set(wake, 5.0)
+
+    task = asyncio.create_task(send_loop())
+    await asyncio.sleep(0.01)
+    wake.set()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=1.0)
+    assert task in done and task.cancelled()
+    started = time.perf_counter()
+    await wait_set(asyncio.Event(), 0.05)
+    assert 0.04 < time.perf_counter() - started < 1.0
+
+
+async def test_a_cancelled_speaker_keeps_the_voice_until_its_worker_returns() -> None:
+    """`wait_through_cancellation` (how `_speak` holds the TTS turn): cancels, even repeated,
+    wait for the worker thread, then propagate."""
+    release = threading.Event()
+    worker = asyncio.get_running_loop().run_in_executor(None, release.wait, 5.0)
+
+    async def speaker() -> None:
+        await wait_through_cancellation(worker)
+
+    task = asyncio.create_task(speaker())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert worker.done()
 
 
 # ------------------------------------------------------------------------------- stalled reader
