@@ -42,7 +42,7 @@ from server.config import ServerConfig, build_services
 from server.connection import Services
 from server.realtime.session import SessionConfig
 from server.responders.demo_topics import TOPICS
-from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 HOST = "127.0.0.1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -193,10 +193,11 @@ def machine_facts() -> list[tuple[str, str]]:
 
 
 def command_line() -> str:
-    """The command that started this run, as typed from the project root."""
+    """The command that started this run (whichever benchmark's `__main__`), as typed from
+    the project root."""
     python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd()) else (
         sys.executable)
-    spec = sys.modules["__main__"].__spec__
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
     if spec is not None:
         return shlex.join([python, "-m", spec.name, *sys.argv[1:]])
     return shlex.join([python, *sys.argv])
@@ -709,9 +710,9 @@ class CountingSynthesizer:
         """Warm up the inner synthesizer."""
         self.inner.warm_up()
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
-        """The inner synthesizer's chunks for `text`, counted."""
-        for chunk in self.inner.synthesize(text):
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
+        """The inner synthesizer's chunks for `text` (stopped by `stop`), counted."""
+        for chunk in self.inner.synthesize(text, stop):
             with self._lock:
                 self.samples += len(chunk.pcm)
             yield chunk

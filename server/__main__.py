@@ -14,13 +14,14 @@ from server.config import build_services, parse_config, server_options
 
 
 async def serve_forever(argv: Sequence[str] | None = None) -> None:
-    """Parse flags, load the models, serve until SIGINT/SIGTERM."""
+    """Parse flags, load the models, serve until SIGINT/SIGTERM; then close every session
+    with code 1001 (`DemoServer.shutdown`) and return."""
     config = parse_config(argv)
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     services = await asyncio.to_thread(build_services, config)
     demo = DemoServer(services, config.allow_origin, server_options(config))
-    server = await demo.start(config.host, config.port)
+    await demo.start(config.host, config.port)
     host = f"[{config.host}]" if ":" in config.host else config.host
     print(f"duplex-demo listening on http://{host}:{demo.port()} "
           f"(WebSocket at /v1/realtime)", flush=True)
@@ -29,8 +30,7 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
-    server.close()
-    await server.wait_closed()
+    await demo.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -10,6 +10,7 @@ that allows only this origin, `X-Content-Type-Options: nosniff` and `Referrer-Po
 
 from __future__ import annotations
 
+import asyncio
 import http
 import logging
 import mimetypes
@@ -52,6 +53,13 @@ SECURITY_HEADERS = {
 """Headers of every HTTP response: the page may load scripts, styles, worklets and sockets from
 its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
 sends no Referer (a `/?key=` URL never leaks)."""
+
+SHUTDOWN_GRACE_S = 2.0
+"""At shutdown, a client has this long (s) to complete the closing handshake (code 1001);
+then its TCP connection is aborted (a client that stopped reading never answers)."""
+WEBSOCKET_WRITE_LIMIT_BYTES = 2**15
+"""Outgoing bytes websockets buffers per connection before a send waits (its default, 32 KiB,
+over the kernel's socket buffer); `Services.send_timeout_s` bounds that wait."""
 
 _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                   ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml"}
@@ -219,11 +227,27 @@ class DemoServer:
                   if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
-            max_size=options.max_frame_bytes, ping_interval=options.ping_interval_s,
-            ping_timeout=options.ping_timeout_s, select_subprotocol=select_subprotocol,
-            compression=None, logger=logger,
+            max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
+            ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
+            select_subprotocol=select_subprotocol, compression=None, logger=logger,
         )
         return self.server
+
+    async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop accepting, close every session with code 1001 (going away) and wait until
+        each has ended; a session whose client has not completed the closing handshake after
+        `grace_s` seconds has its TCP connection aborted (its tasks then end as well)."""
+        assert self.server is not None
+        self.server.close()
+        try:
+            async with asyncio.timeout(grace_s):
+                await self.server.wait_closed()
+        except TimeoutError:
+            log.warning("aborting %d connection(s) that did not close within %.1f s",
+                        len(self._open), grace_s)
+            for websocket in list(self._open):
+                websocket.transport.abort()
+            await self.server.wait_closed()
 
     def port(self) -> int:
         """The bound TCP port (useful with port 0)."""

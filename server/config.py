@@ -50,6 +50,7 @@ class ServerConfig:
     asr_url: str | None = None
     asr_model: str = "whisper-1"
     calibration_timeout_ms: int = 1000
+    send_timeout_ms: int = 10_000
     history_audio_max_bytes: int = 8 * 1024 * 1024
     interruption_note: str = DEFAULT_INTERRUPTION_NOTE
     deterministic: bool = False
@@ -133,6 +134,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         default=int(env("calibration-timeout-ms",
                                         defaults.calibration_timeout_ms)),
                         help="per-calibration and per-prompt wait budget (ms)")
+    parser.add_argument("--send-timeout-ms", type=_positive_int,
+                        default=int(env("send-timeout-ms", defaults.send_timeout_ms)),
+                        help="close a session (code 1008) whose client has not taken one "
+                        "server frame for this long (ms)")
     parser.add_argument("--history-audio-max-bytes", type=_positive_int,
                         default=int(env("history-audio-max-bytes",
                                         defaults.history_audio_max_bytes)),
@@ -206,6 +211,7 @@ def parse_config(argv: Sequence[str] | None = None,
         log_level=args.log_level, allow_origin=tuple(args.allow_origin),
         lead_ms=args.lead_ms, calibration=args.calibration, asr_url=args.asr_url,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
+        send_timeout_ms=args.send_timeout_ms,
         history_audio_max_bytes=args.history_audio_max_bytes,
         interruption_note=args.interruption_note, deterministic=args.deterministic,
         max_frame_bytes=args.max_frame_bytes, max_sessions=args.max_sessions,
@@ -272,6 +278,7 @@ def build_services(
         input_transcriber=input_transcriber,
         history_audio_max_bytes=config.history_audio_max_bytes,
         calibration_timeout_s=config.calibration_timeout_ms / 1000,
+        send_timeout_s=config.send_timeout_ms / 1000,
         idle_timeout_s=config.idle_timeout_s or None,
         max_events_per_s=config.max_events_per_s,
     )

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -43,9 +42,14 @@ from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
-from server.speech.synthesizer import SpeechSynthesizer
+from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 
 log = logging.getLogger(__name__)
+
+STALLED_CLIENT_CLOSE_CODE = 1008
+"""Close code for a client that stopped reading (RFC 6455 7.4.1 "policy violation": the
+endpoint broke the terms of the connection; 1011 would blame the server)."""
+STALLED_CLIENT_CLOSE_REASON = "client stopped reading"
 
 GENERATION_AHEAD_MS = 5000
 """Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
@@ -64,9 +68,12 @@ class Services:
         input_transcriber: ASR for the person's spoken turns (faster-whisper tiny.en).
         history_audio_max_bytes: retained reply audio per session (bytes).
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
+        send_timeout_s: longest wait for the socket to take one server frame (s); a client
+            that reads nothing for that long is closed with `STALLED_CLIENT_CLOSE_CODE`.
         tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
-            a cancelled reply leaves it at once instead of holding a worker thread that waits
-            for the engine and then synthesizes a sentence nobody will hear.
+            a cancelled reply still waiting leaves it at once; the reply holding it keeps it
+            until its worker thread has returned, which a cancel makes happen within
+            milliseconds (`Connection._speak`), so the turn is free exactly when the engine is.
         idle_timeout_s: close a session (1000) after this long without a client frame (s);
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
@@ -80,6 +87,7 @@ class Services:
     input_transcriber: Transcriber
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
+    send_timeout_s: float = 10.0
     tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
     idle_timeout_s: float | None = None
     max_events_per_s: int | None = None
@@ -299,12 +307,39 @@ class Connection:
         await self._settle()
 
     async def _settle(self) -> None:
-        """Apply the session's effects, then send its pending events in order."""
+        """Apply the session's effects, then send its pending events in order.
+
+        A send waits while the outgoing buffers are full (websockets' write limit, 32 KiB, over
+        the kernel's socket buffer): at most `send_timeout_s`, then the client counts as
+        stalled and is closed (`_close_stalled`); the events still pending are dropped.
+        """
         self._apply_effects()
         async with self._write_lock:
             for event in self.session.take_events():
-                with contextlib.suppress(ConnectionClosed):
-                    await self.websocket.send(json.dumps(event, ensure_ascii=False))
+                frame = json.dumps(event, ensure_ascii=False)
+                try:
+                    async with asyncio.timeout(self.services.send_timeout_s):
+                        await self.websocket.send(frame)
+                except ConnectionClosed:
+                    pass
+                except TimeoutError:
+                    await self._close_stalled()
+                    return
+
+    async def _close_stalled(self) -> None:
+        """Close the socket of a client that stopped reading: the close frame goes behind the
+        unread data (a client that reads again gets `STALLED_CLIENT_CLOSE_CODE`); when even
+        that cannot be written within `send_timeout_s`, the TCP connection is aborted. Either
+        way the receive loop ends and `run` cancels the session's tasks."""
+        timeout_s = self.services.send_timeout_s
+        log.warning("%s: the client took no data for %.1f s; closing with code %d",
+                    self.session.id, timeout_s, STALLED_CLIENT_CLOSE_CODE)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.websocket.close(STALLED_CLIENT_CLOSE_CODE,
+                                           STALLED_CLIENT_CLOSE_REASON)
+        except TimeoutError:
+            self.websocket.transport.abort()
 
     def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
         self.session.announce_calibration(response_id, elapsed_ms)
@@ -332,8 +367,7 @@ class Connection:
             self._sent.set()
             await self._settle()
             timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await wait_set(self._wake, timeout)
 
     # ------------------------------------------------------------------ generation
 
@@ -387,7 +421,11 @@ class Connection:
         The synthesizer's blocking generator runs on a worker thread, which also resamples each
         chunk, converts it to PCM16 and computes its echo envelope (the event loop only queues
         it); chunks cross to the loop through a queue, so a segment's first sentence is sent
-        while the next is synthesized.
+        while the next is synthesized. The TTS turn is held until that thread has returned, also
+        when this task is cancelled (a barge-in, a closed socket): the stop signal ends the
+        engine's work within milliseconds (`StopSignal`), and the next session never finds the
+        voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
+        that stops reading cannot hold the voice.
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
@@ -397,25 +435,26 @@ class Connection:
         reference = self._echo_reference_for(response_id)
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[_Speech | BaseException | None] = asyncio.Queue()
-        stop = threading.Event()
+        stop = StopSignal()
 
         def produce() -> None:
             try:
-                for chunk in synthesizer.synthesize(text):
-                    pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
-                    speech = _Speech(float_to_pcm16(pcm),
-                                     [mark.shifted(start, 0) for mark in chunk.marks],
-                                     reference.envelope(pcm))
-                    loop.call_soon_threadsafe(chunks.put_nowait, speech)
-                    if stop.is_set():
-                        break
+                with contextlib.closing(synthesizer.synthesize(text, stop)) as produced:
+                    for chunk in produced:
+                        pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
+                        speech = _Speech(float_to_pcm16(pcm),
+                                         [mark.shifted(start, 0) for mark in chunk.marks],
+                                         reference.envelope(pcm))
+                        loop.call_soon_threadsafe(chunks.put_nowait, speech)
+                        if stop.is_set():
+                            break
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
         spoke = False
         async with self.services.tts_turn:
-            loop.run_in_executor(None, produce)
+            worker = loop.run_in_executor(None, produce)
             try:
                 while (item := await chunks.get()) is not None:
                     if isinstance(item, BaseException):
@@ -424,7 +463,37 @@ class Connection:
                         return False
                     reference.add_levels(item.echo_levels)
                     spoke = True
-                    await self._settle()
+                    self._apply_effects()
             finally:
                 stop.set()
+                await wait_through_cancellation(worker)
         return spoke or self.session.on_speech(response_id, end, b"", [])
+
+
+async def wait_set(event: asyncio.Event, timeout_s: float | None) -> None:
+    """Return once `event` is set, or after `timeout_s` seconds (None: no limit).
+
+    Built on `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11, `wait_for` returns
+    normally when the event is set in the loop iteration that cancels the waiting task, and
+    the cancellation is lost (CPython gh-86296); the send loop of a closed session then waited
+    forever and its `Connection.run` never returned. Here a cancellation always propagates.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+
+
+async def wait_through_cancellation(future: asyncio.Future[None]) -> None:
+    """Wait until `future` is done, even when the calling task is cancelled meanwhile; such
+    a cancellation is raised (as `asyncio.CancelledError`) once the future is done.
+
+    For work that cannot be abandoned midway, e.g. a worker thread that holds a shared engine.
+    """
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError

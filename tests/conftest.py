@@ -19,7 +19,7 @@ from server.config import ServerConfig, build_services, server_options
 from server.responders.demo import DemoResponder
 from server.responders.prompt import Prompt
 from server.speech.engines import create_synthesizer
-from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
+from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 # Hypothesis profiles, chosen by the environment variable HYPOTHESIS_PROFILE. "ci" (the default)
 # replays the same examples on every run and machine, with no example database, so a fresh
@@ -64,8 +64,8 @@ class SlowSynthesizer:
     def warm_up(self) -> None:
         self.inner.warm_up()
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
-        for chunk in self.inner.synthesize(text):
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
+        for chunk in self.inner.synthesize(text, stop):
             time.sleep(self.delay_s)
             yield chunk
 
@@ -85,19 +85,23 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
     """Factory: `await start_server(tts="uniform", calibration="marks", lead_ms=...)`.
 
     Starts a real `DemoServer` on 127.0.0.1 (free port) in this test's event loop; stops every
-    server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`;
+    server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`,
+    `wrap_tts` in whatever it returns for the loaded voice (fault injection, observation);
     `input_transcriber` replaces the ASR of the person's turns (`build_services`).
     """
     started: list[DemoServer] = []
 
     async def start(tts: str = "uniform", tts_delay_s: float = 0.0,
                     input_transcriber: Transcriber | None = None,
+                    wrap_tts: Callable[[SpeechSynthesizer], SpeechSynthesizer] | None = None,
                     **overrides: Any) -> RunningServer:
         config = replace(ServerConfig(port=0, tts=tts, calibration="marks",
                                       deterministic=True), **overrides)
         synthesizer = await asyncio.to_thread(loaded_synthesizer, tts)
         if tts_delay_s:
             synthesizer = SlowSynthesizer(synthesizer, tts_delay_s)
+        if wrap_tts is not None:
+            synthesizer = wrap_tts(synthesizer)
         responder = RecordingResponder()
         services = await asyncio.to_thread(
             build_services, config, synthesizer=synthesizer, responder=responder,

@@ -435,6 +435,8 @@ class Session:
         response.generation_ended = True
         response.queue.clear()
         response.error_message = message
+        self._log.emit("error", error={"type": "server_error", "code": "generation_failed",
+                                       "message": message, "param": None, "event_id": None})
         self.lifecycle.finish(response, "failed", None)
         self.interruptions.mark_interrupted(response)
 

@@ -24,7 +24,7 @@ import espeakng_loader
 import numpy as np
 
 from server.speech.speakable import make_speakable
-from server.speech.synthesizer import SpeechChunk, WordLocator
+from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
 
 # espeak-ng speak_lib.h constants.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -231,13 +231,14 @@ class EspeakSynthesizer:
         """Synthesize a short sentence so that the voice and dictionary are loaded."""
         self._engine.synthesize("Hello there.", self._voice)
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
         """Yield one chunk for `text`, or nothing when it has nothing speakable (e.g. "👍").
 
-        Marks: char offsets into `text`, ms from the chunk's first sample.
+        Marks: char offsets into `text`, ms from the chunk's first sample. `stop` is checked
+        once, before synthesis: one call is short (measured: 15 ms for a 27-word sentence).
         """
         speakable = make_speakable(text)
-        if speakable.is_silent:
+        if speakable.is_silent or (stop is not None and stop.is_set()):
             return
         output = self._engine.synthesize(speakable.text, self._voice)
         locator = WordLocator(speakable)

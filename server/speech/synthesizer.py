@@ -5,13 +5,15 @@ plus word marks); `WordLocator` places an engine's words on the written units of
 engines (`server.speech.piper_tts`, `espeak_tts`, `uniform_tts`) import this module; the
 registry that names them is `server.speech.engines`, so no import circle exists. Each
 `synthesize` call gets one written segment and yields chunks whose marks index that segment
-and the chunk's own audio.
+and the chunk's own audio; a `StopSignal` set from another thread ends it early.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +38,55 @@ class SpeechChunk:
     marks: tuple[WordMark, ...]
 
 
+class StopSignal:
+    """Tells one running synthesis, from any thread, that nobody will hear the rest.
+
+    Set once, never cleared. An engine checks `is_set()` between the pieces it synthesizes and
+    registers, around a long blocking call (Piper's ONNX run of a whole sentence), a hook with
+    `interrupting` that makes the call return early; `set()` runs that hook on the setting
+    thread, so the engine and its lock are free within milliseconds instead of after the
+    sentence.
+    """
+
+    def __init__(self) -> None:
+        """An unset signal."""
+        self._lock = threading.Lock()
+        self._set = False
+        self._hooks: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        """Set the signal and run the registered interrupt hooks (only the first call does)."""
+        with self._lock:
+            if self._set:
+                return
+            self._set = True
+            hooks = list(self._hooks)
+        for hook in hooks:
+            hook()
+
+    def is_set(self) -> bool:
+        """True once `set()` was called."""
+        return self._set
+
+    @contextlib.contextmanager
+    def interrupting(self, hook: Callable[[], None]) -> Iterator[None]:
+        """Run the block with `hook` registered: `set()` calls it while the block runs (it is
+        called at once when the signal is already set). The hook may still run just after the
+        block ends (a race with `set()`), so it must be harmless then."""
+        with self._lock:
+            already = self._set
+            if not already:
+                self._hooks.append(hook)
+        if already:
+            hook()
+        try:
+            yield
+        finally:
+            with self._lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+
 class SpeechSynthesizer(Protocol):
     """A TTS engine. `synthesize` blocks and is thread-safe (each engine has its own lock)."""
 
@@ -45,8 +96,12 @@ class SpeechSynthesizer(Protocol):
     def warm_up(self) -> None:
         """Load models and run one short synthesis so that the first reply is fast."""
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
-        """Yield the chunks of one written segment (nothing when it has nothing speakable)."""
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
+        """Yield the chunks of one written segment (nothing when it has nothing speakable).
+
+        Once `stop` is set the engine yields nothing more and releases the voice within one
+        piece of work (its documented granularity); the chunk being computed is dropped.
+        """
 
 
 def samples_to_ms(start: int, end: int, sample_rate_hz: int) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from calibration.units import text_units, unit_duration_ms
 from calibration.word_marks import WordMark
-from server.speech.synthesizer import SpeechChunk
+from server.speech.synthesizer import SpeechChunk, StopSignal
 
 SAMPLE_RATE_HZ = 24000
 _AMPLITUDE = 0.1
@@ -65,14 +65,15 @@ class UniformSynthesizer:
     def warm_up(self) -> None:
         """Nothing to load: the engine is arithmetic."""
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
-        """Yield one chunk for `text` (nothing when it has no units, e.g. "👍").
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
+        """Yield one chunk for `text` (nothing when it has no units, e.g. "👍", or when `stop`
+        is already set: the tones are computed in well under a millisecond per word).
 
         Unit i starts where unit i-1 ends (first at 0 ms); marks cover each unit's span of
         `text` with exact integer ms.
         """
         units = text_units(text)
-        if not units:
+        if not units or (stop is not None and stop.is_set()):
             return
         pieces: list[np.ndarray] = []
         marks: list[WordMark] = []
