@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,18 @@ from server.listening.server_vad_settings import TurnDetection
 
 MAX_FRAME_CHARS = 1_048_576
 """Largest client text frame accepted (code points); larger frames get an error event."""
+
+MAX_NESTING = 16
+"""Deepest nesting of objects and arrays accepted in a client event (the top-level object is
+depth 1; the deepest field the protocol defines, a `turn_detection` setting, is at depth 5)."""
+
+MAX_EXACT_INTEGER = 2**53 - 1
+"""Largest magnitude of any number in a client event: the integers a JSON number holds exactly
+everywhere (I-JSON, RFC 7493 section 2.2; JavaScript's `Number.MAX_SAFE_INTEGER`)."""
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point: JSON escapes such as `\\ud800` decode to one when unpaired
+(a valid pair decodes to one astral code point). Such a string has no UTF-8 encoding."""
 
 OUTPUT_SAMPLE_RATE_HZ = 24000
 """The only output rate: the OpenAI Realtime `audio/pcm` format is 24 kHz PCM16 mono."""
@@ -172,6 +184,67 @@ ClientEvent = (
 )
 
 
+def _is_integer(value: Any) -> bool:
+    """True for a JSON integer (a Python int that is not a bool; 1.0 is a float)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Trail = tuple[str | int, "_Trail"] | None
+"""Where a value sits in an event: (its key or index, the trail of its container)."""
+
+
+def _check_values(data: dict[str, Any], event_id: str | None) -> None:
+    """Refuse what no field of any event accepts, wherever it is in the decoded event.
+
+    Every string (object keys included) must be valid Unicode, i.e. hold no lone surrogate, so
+    that whatever the server echoes, stores or logs can be encoded as UTF-8; every number must
+    be finite and within +-MAX_EXACT_INTEGER; objects and arrays nest at most MAX_NESTING deep.
+    Linear in the event's size, without recursion.
+
+    Args:
+        data: the decoded event (a JSON object).
+        event_id: the event's `event_id` when it is itself a valid string, for the error.
+
+    Raises:
+        ProtocolError: `invalid_value` naming the offending value's param (its dotted path; the
+            enclosing object's path for a key, None at the top level).
+    """
+
+    def refuse(message: str, trail: _Trail) -> ProtocolError:
+        keys: list[str] = []
+        while trail is not None:
+            key, trail = trail
+            keys.append(str(key))
+        path = ".".join(reversed(keys))
+        return ProtocolError("invalid_value", message.format(path=path), param=path or None,
+                             event_id=event_id)
+
+    pending: list[tuple[dict[str, Any] | list[Any], int, _Trail]] = [(data, 1, None)]
+    while pending:
+        container, depth, trail = pending.pop()
+        is_object = type(container) is dict
+        for key, value in container.items() if is_object else enumerate(container):
+            if is_object and not key.isascii() and _LONE_SURROGATE.search(key):
+                raise refuse("A field name is not valid Unicode (lone surrogate).", trail)
+            kind = type(value)  # json.loads makes exactly these types: identity is fastest
+            if kind is str:
+                if not value.isascii() and _LONE_SURROGATE.search(value):
+                    raise refuse("'{path}' is not valid Unicode (lone surrogate).",
+                                 (key, trail))
+            elif kind is int or kind is float:
+                if not -MAX_EXACT_INTEGER <= value <= MAX_EXACT_INTEGER:
+                    raise refuse(
+                        f"'{{path}}' must be a finite number within +-{MAX_EXACT_INTEGER}.",
+                        (key, trail),
+                    )
+            elif kind is dict or kind is list:
+                if depth == MAX_NESTING:
+                    raise refuse(f"Objects and arrays nest at most {MAX_NESTING} deep.",
+                                 (key, trail))
+                if value:
+                    pending.append((value, depth + 1, (key, trail)))
+
+
 class _Fields:
     """Typed access to one event's fields; every failure raises ProtocolError."""
 
@@ -199,16 +272,24 @@ class _Fields:
         return value
 
     def milliseconds(self, name: str, *, required: bool = True) -> int:
+        """A position in integer ms >= 0 (0 when absent and not required).
+
+        Raises:
+            ProtocolError: missing (when required), not a JSON integer (floats such as 1.0 and
+                booleans included), or negative.
+        """
         value = self.data.get(name)
         if value is None:
             if required:
                 raise self.error("missing_required_parameter", f"Missing '{name}'.", name)
             return 0
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error("invalid_type", f"'{name}' must be a number of milliseconds.", name)
-        if not math.isfinite(value) or value < 0:
-            raise self.error("invalid_value", f"'{name}' must be finite and >= 0.", name)
-        return int(value)
+        if not _is_integer(value):
+            raise self.error(
+                "invalid_type", f"'{name}' must be an integer number of milliseconds.", name
+            )
+        if value < 0:
+            raise self.error("invalid_value", f"'{name}' must be >= 0.", name)
+        return value
 
     def boolean(self, name: str) -> bool:
         value = self.data.get(name, False)
@@ -262,7 +343,7 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
                 if not isinstance(setting, str):
                     raise fields.error("invalid_type", "voice must be a string.", sub)
                 changes["voice"] = setting
-            if key == "speed" and setting != 1.0:
+            if key == "speed" and (isinstance(setting, bool) or setting != 1.0):
                 raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
             if key == "turn_detection":
                 changes["turn_detection"] = _parse_turn_detection(fields, setting, sub)
@@ -315,8 +396,12 @@ def _check_pcm_format(fields: _Fields, value: Any, param: str) -> None:
     if not isinstance(value, dict) or value.get("type", "audio/pcm") != "audio/pcm":
         raise fields.error("invalid_value", "Only audio/pcm is supported.", param)
     unknown = set(value) - {"type", "rate"}
-    if unknown or value.get("rate", OUTPUT_SAMPLE_RATE_HZ) != OUTPUT_SAMPLE_RATE_HZ:
+    rate = value.get("rate", OUTPUT_SAMPLE_RATE_HZ)
+    if unknown or not _is_integer(rate) or rate != OUTPUT_SAMPLE_RATE_HZ:
         raise fields.error("invalid_value", "Only audio/pcm at 24000 Hz is supported.", param)
+
+
+_ITEM_STATUSES = frozenset({"completed", "incomplete", "in_progress"})
 
 
 def _parse_item_create(fields: _Fields) -> ItemCreate:
@@ -331,6 +416,12 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     if unknown:
         name = sorted(unknown)[0]
         raise fields.error("unknown_parameter", f"Unknown item field '{name}'.", f"item.{name}")
+    if item.get("object", "realtime.item") != "realtime.item":
+        raise fields.error("invalid_value", "item.object must be 'realtime.item'.", "item.object")
+    status = item.get("status", "completed")
+    if not isinstance(status, str) or status not in _ITEM_STATUSES:
+        raise fields.error("invalid_value", "item.status must be one of "
+                           f"{', '.join(sorted(_ITEM_STATUSES))}.", "item.status")
     content = item.get("content")
     if not isinstance(content, list) or not content:
         raise fields.error("invalid_type", "item.content must be a non-empty list.", "item.content")
@@ -349,6 +440,7 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item_id = item.get("id")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
+    fields.string("previous_item_id", required=False)
     return ItemCreate(fields.event_id, "".join(texts), item_id)
 
 
@@ -373,6 +465,13 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
         raise fields.error(
             "invalid_value", "Only ['audio'] output is supported.", "response.output_modalities"
         )
+    metadata = response.get("metadata")
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise fields.error(
+            "invalid_type", "metadata must be an object of strings.", "response.metadata"
+        )
     return ResponseCreate(fields.event_id, instructions)
 
 
@@ -396,6 +495,7 @@ def _parse_ack(fields: _Fields) -> PlaybackAck:
             "playback.ack must name its response_id or item_id (positions are per response).",
             "response_id",
         )
+    fields.milliseconds("committed_ms", required=False)  # checked; the commit follows played_ms
     return PlaybackAck(
         fields.event_id, response_id, item_id, fields.milliseconds("played_ms"),
         fields.boolean("truncate"),
@@ -418,8 +518,9 @@ def _parse_barge_in(fields: _Fields) -> BargeIn:
 def _parse_truncate(fields: _Fields) -> ItemTruncate:
     item_id = fields.string("item_id", required=True)
     content_index = fields.data.get("content_index", 0)
-    if content_index != 0 or isinstance(content_index, bool):
-        raise fields.error("invalid_value", "content_index must be 0.", "content_index")
+    if not _is_integer(content_index) or content_index != 0:
+        raise fields.error("invalid_value", "content_index must be the integer 0.",
+                           "content_index")
     return ItemTruncate(fields.event_id, item_id or "", 0, fields.milliseconds("audio_end_ms"))
 
 
@@ -464,8 +565,10 @@ def parse_client_event(frame: str | bytes) -> ClientEvent:
         One of the dataclasses in `ClientEvent`.
 
     Raises:
-        ProtocolError: malformed JSON, a binary or oversized frame, an unknown `type`, unknown or
-            missing fields, wrong field types or values. `event_id` is filled when readable.
+        ProtocolError: malformed JSON, a binary or oversized frame, a value no event accepts
+            (`_check_values`: lone surrogates, numbers beyond +-MAX_EXACT_INTEGER, NaN,
+            Infinity, nesting deeper than MAX_NESTING), an unknown `type`, unknown or missing
+            fields, wrong field types or values. `event_id` is filled when readable.
     """
     if isinstance(frame, bytes):
         raise ProtocolError("invalid_frame", "Binary frames are not supported; send JSON text.")
@@ -475,11 +578,21 @@ def parse_client_event(frame: str | bytes) -> ClientEvent:
         data = json.loads(frame)
     except json.JSONDecodeError as exc:
         raise ProtocolError("invalid_json", f"Frame is not valid JSON: {exc.msg}.") from None
+    except RecursionError:
+        raise ProtocolError(
+            "invalid_value", f"Objects and arrays nest at most {MAX_NESTING} deep."
+        ) from None
+    except ValueError:  # an integer literal longer than sys.get_int_max_str_digits()
+        raise ProtocolError(
+            "invalid_value", f"Numbers must be finite and within +-{MAX_EXACT_INTEGER}."
+        ) from None
     if not isinstance(data, dict):
         raise ProtocolError("invalid_json", "A client event must be a JSON object.")
     event_id = data.get("event_id")
     if event_id is not None and not isinstance(event_id, str):
         raise ProtocolError("invalid_type", "'event_id' must be a string.", param="event_id")
+    _check_values(data, None if event_id is None or _LONE_SURROGATE.search(event_id)
+                  else event_id)
     event_type = data.get("type")
     if not isinstance(event_type, str):
         raise ProtocolError(
