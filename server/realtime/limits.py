@@ -9,7 +9,6 @@ refused event's `event_id`, and the refused event changes nothing.
 from __future__ import annotations
 
 import enum
-import json
 from collections import deque
 
 from server.realtime import protocol
@@ -79,19 +78,8 @@ def rate_limit_error(frame: str | bytes, limiter: EventRateLimiter) -> protocol.
         RATE_LIMIT_CODE,
         f"Too many events: this server applies at most {per_s:g} events per second per "
         "session; this event was ignored. Clients sending twice that are disconnected.",
-        event_id=_event_id_of(frame),
+        event_id=protocol.event_id_of(frame),
     )
-
-
-def _event_id_of(frame: str | bytes) -> str | None:
-    if not isinstance(frame, str) or len(frame) > protocol.MAX_FRAME_CHARS:
-        return None
-    try:
-        data = json.loads(frame)
-    except ValueError:
-        return None
-    event_id = data.get("event_id") if isinstance(data, dict) else None
-    return event_id if isinstance(event_id, str) else None
 
 
 def item_chars(item: HistoryItem) -> int:

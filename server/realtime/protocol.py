@@ -349,10 +349,12 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
                 changes["turn_detection"] = _parse_turn_detection(fields, setting, sub)
             if key == "transcription" and not (
                 setting is None or (isinstance(setting, dict)
-                                    and set(setting) <= {"model", "language"})
+                                    and set(setting) <= {"model", "language"}
+                                    and all(isinstance(v, str) for v in setting.values()))
             ):
                 raise fields.error(
-                    "invalid_value", "transcription accepts only model and language.", sub
+                    "invalid_value", "transcription accepts only model and language (strings).",
+                    sub,
                 )
     return changes
 
@@ -427,9 +429,12 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
         raise fields.error("invalid_type", "item.content must be a non-empty list.", "item.content")
     texts = []
     for index, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") != "input_text":
+        if not isinstance(part, dict) or part.get("type") != "input_text" or (
+            set(part) - {"type", "text"}
+        ):
             raise fields.error(
-                "invalid_value", "Only input_text content is supported.", f"item.content.{index}"
+                "invalid_value", "Only input_text content (type, text) is supported.",
+                f"item.content.{index}",
             )
         text = part.get("text")
         if not isinstance(text, str):
@@ -555,20 +560,13 @@ _PARSERS: dict[str, tuple[set[str], Any]] = {
 }
 
 
-def parse_client_event(frame: str | bytes) -> ClientEvent:
-    """Parse one WebSocket frame into a typed client event.
-
-    Args:
-        frame: a text frame (str) holding one JSON object; binary frames are rejected.
-
-    Returns:
-        One of the dataclasses in `ClientEvent`.
+def _decode(frame: str | bytes) -> dict[str, Any]:
+    """The JSON object a text frame holds.
 
     Raises:
-        ProtocolError: malformed JSON, a binary or oversized frame, a value no event accepts
-            (`_check_values`: lone surrogates, numbers beyond +-MAX_EXACT_INTEGER, NaN,
-            Infinity, nesting deeper than MAX_NESTING), an unknown `type`, unknown or missing
-            fields, wrong field types or values. `event_id` is filled when readable.
+        ProtocolError: a binary or oversized frame, malformed JSON, JSON past Python's own
+            limits (nesting past the recursion limit, integers of more than 4300 digits), a
+            JSON value that is not an object.
     """
     if isinstance(frame, bytes):
         raise ProtocolError("invalid_frame", "Binary frames are not supported; send JSON text.")
@@ -588,11 +586,47 @@ def parse_client_event(frame: str | bytes) -> ClientEvent:
         ) from None
     if not isinstance(data, dict):
         raise ProtocolError("invalid_json", "A client event must be a JSON object.")
+    return data
+
+
+def _readable_event_id(data: dict[str, Any]) -> str | None:
+    """The event's `event_id` when an error may echo it: a string without lone surrogates."""
+    event_id = data.get("event_id")
+    if isinstance(event_id, str) and not _LONE_SURROGATE.search(event_id):
+        return event_id
+    return None
+
+
+def event_id_of(frame: str | bytes) -> str | None:
+    """The `event_id` an error about `frame` names, whatever else is wrong with the frame: its
+    `event_id` when it is a JSON object whose `event_id` is a valid string, else None. Never
+    raises (for frames refused before parsing, e.g. above the event rate)."""
+    try:
+        return _readable_event_id(_decode(frame))
+    except ProtocolError:
+        return None
+
+
+def parse_client_event(frame: str | bytes) -> ClientEvent:
+    """Parse one WebSocket frame into a typed client event.
+
+    Args:
+        frame: a text frame (str) holding one JSON object; binary frames are rejected.
+
+    Returns:
+        One of the dataclasses in `ClientEvent`.
+
+    Raises:
+        ProtocolError: what `_decode` refuses, a value no event accepts (`_check_values`: lone
+            surrogates, numbers beyond +-MAX_EXACT_INTEGER, NaN, Infinity, nesting deeper than
+            MAX_NESTING), an unknown `type`, unknown or missing fields, wrong field types or
+            values. `event_id` is filled when readable (`event_id_of`).
+    """
+    data = _decode(frame)
     event_id = data.get("event_id")
     if event_id is not None and not isinstance(event_id, str):
         raise ProtocolError("invalid_type", "'event_id' must be a string.", param="event_id")
-    _check_values(data, None if event_id is None or _LONE_SURROGATE.search(event_id)
-                  else event_id)
+    _check_values(data, _readable_event_id(data))
     event_type = data.get("type")
     if not isinstance(event_type, str):
         raise ProtocolError(
