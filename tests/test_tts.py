@@ -50,6 +50,7 @@ def test_speakable_drops_emoji_and_markdown_and_maps_words_back() -> None:
         ("See [[Main Page]] now", "See Main Page now"),
         ("Visit https://www.example.com/a/b?x=1.", "Visit example.com."),
         ("Great!🎉Next 👩\u200d👩\u200d👧 end", "Great! Next  end"),
+        ("say\x00this\x1b[0m now\x7f\x85.", "say this [0m now ."),
     ],
 )
 def test_speakable_rewrites(original: str, expected: str) -> None:
@@ -213,6 +214,14 @@ def test_stop_signal_runs_interrupt_hooks_once_and_only_while_registered() -> No
     with stop.interrupting(lambda: calls.append("already set")):
         pass
     assert stop.is_set() and calls == ["registered", "already set"]
+
+
+def test_piper_reads_text_with_control_characters(piper: SpeechSynthesizer) -> None:
+    text = "Hello\x00there\x1b friend."
+    chunks = list(piper.synthesize(text))
+    assert chunks and all(chunk.pcm.size for chunk in chunks)
+    assert [word for chunk in chunks for word, _, _ in written(text, chunk)] == [
+        "Hello", "there", "friend"]
 
 
 def test_piper_unknown_voice_path() -> None:

@@ -21,6 +21,9 @@ _EMOJI = (
     "\U0001f000-\U0001faff\U000e0020-\U000e007f"
 )
 _EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
+# Control characters but tab and line ends: Piper refuses text holding NUL ("embedded null
+# character", its phonemizer takes a C string) and no engine reads the others.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
 _CODE_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+#.-]*[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)\)")
 _URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
@@ -77,10 +80,11 @@ class SpeakableText:
 def make_speakable(original: str) -> SpeakableText:
     """Rewrite a written segment into speakable text with an offset map back to `original`.
 
-    Removed: emoji and pictographs, markdown emphasis (`**`, `__`, `*`, `_`, `~~` at word edges),
-    backticks and code fences, `[[`/`]]` (Piper's raw-phoneme brackets), heading / quote / bullet
-    markers and rules at line starts, the URL part of `[text](url)` links, everything of a bare
-    URL but its host name ("example.com").
+    Removed: control characters (but tab and line ends), emoji and pictographs, markdown
+    emphasis (`**`, `__`, `*`, `_`, `~~` at word edges), backticks and code fences, `[[`/`]]`
+    (Piper's raw-phoneme brackets), heading / quote / bullet markers and rules at line starts,
+    the URL part of `[text](url)` links, everything of a bare URL but its host name
+    ("example.com").
     Rewritten: an ellipsis becomes a comma (a full stop at the end); a title before a name
     ("Dr. Lee") is read in full ("Doctor Lee") so the engine does not end a sentence there.
     A removed run between two non-space characters leaves one space so that no words are glued
@@ -94,6 +98,8 @@ def make_speakable(original: str) -> SpeakableText:
             edits[start] = (end, replacement)
             claimed[start:end] = [True] * (end - start)
 
+    for match in _CONTROLS.finditer(original):
+        claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
     for match in _CODE_FENCE.finditer(original):
         claim(match.start(), match.end(), "")
     for match in _LINK.finditer(original):
