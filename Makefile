@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties
+.PHONY: run test lint bench fuzz-properties fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 # kept in .hypothesis/ and replayed first by the next run.
 fuzz-properties: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest --timeout=0 tests/test_history_properties.py $(ARGS)
+
+# The protocol fuzzer: 100,000 random client frames against a real server (benchmarks/README.md),
+# a few minutes; exit status 1 when a session was killed or a frame was answered wrongly.
+fuzz: $(STAMP)
+	$(BIN)/python -m benchmarks.fuzz_protocol --frames 100000 $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
