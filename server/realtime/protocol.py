@@ -3,7 +3,10 @@
 Event and field names follow the OpenAI Realtime GA API; `playback.ack` and `barge_in` are our
 extensions. `parse_client_event` turns one text frame into a typed event or raises
 `ProtocolError`, which the session turns into an `error` event naming the offending `event_id`.
-Sans-I/O: pure functions and dataclasses.
+Before any field is read, values no event accepts anywhere are refused (`_check_values`: lone
+surrogates, numbers beyond +-2**53 - 1 or not finite, deep nesting), and JSON past Python's own
+limits is an error too (`_decode`), so that nothing a client sends can make the server fail to
+echo, store, log or encode it. Sans-I/O: pure functions and dataclasses.
 """
 
 from __future__ import annotations
