@@ -27,6 +27,7 @@ import numpy as np
 from openai import AsyncOpenAI
 from websockets.asyncio.client import ClientConnection, connect
 
+from benchmarks.bench_server import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
@@ -151,6 +152,7 @@ def summary(values: list[float]) -> list[object]:
 
 
 async def run(replies: int, cuts: int) -> None:
+    print_run_header()
     config = replace(ServerConfig(port=0, tts="uniform", calibration="marks",
                                   deterministic=True))
     services = await asyncio.to_thread(build_services, config)

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field, replace
 
 from benchmarks.bench_server import (
     BenchClient,
-    command_line,
     cpu_snapshot,
-    machine_facts,
     other_load,
     percentile,
+    print_run_header,
     serving,
     verdict,
 )
@@ -184,10 +183,7 @@ async def run_trials(services: Services, trials: int, seed: int,
 async def bench(args: argparse.Namespace) -> None:
     """Measure and print tables 1 (next session's first audio) and 2 (cancel -> voice free)."""
     started = time.perf_counter()
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
-    sys.stdout.flush()
+    print_run_header()
     piper = await asyncio.to_thread(build_services, ServerConfig(port=0, tts="piper"))
     load = cpu_snapshot()
     fixed = await run_trials(piper, args.trials, args.seed, ("idle", "abort", "barge_in"))

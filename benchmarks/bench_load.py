@@ -40,10 +40,9 @@ from benchmarks.bench_server import (
     TYPING_S,
     BenchClient,
     ResponseTrack,
-    command_line,
     cpu_snapshot,
-    machine_facts,
     percentile,
+    print_run_header,
     proc_field,
     run_clients,
     verdict,
@@ -503,10 +502,7 @@ def print_profile(path: str, top: int = 25) -> None:
 async def bench(args: argparse.Namespace) -> None:
     """Memory cycles (table 2) first, then the load steps (1a, 1b), one server process."""
     started = time.perf_counter()
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
-    sys.stdout.flush()
+    print_run_header()
     async with server_process(args.profile) as server:
         print(f"server: pid {server.pid}, {server.url}, flags {' '.join(SERVER_FLAGS)}",
               flush=True)

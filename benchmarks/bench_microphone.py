@@ -34,9 +34,9 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from benchmarks.bench_server import (
     cpu_snapshot,
-    machine_facts,
     other_load,
     percentile,
+    print_run_header,
     verdict,
 )
 from benchmarks.tables import print_table
@@ -867,10 +867,7 @@ def dump(run: PageRun, path: Path) -> None:
 async def bench(args: argparse.Namespace) -> bool:
     """Run every measurement, printing each table when done; True when every target passed."""
     started = time.perf_counter()
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
-    sys.stdout.flush()
+    print_run_header()
     services = await asyncio.to_thread(
         build_services, ServerConfig(port=0, tts="piper", deterministic=True))
     speech = await asyncio.to_thread(speech_recordings)

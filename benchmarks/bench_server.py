@@ -192,6 +192,14 @@ def machine_facts() -> list[tuple[str, str]]:
     ]
 
 
+def print_run_header() -> None:
+    """Print the command that started this run and the machine facts, one per line."""
+    print(f"command: {command_line()}")
+    for name, value in machine_facts():
+        print(f"{name}: {value}")
+    sys.stdout.flush()
+
+
 def command_line() -> str:
     """The command that started this run (whichever benchmark's `__main__`), as typed from
     the project root."""
@@ -852,10 +860,7 @@ async def bench(args: argparse.Namespace) -> None:
     """Run measurements 5 (while the voices load), 1, 2/3 and 4, printing each table when
     done."""
     started = time.perf_counter()
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
-    sys.stdout.flush()
+    print_run_header()
     rss = asyncio.create_task(measure_rss())
     uniform = await asyncio.to_thread(
         build_services, ServerConfig(port=0, tts="uniform", calibration="marks"))
