@@ -161,3 +161,16 @@ async def test_the_openai_sdk_keeps_its_replies_and_truncates_them(start_server)
             if event.type == "conversation.item.retrieved":
                 assert event.item.content[0].transcript == "one two"
                 break
+
+
+def test_a_retrieve_right_after_the_ack_timeout_sees_the_reply_in_full() -> None:
+    """No send-loop wake-up is needed: the frame itself settles the unreported client."""
+    session = new_session()
+    rid = start_reply(session, "Okay.", 400)
+    session.pull_outbound(now_ms=0.0)
+    assert "response.done" in types(session.take_events())
+    session.set_clock(ACK_TIMEOUT_MS + 1.0)
+    [retrieved] = [e for e in send(session, type="conversation.item.retrieve",
+                                   item_id=session.responses[rid].item_id)
+                   if e["type"] == "conversation.item.retrieved"]
+    assert retrieved["item"]["content"][0]["transcript"] == "Okay."

@@ -175,7 +175,12 @@ class Session:
     # ------------------------------------------------------------------ client events
 
     def receive(self, frame: str | bytes) -> None:
-        """Apply one client frame; bad input yields an `error` event and changes nothing."""
+        """Apply one client frame; bad input yields an `error` event and changes nothing.
+
+        Replies of a client found not to report playback are settled first
+        (`HeardTextStore.settle_unreported`), so a retrieve or a prompt never sees them stale.
+        """
+        self.heard_text.settle_unreported(self._clock_ms)
         try:
             event = protocol.parse_client_event(frame)
             self._dispatch(event)
