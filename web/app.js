@@ -270,17 +270,14 @@ function onOutputItem(event) {
 }
 
 function onResponseDone(event) {
-  const { id, status: outcome, status_details: details } = event.response ?? {};
+  const { id, status: outcome } = event.response ?? {};
   // A cancelled response stops playing at once (server VAD or a cancel); otherwise what is
-  // queued plays out.
+  // queued plays out. A failed one was reported by its `error` event (generation_failed).
   if (outcome === 'cancelled') {
     timings.serverStopped(id);
     stopForServer(id);
   } else {
     playback.endAudio(id);
-  }
-  if (outcome === 'failed') {
-    reportError(details?.error ?? { type: 'response_failed', message: `response ${id} failed` });
   }
 }
 
