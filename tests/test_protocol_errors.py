@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from websockets.exceptions import InvalidStatus
 
@@ -44,16 +46,22 @@ BAD_EVENTS = [
 ]
 
 
+async def establish_heard_reply(client: RealtimeClient) -> tuple[str, str, dict[str, Any]]:
+    """A reply played in full and ACKed (uniform voice): (response id, item id, its
+    `conversation.item.heard`), the history a bad frame must not change."""
+    first_id, first_item = await client.prompt("say: It is sunny today.")
+    await client.wait_for("response.done")
+    await client.ack(first_id, 1600)
+    return first_id, first_item, await client.heard(first_item)
+
+
 @pytest.mark.parametrize(("frame", "code", "event_id"), BAD_EVENTS)
 async def test_bad_input_gets_an_error_and_the_session_stays_usable(
     start_server, frame: str | bytes, code: str, event_id: str | None
 ) -> None:
     server = await start_server(tts="uniform", calibration="marks", lead_ms=60_000)
     async with RealtimeClient.connect(server.ws_url) as client:
-        first_id, first_item = await client.prompt("say: It is sunny today.")
-        await client.wait_for("response.done")
-        await client.ack(first_id, 1600)
-        established = await client.heard(first_item)
+        first_id, first_item, established = await establish_heard_reply(client)
         if isinstance(frame, str):
             frame = frame.replace("RID", first_id).replace("IID", first_item)
         await client.send_raw(frame)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from server.realtime.protocol import MAX_EXACT_INTEGER
 from tests.protocol_fuzz import FuzzFrame, frame_batches, run_batch
 from tests.realtime_client import RealtimeClient
+from tests.test_protocol_errors import establish_heard_reply
 
 
 @pytest.fixture
@@ -111,10 +112,7 @@ async def test_values_at_pythons_limits_get_an_error_and_change_nothing(start_se
     the first reply's heard text stays and a new prompt still gets a whole reply."""
     server = await start_server(tts="uniform", calibration="marks", lead_ms=60_000)
     async with RealtimeClient.connect(server.ws_url) as client:
-        first_id, first_item = await client.prompt("say: It is sunny today.")
-        await client.wait_for("response.done")
-        await client.ack(first_id, 1600)
-        established = await client.heard(first_item)
+        first_id, first_item, established = await establish_heard_reply(client)
         for name, frame, code, param, event_id in LIMITS:
             if isinstance(frame, str):
                 frame = frame.replace("RID", first_id).replace("IID", first_item)
