@@ -11,12 +11,16 @@ import json
 import logging
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from typing import TextIO
 
 SESSION_ID: ContextVar[str | None] = ContextVar("duplex_session_id", default=None)
 """Id of the realtime session the running code serves, None outside one."""
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+PROJECT_LOGGERS = ("server", "calibration")
+"""The loggers (and their children) of this project's packages: what `--log-level debug`
+turns to debug."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -41,16 +45,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """Send the root logger's records at `level` (`debug`, `info`, ...) to stderr, as text
-    lines or JSON lines (`log_format`: one of `LOG_FORMATS`).
+def configure_logging(level: str, log_format: str = "text",
+                      stream: TextIO | None = None) -> logging.Handler:
+    """Send log records to `stream` (default stderr) as text lines or JSON lines (`log_format`:
+    one of `LOG_FORMATS`): this project's own (`PROJECT_LOGGERS`) from `level` (`debug`,
+    `info`, ...), every other library's from `info` or `level`, whichever is higher. Returns
+    the handler added to the root logger.
+
+    Other libraries' debug lines quote what they handle: websockets its frames (the
+    conversation's text and base64 audio), Piper every sentence it speaks.
 
     Raises:
         ValueError: an unknown `log_format`.
     """
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {LOG_FORMATS}, got {log_format!r}")
-    handler = logging.StreamHandler()
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if log_format == "json"
                          else logging.Formatter(TEXT_FORMAT))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(max(numeric, logging.INFO))
+    for name in PROJECT_LOGGERS:
+        logging.getLogger(name).setLevel(numeric)
+    return handler

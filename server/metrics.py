@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -31,6 +30,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from server.realtime import protocol
 from server.responders.prompt import Prompt, Responder
@@ -39,8 +39,9 @@ from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 if TYPE_CHECKING:
     from server.connection import Services
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-"""`Content-Type` of a `/metrics` answer (Prometheus text exposition format 0.0.4)."""
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""`Content-Type` of a `/metrics` answer: the Prometheus text format 0.0.4, which every
+Prometheus version reads (the metric names here need none of 1.0.0's escaping)."""
 
 FIRST_AUDIO_BUCKETS_S = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
 """`duplex_first_audio_seconds` buckets (s), around issue 14's targets (p50 <= 0.4 s, p95 <=
