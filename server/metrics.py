@@ -296,6 +296,10 @@ class MeasuredSynthesizer:
         self.sample_rate_hz = inner.sample_rate_hz
         self._metrics = metrics
 
+    def __getattr__(self, name: str) -> Any:
+        """Anything else the engine offers, unmeasured."""
+        return getattr(self.inner, name)
+
     def warm_up(self) -> None:
         """Warm the engine up (not measured)."""
         self.inner.warm_up()
@@ -337,6 +341,10 @@ class MeasuredResponder:
         while (wrapped := getattr(innermost, "inner", None)) is not None:
             innermost = wrapped
         self.label = type(innermost).__name__.lower().removesuffix("responder") or "responder"
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else the responder offers, unmeasured."""
+        return getattr(self.inner, name)
 
     async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
         """The inner responder's deltas, unchanged; closing this closes the inner stream."""

@@ -174,3 +174,11 @@ async def test_the_readme_openai_sdk_recipe_holds_a_conversation(start_server) -
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, stderr.decode()
     assert "tide" in stdout.decode().lower()
+
+
+def test_the_image_checks_its_health_like_the_compose_file() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    healthcheck = re.search(r"^HEALTHCHECK .*?CMD (\[.*?\])$", dockerfile,
+                            flags=re.MULTILINE | re.DOTALL)
+    assert healthcheck is not None
+    assert yaml.safe_load(healthcheck.group(1)) == services()["demo"]["healthcheck"]["test"][1:]
