@@ -8,7 +8,9 @@ resumed reply, a failed one).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -16,8 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.metrics import ServerMetrics
+from server.metrics import MeasuredResponder, MeasuredSynthesizer, ServerMetrics
 from server.realtime import protocol
+from server.responders.prompt import Prompt
+from tests.conftest import loaded_synthesizer
 from tests.realtime_client import RealtimeClient
 
 REPLY = "say: one two three four five six seven eight."
@@ -185,3 +189,45 @@ def test_a_refused_frame_that_is_not_an_ack_is_no_ack_anomaly() -> None:
     session.client_event(json.dumps({"type": "playback.ack", "played_ms": "x"}), None)
     scraped = samples(metrics.exposition().decode())
     assert value(scraped, "duplex_ack_anomalies_total", kind="refused") == 1
+
+
+class ClosableResponder:
+    """A responder whose stream says whether it was closed (an LLM's HTTP stream)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
+        try:
+            for word in ("one ", "two ", "three "):
+                yield word
+                await asyncio.sleep(0)
+        finally:
+            self.closed = True
+
+
+async def test_closing_a_measured_reply_closes_the_inner_stream() -> None:
+    metrics = ServerMetrics()
+    inner = ClosableResponder()
+    responder = MeasuredResponder(inner, metrics)
+    assert responder.label == "closable"
+    prompt = Prompt(instructions="", turns=(), interruption_note="")
+    async with contextlib.aclosing(responder.respond(prompt)) as deltas:
+        assert await anext(deltas) == "one "
+    assert inner.closed
+    scraped = samples(metrics.exposition().decode())
+    assert value(scraped, "duplex_llm_time_to_first_token_seconds_count",
+                 responder="closable") == 1
+
+
+def test_the_tts_real_time_factor_is_measured_per_segment() -> None:
+    metrics = ServerMetrics()
+    synthesizer = MeasuredSynthesizer(loaded_synthesizer("uniform"), metrics)
+    chunks = list(synthesizer.synthesize("one two three four"))
+    audio_s = sum(len(chunk.pcm) for chunk in chunks) / synthesizer.sample_rate_hz
+    assert audio_s > 1
+    with contextlib.closing(synthesizer.synthesize("five six seven")) as early:
+        next(early)
+    scraped = samples(metrics.exposition().decode())
+    assert value(scraped, "duplex_tts_real_time_factor_count", engine="uniform") == 2
+    assert 0 < value(scraped, "duplex_tts_real_time_factor_sum", engine="uniform") < 1
