@@ -125,6 +125,10 @@ class ServerMetrics:
         self.calibrations = Counter("duplex_calibrations",
                                     "Heard-text calibration results stored, by method.",
                                     ["method"], registry=r)
+        self.cross_checks = Counter(
+            "duplex_calibration_cross_checks", "ASR cross-checks of marks results, by whether "
+            "the transcript agreed with the marks (agree: true, false).", ["agree"],
+            registry=r)
         self.calibration_seconds = Histogram(
             "duplex_calibration_seconds", "Time of one heard-text calibration (s), by method.",
             ["method"], buckets=CALIBRATION_BUCKETS_S, registry=r)
@@ -176,11 +180,13 @@ class ServerMetrics:
 class SessionMetrics:
     """Counts one session's events into its server's metrics.
 
-    Interruptions (`duplex_barge_ins_total`) are the first `conversation.item.heard` of an item
-    with `interrupted: true`, attributed to the client event being applied then
-    (`_CAUSE_BY_EVENT`; `barge_in` by its `source`: `vad`, `button`, else `other`); a reply
-    that failed is not counted. ACK anomalies pair each applied `playback.ack` with its
-    `playback.acknowledged`, which carries the response's cursor.
+    A cross-check (`duplex_calibration_cross_checks_total`) is the first announcement of an
+    item's heard text that carries `marks_agree` without a calibration time (the ASR result
+    attached to a stored marks result). Interruptions (`duplex_barge_ins_total`) are the first
+    `conversation.item.heard` of an item with `interrupted: true`, attributed to the client
+    event being applied then (`_CAUSE_BY_EVENT`; `barge_in` by its `source`: `vad`, `button`,
+    else `other`); a reply that failed is not counted. ACK anomalies pair each applied
+    `playback.ack` with its `playback.acknowledged`, which carries the response's cursor.
     """
 
     def __init__(self, metrics: ServerMetrics) -> None:
@@ -191,6 +197,7 @@ class SessionMetrics:
         self._failed: set[str] = set()
         self._acks: deque[int] = deque()
         self._played: dict[str, int] = {}
+        self._cross_checked: dict[str, str] = {}
 
     def client_event(self, frame: str | bytes, event: protocol.ClientEvent | None) -> None:
         """A client frame was given to the session: `event` when it was applied, None when it
@@ -236,6 +243,11 @@ class SessionMetrics:
             self._metrics.calibrations.labels(method).inc()
             self._metrics.calibration_seconds.labels(method).observe(elapsed_ms / 1000.0)
         item_id = event["item_id"]
+        agree = event.get("marks_agree")
+        if elapsed_ms is None and agree is not None and (
+                self._cross_checked.get(item_id) != event["text"]):
+            self._cross_checked[item_id] = event["text"]
+            self._metrics.cross_checks.labels("true" if agree else "false").inc()
         if event.get("interrupted") and item_id not in self._interrupted:
             self._interrupted.add(item_id)
             if event["response_id"] not in self._failed:

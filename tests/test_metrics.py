@@ -174,7 +174,11 @@ def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() ->
     session.server_event({"type": "response.done",
                           "response": {"id": "resp_3", "status": "failed"}})
     session.server_event(heard("item_3", "resp_3"))
+    cross_check = heard("item_1", "resp_1", text="one two", marks_agree=False)
+    session.server_event(cross_check)
+    session.server_event(cross_check)
     scraped = samples(metrics.exposition().decode())
+    assert value(scraped, "duplex_calibration_cross_checks_total", agree="false") == 1
     assert value(scraped, "duplex_barge_ins_total", source="server_vad") == 1
     assert value(scraped, "duplex_barge_ins_total", source="barge_in:other") == 1
     assert sum(v for (name, _), v in scraped.items() if name == "duplex_barge_ins_total") == 2
