@@ -126,6 +126,8 @@ class SessionObserver(Protocol):
 
 
 class _NoObserver:
+    """The observer of a connection nobody observes."""
+
     def client_event(self, frame: str | bytes, event: ClientEvent | None) -> None:
         pass
 
