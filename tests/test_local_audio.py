@@ -1,0 +1,321 @@
+"""`duplex-demo talk`, the local-audio client: its playback ledger and barge-in detector on real
+audio, and the command itself on a real PortAudio stream against a real server on loopback.
+
+The machine has no sound card: an `.asoundrc` under a temporary `HOME` makes ALSA's `null` PCM
+the default device, which gives PortAudio one device with input and output. It consumes frames
+as fast as the callback produces them, so the checks are on positions (what was ACKed against
+the frames the callback consumed), never on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.listening.echo import EchoReference
+from server.local_audio.capture import MIN_SPEECH_MS, BargeInDetector, RealTimeGate
+from server.local_audio.playback import PlaybackLedger
+from server.speech.resampling import resample
+from tests import speech_fixtures
+
+ROOT = Path(__file__).resolve().parent.parent
+RATE = 24_000
+NULL_ASOUNDRC = "pcm.!default { type null  hint { show on } }\n"
+ACK_LINE = re.compile(r"(ack|barge_in) (\S+) .*?played_ms=(\d+) played_frames=(\d+) "
+                      r"rendered_frames=(\d+) latency_frames=(\d+) block=(\d+)")
+
+
+# ---------------------------------------------------------------------------- the ledger
+
+def test_played_position_is_rendered_frames_minus_the_output_latency() -> None:
+    ledger = PlaybackLedger(RATE)
+    ledger.enqueue("r1", np.full(1000, 0.5, dtype=np.float32))
+    block = np.empty((256, 1), dtype=np.float32)
+    ledger.render(block)
+    assert np.all(block == 0.5)
+    assert ledger.rendered_frames("r1") == 256
+    assert ledger.played_frames("r1", latency_frames=100) == 156
+    for _ in range(2):
+        ledger.render(block)
+    assert ledger.rendered_frames("r1") == 768
+    ledger.render(block)  # the last 232 frames, then silence
+    assert np.all(block[:232] == 0.5) and np.all(block[232:] == 0.0)
+    assert ledger.rendered_frames("r1") == 1000
+    assert ledger.played_frames("r1", latency_frames=100) == 1000 - 100 + 24
+    ledger.render(block)  # silence pushes the end past the latency: all of it was heard
+    assert ledger.played_frames("r1", latency_frames=100) == 1000
+
+
+def test_an_underrun_does_not_count_as_played_audio() -> None:
+    ledger = PlaybackLedger(RATE)
+    block = np.empty((100, 1), dtype=np.float32)
+    ledger.enqueue("r1", np.ones(50, dtype=np.float32))
+    ledger.render(block)
+    for _ in range(5):  # 500 frames of silence: the audio had not arrived
+        ledger.render(block)
+    ledger.enqueue("r1", np.ones(100, dtype=np.float32))
+    ledger.render(block)
+    assert ledger.stream_frames == 700
+    assert ledger.played_frames("r1", latency_frames=0) == 150
+    assert ledger.played_frames("r1", latency_frames=50) == 100  # stream 650: 50 into piece 2
+    assert ledger.played_frames("r1", latency_frames=200) == 50  # inside the underrun
+
+
+def test_stop_and_a_newer_response_silence_a_reply_at_once() -> None:
+    ledger = PlaybackLedger(RATE)
+    block = np.empty((100, 1), dtype=np.float32)
+    ledger.enqueue("r1", np.ones(1000, dtype=np.float32))
+    ledger.render(block)
+    assert ledger.enqueue("r2", np.full(300, 0.25, dtype=np.float32)) == "r1"
+    ledger.enqueue("r1", np.ones(100, dtype=np.float32))  # late audio of r1 is dropped
+    ledger.render(block)
+    assert np.all(block == 0.25)
+    assert ledger.rendered_frames("r1") == 100 and ledger.received_frames("r1") == 1000
+    ledger.stop("r2")
+    ledger.render(block)
+    assert np.all(block == 0.0)
+    assert ledger.rendered_frames("r2") == 100
+    assert not ledger.is_playing("r2")
+
+
+def test_the_gate_passes_real_time_and_drops_what_runs_ahead_of_the_clock() -> None:
+    now = [0.0]
+    gate = RealTimeGate(RATE, clock=lambda: now[0])
+    assert gate.admit(RATE) == RATE // 2  # 500 ms slack at the start
+    assert gate.admit(RATE) == 0
+    now[0] = 1.0
+    assert gate.admit(RATE) == RATE
+    assert gate.dropped == RATE + RATE // 2
+    now[0] = 0.0
+    device = RealTimeGate(RATE, clock=lambda: now[0])
+    for step in range(1, 1001):  # a real device: 10 ms blocks, late or early by 5 ms
+        now[0] = step / 100 + (0.005 if step % 2 else -0.005)
+        assert device.admit(RATE // 100) == RATE // 100
+    assert device.dropped == 0
+
+
+# ---------------------------------------------------------------------------- barge-in rules
+
+def to_24k(pcm_16k: np.ndarray) -> np.ndarray:
+    return resample(pcm_16k, speech_fixtures.RATE_HZ, RATE)
+
+
+def run_detector(mic: np.ndarray, reply: np.ndarray | None) -> int | None:
+    """Feed `mic` (24 kHz) in 40 ms pieces while `reply` (24 kHz, the same timeline: reply
+    sample k plays when mic sample k is captured) plays; the ms at which it barged in."""
+    detector = BargeInDetector(RATE)
+    reference = None
+    if reply is not None:
+        reference = EchoReference(RATE)
+        reference.append(reply)
+    piece = RATE * 40 // 1000
+    for start in range(0, mic.size - piece + 1, piece):
+        playing_ms = (start + piece) * 1000 // RATE if reply is not None else None
+        if detector.feed(mic[start:start + piece], playing_ms, reference):
+            return (start + piece) * 1000 // RATE
+    return None
+
+
+def test_a_person_talking_over_the_assistant_barges_in_after_the_pages_200_ms() -> None:
+    person = to_24k(speech_fixtures.speech("Wait, stop, that is not what I asked."))
+    reply = to_24k(speech_fixtures.speech(
+        "The history of radio begins with the work of many inventors across the world, "
+        "and the first broadcasts reached ships at sea."))
+    lead = RATE  # the person starts 1 s into the reply
+    mic = np.concatenate((np.zeros(lead, dtype=np.float32), person))
+    echo = np.concatenate((reply, np.zeros(max(0, mic.size - reply.size), dtype=np.float32)))
+    mic = mic + 0.05 * echo[:mic.size]
+    onset_ms = 1000 + speech_fixtures.active_span_ms(
+        speech_fixtures.speech("Wait, stop, that is not what I asked."))[0]
+    fired = run_detector(mic, echo[:mic.size])
+    assert fired is not None
+    assert onset_ms + MIN_SPEECH_MS - 40 <= fired <= onset_ms + 600
+
+
+def test_the_assistants_own_voice_from_the_speaker_does_not_barge_in() -> None:
+    reply = to_24k(speech_fixtures.speech(
+        "Tides rise and fall twice a day, pulled by the moon and the sun."))
+    delay = RATE * 120 // 1000  # the microphone hears the speaker 120 ms late
+    mic = np.concatenate((np.zeros(delay, dtype=np.float32), 0.5 * reply))
+    assert run_detector(mic, np.concatenate((reply, np.zeros(delay, dtype=np.float32)))) is None
+
+
+def test_speech_with_no_reply_playing_is_a_turn_for_the_server_not_a_barge_in() -> None:
+    person = to_24k(speech_fixtures.speech("Tell me about the planets."))
+    assert run_detector(np.concatenate((np.zeros(RATE // 2, dtype=np.float32), person)),
+                        None) is None
+
+
+# ---------------------------------------------------------------------------- the command
+
+@pytest.fixture
+def null_audio_home(tmp_path: Path) -> Path:
+    """A HOME whose `.asoundrc` makes ALSA's null PCM the default device."""
+    (tmp_path / ".asoundrc").write_text(NULL_ASOUNDRC, encoding="utf-8")
+    return tmp_path
+
+
+class TalkProcess:
+    """`python -m server talk` in a subprocess: lines in, stdout and stderr lines collected."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        assert process.stdout is not None and process.stderr is not None
+        self._readers = [asyncio.create_task(self._read(process.stdout, self.stdout)),
+                         asyncio.create_task(self._read(process.stderr, self.stderr))]
+
+    @classmethod
+    async def start(cls, home: Path, *args: str) -> TalkProcess:
+        env = {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server", "talk", *args, cwd=ROOT, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        return cls(process)
+
+    @staticmethod
+    async def _read(stream: asyncio.StreamReader, into: list[str]) -> None:
+        while line := await stream.readline():
+            into.append(line.decode().rstrip("\n"))
+
+    async def type(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text.encode() + b"\n")
+        await self.process.stdin.drain()
+
+    async def wait_line(self, lines: list[str], pattern: str, timeout: float = 30.0,
+                        after: int = 0) -> re.Match[str]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            for line in lines[after:]:
+                if match := re.search(pattern, line):
+                    return match
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"no line matching {pattern!r} in {lines}")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> int:
+        if self.process.returncode is None:
+            self.process.send_signal(2)  # SIGINT: the person pressed Ctrl-C
+        try:
+            code = await asyncio.wait_for(self.process.wait(), 20)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+            raise AssertionError(f"talk did not stop on SIGINT: {self.stderr[-5:]}") from None
+        await asyncio.gather(*self._readers)
+        return code
+
+
+def acks(lines: list[str], response_id: str | None = None) -> list[tuple[str, str, int, ...]]:
+    """(kind, response_id, played_ms, played, rendered, latency, block) of each debug line."""
+    found = []
+    for line in lines:
+        if match := ACK_LINE.search(line):
+            kind, rid, *numbers = match.groups()
+            if response_id in (None, rid):
+                found.append((kind, rid, *map(int, numbers)))
+    return found
+
+
+LONG = ("say: alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike "
+        "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
+        "zulu.")
+
+
+async def test_talk_plays_acks_what_the_callback_consumed_and_barges_in_on_enter(
+    start_server, null_audio_home: Path,
+) -> None:
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    talk = await TalkProcess.start(null_audio_home, "--url", server.ws_url,
+                                   "--log-level", "debug")
+    try:
+        await talk.wait_line(talk.stdout, r"^connected to ")
+        await talk.type(LONG)
+        first = await talk.wait_line(talk.stderr, r"ack (\S+) played_ms=([1-9]\d{3,})")
+        response_id = first.group(1)
+        await talk.type("")  # Enter: stop the assistant
+        stop = await talk.wait_line(talk.stderr, r"barge_in (\S+) source=button played_ms=(\d+)")
+        assert stop.group(1) == response_id
+        cut = await talk.wait_line(talk.stdout, r"^\[cut at (\d+) ms by marks\] heard: '([^']*)'")
+        await talk.type("say: Short and sweet.")
+        await talk.wait_line(talk.stdout, r"^assistant: Short and sweet\.")
+        await talk.wait_line(talk.stderr, rf"ack (?!{response_id})\S+ played_ms=1200 ")
+        prompt_count = len(server.responder.prompts)
+        await talk.type("What did you say?")
+        while len(server.responder.prompts) == prompt_count:
+            await asyncio.sleep(0.05)
+    finally:
+        code = await talk.stop()
+    assert code == 0, talk.stderr
+    reports = acks(talk.stderr, response_id)
+    assert len(reports) >= 3
+    for _, _, played_ms, played, rendered, latency, block in reports:
+        # The ACKed position is what the callback consumed minus the output latency, within
+        # one callback block, and never more than was consumed.
+        assert latency > 0 and block > 0
+        assert played <= rendered
+        assert rendered - latency - block <= played <= rendered - latency + block or \
+            played == rendered
+        assert played_ms == played * 1000 // RATE
+    barge_in = reports[-1]
+    assert barge_in[0] == "barge_in"
+    assert [r[2] for r in reports] == sorted(r[2] for r in reports)
+    played_ms = barge_in[2]
+    assert int(cut.group(1)) == played_ms
+    words = LONG.removeprefix("say: ").rstrip(".").split()
+    assert cut.group(2) == " ".join(words[: played_ms // 400])
+    # The history the next prompt sees holds that cut, as heard.
+    turns = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
+    assert ("assistant", cut.group(2), True) in turns
+    assert ("assistant", "Short and sweet.", False) in turns
+
+
+async def test_a_reply_played_to_its_end_is_acked_in_full(start_server,
+                                                         null_audio_home: Path) -> None:
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    talk = await TalkProcess.start(null_audio_home, "--url", server.ws_url, "--no-mic",
+                                   "--log-level", "debug")
+    try:
+        await talk.wait_line(talk.stdout, r"^connected to ")
+        await talk.type("say: one two three four five six seven eight.")
+        await talk.wait_line(talk.stderr, r"ack \S+ played_ms=3200 ")
+        await talk.type("say: nine.")
+        await talk.wait_line(talk.stdout, r"^assistant: nine\.")
+    finally:
+        code = await talk.stop()
+    assert code == 0
+    final = next(report for report in acks(talk.stderr) if report[2] == 3200)
+    assert final[3:5] == (3200 * 24, 3200 * 24)  # every frame received was consumed and heard
+    assert not [line for line in talk.stdout if line.startswith("[cut")]
+    turns = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
+    assert ("assistant", "one two three four five six seven eight.", False) in turns
+
+
+async def test_no_audio_device_is_one_clear_line_and_exit_code_3(tmp_path: Path) -> None:
+    talk = await TalkProcess.start(tmp_path, "--url", "ws://127.0.0.1:9/v1/realtime")
+    code = await asyncio.wait_for(talk.process.wait(), 30)
+    await asyncio.gather(*talk._readers)
+    assert code == 3
+    assert talk.stderr == [
+        "duplex-demo talk: no audio output device: Error querying device -1"]
+
+
+async def test_an_unreachable_server_is_one_clear_line_and_exit_code_1(
+    null_audio_home: Path,
+) -> None:
+    talk = await TalkProcess.start(null_audio_home, "--url", "ws://127.0.0.1:9/v1/realtime")
+    code = await asyncio.wait_for(talk.process.wait(), 30)
+    await asyncio.gather(*talk._readers)
+    assert code == 1
+    assert len(talk.stderr) == 1
+    assert talk.stderr[0].startswith(
+        "duplex-demo talk: cannot connect to ws://127.0.0.1:9/v1/realtime: ")
