@@ -21,7 +21,6 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -95,15 +94,14 @@ class TalkClient:
     Args:
         options: the URL and switches.
         out: where the conversation is printed.
-        lines: the person's input lines, "" at the end (None: stdin, read on a daemon
-            thread, which does not hold up the exit while it waits for a line).
+
+    The person's lines come from stdin, read on a daemon thread (which does not hold up the
+    exit while it waits for a line).
     """
 
-    def __init__(self, options: TalkOptions, out: TextIO = sys.stdout,
-                 lines: Callable[[], Awaitable[str]] | None = None) -> None:
+    def __init__(self, options: TalkOptions, out: TextIO = sys.stdout) -> None:
         self.options = options
         self.out = out
-        self._lines = lines or self._stdin_line
         self._stdin: asyncio.Queue[str] | None = None
         self._ids = itertools.count(1)
         self._replies: dict[str, _Reply] = {}
@@ -239,7 +237,7 @@ class TalkClient:
                     response_id)
                 if drained:
                     await self._finish(response_id, None)
-                elif played > reply.acked_ms:
+                elif played > reply.acked_ms and self._ledger.rendered_frames(response_id):
                     await self._ack(response_id, reply, played)
 
     async def _ack(self, response_id: str, reply: _Reply, played_ms: int) -> None:
@@ -261,9 +259,10 @@ class TalkClient:
         if self._ledger.received_frames(response_id):
             await self._ack(response_id, reply, self._played_ms(response_id))
         reply.finished = True
+        reply.reference = None
         self._ledger.forget(response_id)
         if note:
-            self._print(f"[{note} at {reply.acked_ms} ms]")
+            self._print(f"[{note} at {max(reply.acked_ms, 0)} ms]")
 
     # ------------------------------------------------------------------ barge-in
 
@@ -284,6 +283,7 @@ class TalkClient:
         reply = self._replies[response_id]
         played = self._played_ms(response_id)
         reply.finished = True
+        reply.reference = None
         log.debug("barge_in %s source=%s played_ms=%d played_frames=%d rendered_frames=%d "
                   "latency_frames=%d block=%d", response_id, source, played,
                   self._ledger.played_frames(response_id, self._latency_frames),
@@ -317,7 +317,7 @@ class TalkClient:
 
     async def _typing(self) -> None:
         """Read the person's lines: Enter alone barges in, text is a prompt."""
-        while line := await self._lines():
+        while line := await self._stdin_line():
             text = line.strip()
             if not text:
                 if not await self._barge_in("button"):
