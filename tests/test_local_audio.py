@@ -319,3 +319,20 @@ async def test_an_unreachable_server_is_one_clear_line_and_exit_code_1(
     assert len(talk.stderr) == 1
     assert talk.stderr[0].startswith(
         "duplex-demo talk: cannot connect to ws://127.0.0.1:9/v1/realtime: ")
+
+
+async def test_no_portaudio_library_is_one_clear_line_and_exit_code_3(tmp_path: Path) -> None:
+    """A machine without libportaudio2: the library lookup of `sounddevice` finds nothing (the
+    one thing simulated here; CI cannot uninstall the package), so its import raises."""
+    hide = ("import ctypes.util, sys; found = ctypes.util.find_library; "
+            "ctypes.util.find_library = lambda name: None if 'portaudio' in name "
+            "else found(name); from server.__main__ import main; main(['talk'])")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", hide, cwd=ROOT, env={**os.environ, "HOME": str(tmp_path)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 3
+    assert stdout == b""
+    assert stderr.decode().splitlines() == [
+        "duplex-demo talk: PortAudio is not installed (PortAudio library not found); install "
+        "it, e.g. `sudo apt-get install libportaudio2`"]
