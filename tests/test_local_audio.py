@@ -173,8 +173,11 @@ class TalkProcess:
                          asyncio.create_task(self._read(process.stderr, self.stderr))]
 
     @classmethod
-    async def start(cls, home: Path, *args: str) -> TalkProcess:
+    async def start(cls, home: Path, *args: str, api_key: str | None = None) -> TalkProcess:
         env = {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
+        env.pop("DUPLEX_API_KEY", None)
+        if api_key is not None:
+            env["DUPLEX_API_KEY"] = api_key
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "server", "talk", *args, cwd=ROOT, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -336,3 +339,18 @@ async def test_no_portaudio_library_is_one_clear_line_and_exit_code_3(tmp_path: 
     assert stderr.decode().splitlines() == [
         "duplex-demo talk: PortAudio is not installed (PortAudio library not found); install "
         "it, e.g. `sudo apt-get install libportaudio2`"]
+
+
+async def test_the_api_key_comes_from_the_environment(start_server,
+                                                     null_audio_home: Path) -> None:
+    server = await start_server(api_key="s3cret-key")
+    refused = await TalkProcess.start(null_audio_home, "--url", server.ws_url, "--no-mic")
+    assert await asyncio.wait_for(refused.process.wait(), 30) == 1
+    await asyncio.gather(*refused._readers)
+    assert len(refused.stderr) == 1 and "HTTP 401" in refused.stderr[0]
+    talk = await TalkProcess.start(null_audio_home, "--url", server.ws_url, "--no-mic",
+                                   api_key="s3cret-key")
+    try:
+        await talk.wait_line(talk.stdout, r"^connected to ")
+    finally:
+        assert await talk.stop() == 0
