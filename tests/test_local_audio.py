@@ -10,16 +10,23 @@ the frames the callback consumed), never on timing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import logging
 import os
 import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from server.listening.echo import EchoReference
+from server.local_audio import client as client_module
 from server.local_audio.capture import MIN_SPEECH_MS, BargeInDetector, RealTimeGate
+from server.local_audio.client import TalkClient, TalkOptions
 from server.local_audio.playback import PlaybackLedger
 from server.speech.resampling import resample
 from tests import speech_fixtures
@@ -354,3 +361,112 @@ async def test_the_api_key_comes_from_the_environment(start_server,
         await talk.wait_line(talk.stdout, r"^connected to ")
     finally:
         assert await talk.stop() == 0
+
+
+class SimulatedSoundCard:
+    """A sound card with a clock, simulated in this process: a thread runs the client's
+    callback every 10 ms of wall time with 240-frame blocks; the microphone delivers silence
+    except what `say` queues. The null device cannot say anything (its capture is silence and
+    has no clock), so the one test of a spoken barge-in end to end uses this; the stream code
+    above it is the client's own."""
+
+    latency = 0.02
+
+    def __init__(self) -> None:
+        self.callback = None
+        self.mic_frames = 0
+        self._queued = np.zeros(0, dtype=np.float32)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self, rate_hz: int, microphone: bool, callback) -> SimulatedSoundCard:
+        assert rate_hz == RATE and microphone
+        self.callback = callback
+        return self
+
+    def say(self, pcm: np.ndarray) -> int:
+        """Queue `pcm` (24 kHz) on the microphone; returns the mic frame where it starts."""
+        with self._lock:
+            start = self.mic_frames + self._queued.size
+            self._queued = np.concatenate((self._queued, pcm.astype(np.float32)))
+            return start
+
+    def __enter__(self) -> SimulatedSoundCard:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+    def _run(self) -> None:
+        block = RATE // 100
+        start = time.monotonic()
+        while not self._stop.is_set():
+            while self.mic_frames + block <= (time.monotonic() - start) * RATE:
+                with self._lock:
+                    mic = np.zeros(block, dtype=np.float32)
+                    taken = self._queued[:block]
+                    mic[:taken.size] = taken
+                    self._queued = self._queued[taken.size:]
+                    self.mic_frames += block
+                self.callback(mic.reshape(-1, 1), np.zeros((block, 1), np.float32), block,
+                              None, None)
+            time.sleep(0.005)
+
+
+async def test_talking_over_the_assistant_stops_it_through_the_clients_vad(
+    start_server, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A spoken prompt becomes a turn (server VAD, faster-whisper); a person talking over the
+    reply is heard by the client's VAD, which stops playback and sends `barge_in` (source
+    `vad`) no sooner than the page's 200 ms into the speech; the cut is printed."""
+    server = await start_server(tts="uniform", calibration="marks")
+    card = SimulatedSoundCard()
+    monkeypatch.setattr(client_module, "check_devices", lambda microphone: None)
+    monkeypatch.setattr(client_module, "open_stream", card.open)
+    caplog.set_level(logging.DEBUG, logger="duplex_demo.talk")
+    out = io.StringIO()
+    talk = asyncio.create_task(TalkClient(TalkOptions(url=server.ws_url), out=out).run())
+
+    async def until(condition, timeout: float = 60.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not condition():
+            assert not talk.done(), talk
+            assert asyncio.get_running_loop().time() < deadline, out.getvalue()
+            await asyncio.sleep(0.02)
+
+    def logged(pattern: str) -> list[re.Match[str]]:
+        return [m for r in caplog.records if (m := re.search(pattern, r.getMessage()))]
+
+    try:
+        await until(lambda: "connected to" in out.getvalue())
+        card.say(to_24k(speech_fixtures.place(
+            speech_fixtures.speech("Tell me about the planets."), lead_ms=300, tail_ms=0)))
+        await until(lambda: [m for m in logged(r"ack \S+ played_ms=(\d+)")
+                             if int(m.group(1)) >= 1200])
+        interruption = speech_fixtures.speech("Wait, stop, that is not what I asked.")
+        onset = card.say(to_24k(interruption)) + round(
+            speech_fixtures.active_span_ms(interruption)[0] * RATE / 1000)
+        await until(lambda: logged(r"barge_in \S+ source=vad"))
+        fired_by = card.mic_frames
+        await until(lambda: "by marks]" in out.getvalue())
+    finally:
+        talk.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await talk
+    printed = out.getvalue()
+    assert "error:" not in printed  # e.g. no rate_limit_exceeded after the VAD model loaded
+    assert re.search(r"^you: .*planet", printed, re.MULTILINE | re.IGNORECASE), printed
+    assert "[stopped the assistant (vad) at" in printed
+    stop = logged(r"barge_in (\S+) source=vad played_ms=(\d+)")[0]
+    assert fired_by >= onset + MIN_SPEECH_MS * RATE // 1000
+    cut = re.search(r"^\[cut at (\d+) ms by marks\] heard: ", printed, re.MULTILINE)
+    assert cut is not None, printed
+    assert int(cut.group(1)) == int(stop.group(2))
+    # The reply the server answered was the spoken prompt's, and its history holds the cut.
+    assert server.responder.prompts[0].turns[-1].text == re.search(
+        r"^you: (.*)$", printed, re.MULTILINE).group(1)

@@ -144,6 +144,8 @@ class TalkClient:
                     loop.call_soon_threadsafe(self._captured.put_nowait,
                                               indata[:keep, 0].copy())
 
+            detector = await asyncio.to_thread(BargeInDetector, rate) \
+                if self.options.microphone else None
             stream = open_stream(rate, self.options.microphone, callback)
             self._latency_frames = round(_output_latency_s(stream) * rate)
             log.debug("stream open: %d Hz, output latency %d frames",
@@ -156,8 +158,8 @@ class TalkClient:
                     await self._send({"type": "session.update", "session": {
                         "type": "realtime", "audio": {"input": {"turn_detection": SERVER_VAD}}}})
                 tasks = [asyncio.create_task(self._acks()), asyncio.create_task(self._typing())]
-                if self.options.microphone:
-                    tasks.append(asyncio.create_task(self._microphone(rate)))
+                if detector is not None:
+                    tasks.append(asyncio.create_task(self._microphone(rate, detector)))
                 try:
                     await self._receive()
                 finally:
@@ -197,7 +199,8 @@ class TalkClient:
             await self._finish(response_id, "the server stopped the reply")
         elif kind == "conversation.item.input_audio_transcription.completed":
             self._print(f"you: {event.get('transcript', '')}")
-        elif kind == "conversation.item.heard" and event.get("interrupted"):
+        elif kind == "conversation.item.heard" and event.get("interrupted") and \
+                event.get("method") != "none":
             self._print_cut(self._replies.get(response_id), event)
         elif kind == "error":
             error = event.get("error", {})
@@ -306,7 +309,10 @@ class TalkClient:
 
             def read() -> None:
                 while True:
-                    line = sys.stdin.readline()
+                    try:
+                        line = sys.stdin.readline()
+                    except (OSError, ValueError):  # closed or unreadable: no typing
+                        line = ""
                     loop.call_soon_threadsafe(queue.put_nowait, line)
                     if not line:
                         return
@@ -330,26 +336,34 @@ class TalkClient:
                 "content": [{"type": "input_text", "text": text}]}})
             await self._send({"type": "response.create"})
 
-    async def _microphone(self, rate_hz: int) -> None:
-        """Stream the microphone to the server in `APPEND_MS` pieces and barge in when the
-        person talks over the assistant."""
-        detector = await asyncio.to_thread(BargeInDetector, rate_hz)
+    async def _microphone(self, rate_hz: int, detector: BargeInDetector) -> None:
+        """Stream the microphone to the server and barge in when the person talks over the
+        assistant. The detector takes `APPEND_MS` pieces; an append carries every complete
+        piece captured so far (one piece while the loop keeps up, all of them after a stall,
+        so a stall never turns into a burst of events against the server's rate limit)."""
         piece = rate_hz * APPEND_MS // 1000
         pending = np.zeros(0, dtype=np.float32)
         while True:
-            pending = np.concatenate((pending, await self._captured.get()))
-            while pending.size >= piece:
-                chunk, pending = pending[:piece], pending[piece:]
+            blocks = [pending, await self._captured.get()]
+            while not self._captured.empty():
+                blocks.append(self._captured.get_nowait())
+            pending = np.concatenate(blocks)
+            complete = pending.size // piece * piece
+            if complete == 0:
+                continue
+            audio, pending = pending[:complete], pending[complete:]
+            for start in range(0, complete, piece):
                 response_id = self._playing()
                 reply = self._replies.get(response_id) if response_id else None
                 playing_ms = self._played_ms(response_id) if response_id else None
-                if detector.feed(chunk, playing_ms, reply.reference if reply else None):
+                if detector.feed(audio[start:start + piece], playing_ms,
+                                 reply.reference if reply else None):
                     await self._barge_in("vad")
-                if self._input_rate_hz != rate_hz:
-                    chunk = resample(chunk, rate_hz, self._input_rate_hz)
-                pcm16 = (np.clip(chunk, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-                await self._send({"type": "input_audio_buffer.append",
-                                  "audio": base64.b64encode(pcm16).decode("ascii")})
+            if self._input_rate_hz != rate_hz:
+                audio = resample(audio, rate_hz, self._input_rate_hz)
+            pcm16 = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+            await self._send({"type": "input_audio_buffer.append",
+                              "audio": base64.b64encode(pcm16).decode("ascii")})
 
     # ------------------------------------------------------------------ output
 
