@@ -8,7 +8,8 @@ and barges in (`barge_in` with the exact played position) when `BargeInDetector`
 person over the assistant or when Enter is pressed. A typed line is sent as a prompt (after
 stopping a reply still playing). The conversation is printed as it goes: the person's turns
 (typed or transcribed), the assistant's text, and each cut (`conversation.item.heard` of an
-interrupted reply: what was heard, what was not, by which method).
+interrupted reply once calibrated, `method` other than `none`: what was heard, what was not, by
+which method).
 """
 
 from __future__ import annotations
