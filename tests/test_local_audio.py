@@ -88,7 +88,9 @@ def test_stop_and_a_newer_response_silence_a_reply_at_once() -> None:
     ledger.render(block)
     assert np.all(block == 0.0)
     assert ledger.rendered_frames("r2") == 100
-    assert not ledger.is_playing("r2")
+    ledger.enqueue("r2", np.ones(100, dtype=np.float32))  # late audio of a stopped reply
+    ledger.render(block)
+    assert np.all(block == 0.0) and ledger.rendered_frames("r2") == 100
 
 
 def test_the_gate_passes_real_time_and_drops_what_runs_ahead_of_the_clock() -> None:

@@ -127,12 +127,6 @@ class PlaybackLedger:
             track.queue.clear()
             track.head_offset = 0
 
-    def is_playing(self, response_id: str) -> bool:
-        """Whether `response_id` is the current response and not stopped."""
-        with self._lock:
-            track = self._tracks.get(response_id)
-            return track is not None and track is self._current and not track.stopped
-
     def received_frames(self, response_id: str) -> int:
         """Frames of `response_id` received (queued or rendered)."""
         with self._lock:
