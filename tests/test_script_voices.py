@@ -5,6 +5,7 @@ by an espeak-ng voice of its language, with exact marks, so a cut inside it stay
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -141,3 +142,40 @@ async def test_a_barge_in_inside_chinese_cuts_between_graphemes_at_the_heard_mar
     assert heard["full_text"] == MIXED
     assert voices and all(not other_script(text) for text in voices[-1].texts)
     assert voices[-1].texts[0] == "The word is "
+
+
+async def test_a_mixed_reply_played_in_full_has_exact_marks_on_every_cjk_grapheme(
+    start_server,
+) -> None:
+    server = await start_server(tts="piper", calibration="marks")
+    async with RealtimeClient.connect(server.ws_url) as client:
+        response_id, item_id = await client.prompt(f"say: {MIXED}")
+        acked = 0
+        for _ in range(600):  # play at TTS speed (ACK all audio sent), for at most 60 s
+            if client.of_type("response.done"):
+                break
+            sent = max((e["audio_end_ms"] for e in client.of_type(
+                "response.output_audio.delta", response_id=response_id)), default=0)
+            if sent > acked:
+                acked = sent
+                await client.ack(response_id, acked)
+            await client.drain(0.1)
+        assert client.of_type("response.done")
+        sent = client.of_type("response.output_audio.delta", response_id=response_id)
+        await client.ack(response_id, sent[-1]["audio_end_ms"])
+        item = await client.retrieve(item_id)
+    marks = [mark for event in sent for mark in event.get("marks", [])]
+    assert marks and not [mark for mark in marks if mark["estimated"]]
+    for unit in text_units(MIXED):
+        if other_script(MIXED[unit.start:unit.end]):
+            covering = [m for m in marks
+                        if m["char_start"] <= unit.start and unit.end <= m["char_end"]]
+            assert len(covering) == 1, MIXED[unit.start:unit.end]
+    # Marks run forward on the reply timeline (a chunk's last mark may end 1 ms after the
+    # next chunk starts: ends round up, a chunk's start on the timeline rounds down), and the
+    # audio reaches past the last of them.
+    overlaps = [(a["text"], a["end_ms"], b["text"], b["start_ms"])
+                for a, b in itertools.pairwise(marks) if a["end_ms"] > b["start_ms"] + 1]
+    assert not overlaps
+    assert sent[-1]["audio_end_ms"] >= marks[-1]["end_ms"]
+    assert item["content"][0]["transcript"] == MIXED
