@@ -10,6 +10,7 @@ card instead of a browser.
   detector;
 - `devices`: opening the PortAudio stream with `sounddevice`, with one-line errors when
   PortAudio or a device is missing;
+- `transcript`: the conversation as printed;
 - `client`: the asyncio client over `websockets` (session, prompts, audio, ACKs, barge-in,
   the printed conversation);
 - `cli`: the `talk` subcommand's flags and exit codes.

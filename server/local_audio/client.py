@@ -33,6 +33,7 @@ from server.listening.echo import EchoReference
 from server.local_audio.capture import BargeInDetector, RealTimeGate
 from server.local_audio.devices import check_devices, open_stream
 from server.local_audio.playback import PlaybackLedger
+from server.local_audio.transcript import TranscriptPrinter
 from server.speech.resampling import resample
 
 log = logging.getLogger("duplex_demo.talk")
@@ -67,13 +68,6 @@ class _Reply:
     cut: str | None = None
 
 
-@dataclass(slots=True)
-class _Line:
-    """Whether the assistant's text is being printed on an open line, and for which reply."""
-
-    response_id: str | None = None
-
-
 @dataclass
 class TalkOptions:
     """What `duplex-demo talk` was asked to do.
@@ -102,11 +96,10 @@ class TalkClient:
 
     def __init__(self, options: TalkOptions, out: TextIO = sys.stdout) -> None:
         self.options = options
-        self.out = out
+        self._transcript = TranscriptPrinter(out)
         self._stdin: asyncio.Queue[str] | None = None
         self._ids = itertools.count(1)
         self._replies: dict[str, _Reply] = {}
-        self._line = _Line()
         self._websocket: ClientConnection | None = None
         self._ledger = PlaybackLedger(DEFAULT_RATE_HZ)
         self._latency_frames = 0
@@ -152,7 +145,7 @@ class TalkClient:
             log.debug("stream open: %d Hz, output latency %d frames",
                       rate, self._latency_frames)
             with stream:
-                self._print(f"connected to {self.options.url}: type a prompt and Enter; "
+                self._transcript.line(f"connected to {self.options.url}: type a prompt and Enter; "
                             "Enter alone stops the assistant"
                             + ("; or just talk" if self.options.microphone else ""))
                 if self.options.microphone:
@@ -191,21 +184,21 @@ class TalkClient:
         elif kind == "response.output_audio.done":
             self._replies.setdefault(response_id, _Reply()).audio_done = True
         elif kind == "response.output_audio_transcript.delta":
-            self._write_assistant(response_id, event.get("delta", ""))
+            self._transcript.assistant(response_id, event.get("delta", ""))
         elif kind == "response.done":
             self._replies.setdefault(event["response"]["id"], _Reply()).audio_done = True
-            self._end_line()
+            self._transcript.end_line()
         elif kind == "output_audio_buffer.cleared":
             self._ledger.stop(response_id)
             await self._finish(response_id, "the server stopped the reply")
         elif kind == "conversation.item.input_audio_transcription.completed":
-            self._print(f"you: {event.get('transcript', '')}")
+            self._transcript.line(f"you: {event.get('transcript', '')}")
         elif kind == "conversation.item.heard" and event.get("interrupted") and \
                 event.get("method") != "none":
             self._print_cut(self._replies.get(response_id), event)
         elif kind == "error":
             error = event.get("error", {})
-            self._print(f"error: {error.get('code') or error.get('type')}: "
+            self._transcript.line(f"error: {error.get('code') or error.get('type')}: "
                         f"{error.get('message')}")
 
     async def _on_audio(self, response_id: str, delta: str) -> None:
@@ -266,7 +259,7 @@ class TalkClient:
         reply.reference = None
         self._ledger.forget(response_id)
         if note:
-            self._print(f"[{note} at {max(reply.acked_ms, 0)} ms]")
+            self._transcript.line(f"[{note} at {max(reply.acked_ms, 0)} ms]")
 
     # ------------------------------------------------------------------ barge-in
 
@@ -299,7 +292,7 @@ class TalkClient:
             event["item_id"] = reply.item_id
         await self._send(event)
         self._ledger.forget(response_id)
-        self._print(f"[stopped the assistant ({source}) at {played} ms]")
+        self._transcript.line(f"[stopped the assistant ({source}) at {played} ms]")
         return True
 
     async def _stdin_line(self) -> str:
@@ -328,10 +321,10 @@ class TalkClient:
             text = line.strip()
             if not text:
                 if not await self._barge_in("button"):
-                    self._print("[nothing is playing]")
+                    self._transcript.line("[nothing is playing]")
                 continue
             await self._barge_in("button")
-            self._print(f"you: {text}")
+            self._transcript.line(f"you: {text}")
             await self._send({"type": "conversation.item.create", "item": {
                 "type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": text}]}})
@@ -374,36 +367,16 @@ class TalkClient:
         with contextlib.suppress(ConnectionClosed):
             await self._websocket.send(json.dumps(event))
 
-    def _write_assistant(self, response_id: str, delta: str) -> None:
-        if self._line.response_id != response_id:
-            self._end_line()
-            self.out.write("assistant: ")
-            self._line.response_id = response_id
-        self.out.write(delta)
-        self.out.flush()
-
-    def _end_line(self) -> None:
-        if self._line.response_id is not None:
-            self.out.write("\n")
-            self._line.response_id = None
-            self.out.flush()
-
-    def _print(self, text: str) -> None:
-        self._end_line()
-        print(text, file=self.out, flush=True)
-
     def _print_cut(self, reply: _Reply | None, event: dict[str, Any]) -> None:
         """Print the heard text of a reply this client stopped playing, each version once
         (the server may announce a cut while the reply still plays here: the client caught
         up with the audio sent; that is not a cut yet)."""
         heard = event.get("text", "")
-        full = event.get("full_text", "")
-        if reply is None or not reply.finished or reply.cut == heard or heard == full:
+        if reply is None or not reply.finished or reply.cut == heard or \
+                heard == event.get("full_text", ""):
             return
         reply.cut = heard
-        unheard = full[len(heard):] if full.startswith(heard) else ""
-        self._print(f"[cut at {event.get('played_ms')} ms by {event.get('method')}] "
-                    f"heard: {heard!r} | not heard: {unheard.strip()!r}")
+        self._transcript.cut(event)
 
 
 def _output_latency_s(stream: Any) -> float:
