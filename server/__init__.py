@@ -9,6 +9,7 @@ under thin I/O layers).
 - `server.speech`: speech output (the synthesizer interface, the engines, the segmenter).
 - `server.listening`: speech input (input audio buffer, VAD and turn detection, echo detection).
 - `server.responders`: what the assistant says (the prompt, the demo responder).
+- `server.local_audio`: the `duplex-demo talk` client (a client of the server, not part of it).
 
 Imports run one way: this layer -> `realtime` -> (`responders` -> `speech`, `listening` ->
 `speech.resampling`) -> `calibration`; `tests/test_module_dependencies.py` enforces it.

@@ -1,4 +1,5 @@
-"""`duplex-demo`: start the duplex voice demo server and print its URL."""
+"""`duplex-demo`: start the duplex voice demo server and print its URL;
+`duplex-demo talk …`: talk with a server through the sound card (`server.local_audio.cli`)."""
 
 from __future__ import annotations
 
@@ -33,9 +34,15 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the server, or the `talk` client when the first argument
+    is `talk`."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args[:1] == ["talk"]:
+        from server.local_audio.cli import main as talk
+
+        sys.exit(talk(args[1:]))
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(argv if argv is not None else sys.argv[1:]))
+        asyncio.run(serve_forever(args))
 
 
 if __name__ == "__main__":

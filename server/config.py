@@ -107,6 +107,7 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         prog="duplex-demo",
         description="WebSocket duplex voice demo: the page at / talks to /v1/realtime; history "
         "holds what the listener heard. Every flag has a DUPLEX_<FLAG> environment variable.",
+        epilog="`duplex-demo talk --help`: the local-audio client (speaker and microphone).",
     )
     parser.add_argument("--host", default=env("host", defaults.host),
                         help="interface to bind (default 127.0.0.1: local only)")

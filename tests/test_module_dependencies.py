@@ -3,7 +3,8 @@
 Reads every module's imports with `ast` (top-level and function-level, `TYPE_CHECKING` included)
 and checks them against the layering documented in `server/__init__.py`:
 I/O layer -> `server.realtime` -> (`server.responders` -> `server.speech`,
-`server.listening` -> `server.speech.resampling`) -> `calibration`.
+`server.listening` -> `server.speech.resampling`) -> `calibration`; the local-audio client
+`server.local_audio` uses only `server.listening` and `server.speech.resampling`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ALLOWED = {
     "server.responders": ("calibration", "server.responders", "server.speech"),
     "server.realtime": ("calibration", "server.realtime", "server.speech", "server.listening",
                         "server.responders"),
+    "server.local_audio": ("server.local_audio", "server.listening", "server.speech.resampling"),
 }
 """Room -> module prefixes its modules may import from this project (the I/O layer, `server`'s
 own top-level modules, may import everything)."""

@@ -3,7 +3,10 @@
 Engines: "piper" (default; neural voice, marks from its phoneme alignments), "espeak" (espeak-ng,
 marks from its WORD events), "uniform" / "uniform-nomarks" (deterministic test TTS with the
 timing rule of the interruption cases). Each engine module is imported only when it is created,
-so choosing the uniform voice loads neither Piper nor espeak-ng.
+so choosing the uniform voice loads neither Piper nor espeak-ng. The Piper and espeak engines
+speak runs of other scripts (Chinese, Japanese kana, Korean, Cyrillic...) with an espeak-ng voice
+of that language (`server.speech.script_voices`); the uniform engines time every script
+themselves.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ def create_synthesizer(
     """
     if name == "piper":
         from server.speech.piper_tts import PiperSynthesizer
+        from server.speech.script_voices import ScriptVoiceSynthesizer
 
-        return PiperSynthesizer(voice=voice, deterministic=deterministic)
+        return ScriptVoiceSynthesizer(PiperSynthesizer(voice=voice, deterministic=deterministic))
     if name == "espeak":
         from server.speech.espeak_tts import EspeakSynthesizer
+        from server.speech.script_voices import ScriptVoiceSynthesizer
 
-        return EspeakSynthesizer(voice=voice)
+        return ScriptVoiceSynthesizer(EspeakSynthesizer(voice=voice))
     if name in ("uniform", "uniform-nomarks"):
         from server.speech.uniform_tts import UniformSynthesizer
 
