@@ -178,3 +178,21 @@ def test_prompt_holds_heard_text_and_interruption_flags() -> None:
     assert [(t.role, t.text, t.interrupted) for t in prompt.turns] == [
         ("user", "Count down.", False), ("assistant", "", True)]
     assert prompt.turns[1].full_text == "10, 9, 8, 7, 6, 5, 4, 3, 2, 1, liftoff!"
+
+
+def test_a_client_caught_up_with_paced_audio_is_not_interrupted() -> None:
+    """Generation ended, but pacing still holds audio back: an ACK of everything sent so far
+    means the client is waiting for more, not that playback is over (reported by the local
+    audio client on ALSA's null device: `conversation.item.heard` with `interrupted: true`)."""
+    session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
+    rid = start_reply(session, "a long reply", 3000)
+    session.pull_outbound(now_ms=0.0)
+    sent = [e["audio_end_ms"] for e in session.take_events()
+            if e["type"] == "response.output_audio.delta"]
+    events = send(session, type="playback.ack", response_id=rid, played_ms=sent[-1])
+    assert "conversation.item.heard" not in types(events)
+    item = session.history.get(session.responses[rid].item_id)
+    assert not item.interrupted
+    session.pull_outbound(now_ms=5000.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=3000)
+    assert (item.text, item.interrupted) == ("a long reply", False)

@@ -178,7 +178,8 @@ class Interruptions:
         item = self._items.history.get(response.item_id)
         interrupted = item is not None and item.interrupted
         superseded = response is not self._responses.latest()
-        playback_over = cursor.unplayed_ms == 0 or superseded or interrupted
+        all_played = cursor.unplayed_ms == 0 and cursor.sent_ms >= cursor.generated_ms
+        playback_over = all_played or superseded or interrupted
         if (event.truncate and not was_fully_played) or (
             response.generation_ended and playback_over
         ):
