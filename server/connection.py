@@ -43,6 +43,7 @@ from server.responders.prompt import Responder
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
+from server.voice_turns import VoiceTurns
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,12 @@ class Services:
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
         send_timeout_s: longest wait for the socket to take one server frame (s); a client
             that reads nothing for that long is closed with `STALLED_CLIENT_CLOSE_CODE`.
-        tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
-            a cancelled reply still waiting leaves it at once; the reply holding it keeps it
-            until its worker thread has returned, which a cancel makes happen within
-            milliseconds (`Connection._speak`), so the turn is free exactly when the engine is.
+        tts_turn: sessions take turns at the TTS here, one synthesis piece per turn, a
+            reply's first piece before continuations, the least-buffered continuation first
+            (`server.voice_turns.VoiceTurns`); a cancelled reply still waiting leaves the
+            queue at once; the reply holding the turn keeps it until its worker thread has
+            returned, which a cancel makes happen within milliseconds (`Connection._speak`),
+            so the turn is free exactly when the engine is.
         idle_timeout_s: close a session (1000) after this long without a client frame (s);
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
@@ -88,7 +91,7 @@ class Services:
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
     send_timeout_s: float = 10.0
-    tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    tts_turn: VoiceTurns = field(default_factory=VoiceTurns)
     idle_timeout_s: float | None = None
     max_events_per_s: int | None = None
 
@@ -425,7 +428,9 @@ class Connection:
         when this task is cancelled (a barge-in, a closed socket): the stop signal ends the
         engine's work within milliseconds (`StopSignal`), and the next session never finds the
         voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
-        that stops reading cannot hold the voice.
+        that stops reading cannot hold the voice. The turn is one segment long and asked for
+        with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead),
+        so another session's first piece waits for at most the segment being synthesized.
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
@@ -452,8 +457,10 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
+        cursor = self.session.responses[response_id].cursor
         spoke = False
-        async with self.services.tts_turn:
+        async with self.services.tts_turn.turn(first=cursor.generated_ms == 0,
+                                               ahead_ms=cursor.generated_ms - cursor.sent_ms):
             worker = loop.run_in_executor(None, produce)
             try:
                 while (item := await chunks.get()) is not None:
