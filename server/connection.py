@@ -21,7 +21,7 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from calibration.asr import Transcriber
+from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
 from server.listening.echo import EchoReference
@@ -144,6 +144,7 @@ class Connection:
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
+        self._latest_transcription: asyncio.Future[None] | None = None
         self._prepared: tuple[str, asyncio.Future[str]] | None = None
         self._speech_detector: InputSpeechDetector | None = None
         self._echo_reference: tuple[str, EchoReference] | None = None
@@ -235,7 +236,9 @@ class Connection:
                 self._detect_speech(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, prepared=prepared):
                 recognition = self._take_prepared(item_id if prepared else None)
-                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition))
+                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition,
+                                                              self._latest_transcription))
+                self._latest_transcription = task
                 self._transcriptions.add(task)
                 task.add_done_callback(self._transcriptions.discard)
             case PrepareTranscription(item_id=item_id, pcm16=pcm16):
@@ -301,11 +304,16 @@ class Connection:
                                     EchoReference(self.session.config.sample_rate_hz))
         return self._echo_reference[1]
 
-    async def _transcribe(self, item_id: str, pcm16: bytes,
-                          prepared: asyncio.Future[str] | None) -> None:
+    async def _transcribe(self, item_id: str, pcm16: bytes, prepared: asyncio.Future[str] | None,
+                          previous: asyncio.Future[None] | None) -> None:
         """Transcribe a committed utterance, or await its `prepared` transcription (started
-        at the turn's pause on the same audio), and hand the transcript to the session."""
+        at the turn's pause on the same audio), and hand the transcript to the session once
+        the `previous` committed utterance's was handed over: transcripts reach the session in
+        the order the turns were spoken, so a late transcript never lands after a newer turn
+        (and never starts a response of its own behind that turn's)."""
         transcript = await (prepared if prepared is not None else self._recognise(pcm16))
+        if previous is not None:
+            await asyncio.wait((previous,))
         self.session.on_transcription(item_id, transcript)
         await self._settle()
 
@@ -430,7 +438,9 @@ class Connection:
         voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
         that stops reading cannot hold the voice. The turn is one segment long and asked for
         with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead),
-        so another session's first piece waits for at most the segment being synthesized.
+        so another session's first piece waits for at most the segment being synthesized; while
+        a first piece waits or is synthesized, in-process background ASR (calibration) does
+        not start (`calibration.asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped).
         """
         start, end = span
@@ -458,22 +468,25 @@ class Connection:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
         cursor = self.session.responses[response_id].cursor
+        first = cursor.generated_ms == 0
         spoke = False
-        async with self.services.tts_turn.turn(first=cursor.generated_ms == 0,
-                                               ahead_ms=cursor.generated_ms - cursor.sent_ms):
-            worker = loop.run_in_executor(None, produce)
-            try:
-                while (item := await chunks.get()) is not None:
-                    if isinstance(item, BaseException):
-                        raise item
-                    if not self.session.on_speech(response_id, end, item.pcm16, item.marks):
-                        return False
-                    reference.add_levels(item.echo_levels)
-                    spoke = True
-                    self._apply_effects()
-            finally:
-                stop.set()
-                await wait_through_cancellation(worker)
+        with foreground_work() if first else contextlib.nullcontext():
+            async with self.services.tts_turn.turn(first=first,
+                                                   ahead_ms=cursor.generated_ms - cursor.sent_ms):
+                worker = loop.run_in_executor(None, produce)
+                try:
+                    while (item := await chunks.get()) is not None:
+                        if isinstance(item, BaseException):
+                            raise item
+                        if not self.session.on_speech(response_id, end, item.pcm16,
+                                                      item.marks):
+                            return False
+                        reference.add_levels(item.echo_levels)
+                        spoke = True
+                        self._apply_effects()
+                finally:
+                    stop.set()
+                    await wait_through_cancellation(worker)
         return spoke or self.session.on_speech(response_id, end, b"", [])
 
 
