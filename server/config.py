@@ -237,7 +237,9 @@ def build_transcriber(config: ServerConfig) -> Transcriber | None:
 
     In-process, it is background work (`calibration.asr_queue`): it waits behind the person's
     turns and first audio, is skipped when it could not finish within its policy's budget, and
-    runs on one thread, so a foreground transcription or synthesis always has a core.
+    runs on one thread with a model instance of its own (CTranslate2 runs one transcription
+    at a time per model: sharing the person's model would queue their turn behind it), so a
+    foreground transcription or synthesis always has a core.
     """
     if config.calibration not in ("asr", "auto"):
         return None
