@@ -20,10 +20,16 @@ the command, the machine facts and these tables with their targets and PASS/FAIL
    cross-check; the question's appends pause until the barge-ins are sent, then go on in real
    time). Target: p95 <= 900 ms (issue 13). A diagnosis run uses the layout before the
    ASR queue: calibration ASR at the person's priority, on the person's 2-thread model.
-3. **Piper cost per speaking session.** The demo topic replies synthesized back to back on one
-   thread (Piper alone, no server): process CPU s and wall s per second of audio. A session
-   that speaks all the time needs that CPU share; `nproc / cpu RTF` is how many such sessions
+3. **Piper cost per speaking session.** The demo topic replies synthesized sentence by
+   sentence on one thread (Piper alone, no server; `--cost-audio-s` of audio, default 60):
+   process CPU s and wall s per second of audio. A session that speaks all the time needs
+   that CPU share; `nproc / cpu RTF` is how many such sessions
    the cores hold at most (no headroom for the event loop, ASR or first-audio latency).
+
+4. **Diagnosis: what bench_server table 1's first audio is made of.** For each of its 40
+   prompts, the first synthesis piece of the demo reply as the server segments it, synthesized
+   alone (no server): words, seconds of audio, ms to the first chunk. Synthesis time grows
+   with the piece's length; the server adds the event loop and the socket on top.
 
 The cancel -> voice free measure (target 150 ms) is `benchmarks.bench_faults` table 2.
 
@@ -61,8 +67,11 @@ from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.connection import Services
+from server.responders.demo import DemoResponder
 from server.responders.demo_topics import TOPICS
+from server.responders.prompt import ConversationTurn, Prompt
 from server.speech.resampling import resample
+from server.speech.segmenter import SpeechSegmenter
 from server.voice_turns import VoiceTurns
 from tests import speech_fixtures
 
@@ -292,19 +301,24 @@ async def measure_transcripts(services: Services, turns: int) -> None:
 # ---------------------------------------------------------------------------------- table 3
 
 
-def measure_piper_cost(services: Services) -> None:
-    """Table 3."""
+def measure_piper_cost(services: Services, audio_s: float) -> None:
+    """Table 3: sentences of the demo topics, in order, until `audio_s` s of audio."""
     synthesizer = services.synthesizer
     load = cpu_snapshot()
+    segmenter = SpeechSegmenter(first_clause=False)
+    text = " ".join(topic.text for topic in TOPICS)
     cpu, wall, audio = time.process_time(), time.perf_counter(), 0.0
-    for topic in TOPICS:
-        for chunk in synthesizer.synthesize(topic.text):
+    for start, end in segmenter.feed(text) + segmenter.flush():
+        for chunk in synthesizer.synthesize(text[start:end]):
             audio += len(chunk.pcm) / synthesizer.sample_rate_hz
+        if audio >= audio_s:
+            break
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     cores = len(os.sched_getaffinity(0))
     print_table(
-        "3. Piper cost per speaking session: the demo topic replies synthesized back to back "
-        "on one thread (no server); a session speaking all the time needs cpu RTF of a core; "
+        "3. Piper cost per speaking session: the demo topic replies synthesized sentence by "
+        "sentence on one thread (no server); a session speaking all the time needs cpu RTF "
+        "of a core; "
         f"sessions held = {cores} cores / cpu RTF (an upper bound: nothing left for the event "
         "loop, ASR or first-audio latency); " + other_load(load),
         ["voice", "audio s", "wall s", "cpu s", "wall RTF", "cpu RTF",
@@ -313,15 +327,58 @@ def measure_piper_cost(services: Services) -> None:
           cores * audio / cpu, "info", "-"]])
 
 
+# ---------------------------------------------------------------------------------- table 4
+
+
+def first_piece(prompt: str) -> str:
+    """The first synthesis piece of the demo responder's reply to `prompt`, as the server
+    segments it (`SpeechSegmenter`, first clause early)."""
+    reply = DemoResponder().reply_text(Prompt("", (ConversationTurn("user", prompt),)))
+    segmenter = SpeechSegmenter()
+    start, end = (segmenter.feed(reply) + segmenter.flush())[0]
+    return reply[start:end]
+
+
+def measure_first_pieces(services: Services) -> None:
+    """Table 4: what bench_server table 1's first audio is made of (no server)."""
+    synthesizer = services.synthesizer
+    load = cpu_snapshot()
+    rows_by_kind: dict[str, list[tuple[int, float, float]]] = {"say": [], "topic": []}
+    for kind, prompts in (("say", SAY_PROMPTS), ("topic", TOPIC_PROMPTS)):
+        for prompt in prompts:
+            text = first_piece(prompt)
+            started = time.perf_counter()
+            chunk = next(iter(synthesizer.synthesize(text)))
+            ms = (time.perf_counter() - started) * 1000
+            rows_by_kind[kind].append((len(text.split()), len(chunk.pcm)
+                                       / synthesizer.sample_rate_hz, ms))
+    rows = []
+    for kind, samples in [*rows_by_kind.items(),
+                          ("all", [s for v in rows_by_kind.values() for s in v])]:
+        words, audio, ms = ([sample[i] for sample in samples] for i in range(3))
+        rows.append([kind, len(samples), percentile(words, 50), percentile(words, 95),
+                     percentile(audio, 50), percentile(audio, 95), percentile(ms, 50),
+                     percentile(ms, 95), "info", "-"])
+    print_table(
+        "4. Diagnosis of bench_server table 1: the first synthesis piece of each of its prompts "
+        "(the demo reply's first span from the server's segmenter), synthesized alone on this "
+        "thread: its words, its audio (s) and the time to its first chunk (ms; the floor of "
+        "the server's first audio, before the socket and the event loop); "
+        + other_load(load),
+        ["prompts", "n", "words p50", "words p95", "audio s p50", "audio s p95",
+         "synth ms p50", "synth ms p95", "target", "PASS/FAIL"], rows)
+
+
 # ---------------------------------------------------------------------------------- main
 
 
 async def bench(args: argparse.Namespace) -> None:
-    """Tables 3, 1 and 2, each printed when done."""
+    """Tables 3, 4, 1 and 2, each printed when done."""
     started = time.perf_counter()
     print_run_header()
     piper = await asyncio.to_thread(build_services, ServerConfig(port=0, tts="piper"))
-    measure_piper_cost(piper)
+    measure_piper_cost(piper, args.cost_audio_s)
+    measure_first_pieces(piper)
     await measure_first_audio(piper, args.prompts)
     await measure_transcripts(piper, args.turns)
     print(f"\ntotal wall time: {time.perf_counter() - started:.0f} s")
@@ -334,6 +391,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="measured prompts per condition of table 1")
     parser.add_argument("--turns", type=int, default=10,
                         help="spoken questions per condition of table 2")
+    parser.add_argument("--cost-audio-s", type=float, default=60.0,
+                        help="seconds of audio synthesized for table 3")
     asyncio.run(bench(parser.parse_args(argv)))
 
 
