@@ -94,8 +94,8 @@ class CallLog:
 async def test_a_first_piece_overtakes_the_continuations_of_long_replies(start_server) -> None:
     """Three sessions stream long replies (every piece takes 0.15 s of voice); a fourth asks
     for a short reply. Its piece is synthesized next: no long reply's piece started between
-    its prompt and its own piece beyond the one already running (first-come turns would put
-    it behind the two queued continuations, or more)."""
+    its request for the voice and its own piece beyond one granted at that moment (first-come
+    turns would put it behind the two queued continuations, or more)."""
     logs: list[CallLog] = []
 
     def wrap(inner: SpeechSynthesizer) -> SpeechSynthesizer:
@@ -104,6 +104,16 @@ async def test_a_first_piece_overtakes_the_continuations_of_long_replies(start_s
 
     server = await start_server(tts="uniform", tts_delay_s=0.15, wrap_tts=wrap)
     log = logs[0]
+    turns = server.demo.services.tts_turn
+    first_requests: list[float] = []
+    acquire = turns.acquire
+
+    async def watched_acquire(*, first: bool, ahead_ms: int = 0) -> None:
+        if first:
+            first_requests.append(time.perf_counter())
+        await acquire(first=first, ahead_ms=ahead_ms)
+
+    turns.acquire = watched_acquire  # type: ignore[method-assign]
     async with contextlib.AsyncExitStack() as stack:
         streams = [await stack.enter_async_context(RealtimeClient.connect(server.ws_url))
                    for _ in range(3)]
@@ -117,7 +127,8 @@ async def test_a_first_piece_overtakes_the_continuations_of_long_replies(start_s
             response_id, _ = await asking.prompt(f"say: {SHORT_REPLY}")
             await asking.wait_for("response.output_audio.delta",
                                   lambda e: e["response_id"] == response_id, 10)
-            started = [text for text, at in log.calls[calls_before:] if at >= asked_at]
+            requested_at = next(at for at in first_requests if at >= asked_at)
+            started = [text for text, at in log.calls[calls_before:] if at >= requested_at]
             assert SHORT_REPLY in started
             overtaken = started[: started.index(SHORT_REPLY)]
             assert len(overtaken) <= 1, overtaken
