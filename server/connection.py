@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -53,6 +54,12 @@ STALLED_CLIENT_CLOSE_CODE = 1008
 """Close code for a client that stopped reading (RFC 6455 7.4.1 "policy violation": the
 endpoint broke the terms of the connection; 1011 would blame the server)."""
 STALLED_CLIENT_CLOSE_REASON = "client stopped reading"
+
+PREEMPTIBLE_AHEAD_MS = 2000
+"""Audio of a reply synthesized but not yet sent (ms) from which its continuation piece gives
+the voice up to another reply's first piece and is synthesized again afterwards: the
+listener still has that much to hear, while one piece takes at most a few hundred ms (Piper
+on 2 cores, short pieces), so the redo comes long before an underrun."""
 
 GENERATION_AHEAD_MS = 5000
 """Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
@@ -463,12 +470,21 @@ class Connection:
         engine's work within milliseconds (`StopSignal`), and the next session never finds the
         voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
         that stops reading cannot hold the voice. The turn is one segment long and asked for
-        with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead),
-        so another session's first piece waits for at most the segment being synthesized; while
-        a first piece waits or is synthesized, in-process background ASR (calibration) does
-        not start (`calibration.asr.foreground_work`).
+        with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead);
+        a continuation with `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another
+        reply's first piece before its first chunk and is synthesized again after it, so a
+        first piece waits for at most a segment of a reply that has little audio buffered;
+        while a first piece waits or is synthesized, in-process background ASR (calibration)
+        does not start (`calibration.asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped).
         """
+        while (spoke := await self._synthesize(response_id, span)) is None:
+            log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
+        return spoke
+
+    async def _synthesize(self, response_id: str, span: tuple[int, int]) -> bool | None:
+        """One attempt of `_speak`: None when the piece was preempted before its first chunk
+        (nothing of it was queued; synthesize it again)."""
         start, end = span
         text = self.session.responses[response_id].text[start:end]
         synthesizer = self.services.synthesizer
@@ -477,6 +493,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[_Speech | BaseException | None] = asyncio.Queue()
         stop = StopSignal()
+        preemption = _Preemption(stop)
 
         def produce() -> None:
             try:
@@ -486,6 +503,8 @@ class Connection:
                         speech = _Speech(float_to_pcm16(pcm),
                                          [mark.shifted(start, 0) for mark in chunk.marks],
                                          reference.envelope(pcm))
+                        if not preemption.admit():
+                            break
                         loop.call_soon_threadsafe(chunks.put_nowait, speech)
                         if stop.is_set():
                             break
@@ -495,14 +514,19 @@ class Connection:
 
         cursor = self.session.responses[response_id].cursor
         first = cursor.generated_ms == 0
+        ahead_ms = cursor.generated_ms - cursor.sent_ms
+        preempt = (preemption.preempt if not first and ahead_ms >= PREEMPTIBLE_AHEAD_MS
+                   else None)
         spoke = False
         with foreground_work() if first else contextlib.nullcontext():
-            async with self.services.tts_turn.turn(first=first,
-                                                   ahead_ms=cursor.generated_ms - cursor.sent_ms):
+            async with self.services.tts_turn.turn(first=first, ahead_ms=ahead_ms,
+                                                   preempt=preempt):
                 worker = loop.run_in_executor(None, produce)
                 try:
                     while (item := await chunks.get()) is not None:
                         if isinstance(item, BaseException):
+                            if preemption.preempted:
+                                break
                             raise item
                         if not self.session.on_speech(response_id, end, item.pcm16,
                                                       item.marks):
@@ -513,7 +537,36 @@ class Connection:
                 finally:
                     stop.set()
                     await wait_through_cancellation(worker)
+        if preemption.preempted:
+            return None
         return spoke or self.session.on_speech(response_id, end, b"", [])
+
+
+class _Preemption:
+    """Whether a piece gave the voice up before its first chunk was queued (thread-safe: the
+    event loop preempts, the TTS worker thread admits chunks)."""
+
+    def __init__(self, stop: StopSignal) -> None:
+        self._lock = threading.Lock()
+        self._stop = stop
+        self._admitted = False
+        self.preempted = False
+
+    def preempt(self) -> None:
+        """Stop the piece unless a chunk of it was already queued (then it runs to its end)."""
+        with self._lock:
+            if self._admitted:
+                return
+            self.preempted = True
+        self._stop.set()
+
+    def admit(self) -> bool:
+        """On the worker thread, before queueing a chunk: False once preempted."""
+        with self._lock:
+            if self.preempted:
+                return False
+            self._admitted = True
+            return True
 
 
 async def wait_set(event: asyncio.Event, timeout_s: float | None) -> None:

@@ -14,9 +14,12 @@ first word of the answer. `VoiceTurns` is a priority queue over turns of one pie
 
 A turn is held for one synthesis piece (`Connection._speak`: one segment of the reply) and
 released when the engine is free; a waiter that is cancelled (a barge-in, a closed socket)
-leaves the queue at once. Scheduling by priority with preemption only at piece boundaries is
-the classic non-preemptive priority scheduler; the pieces are short (the segmenter's job), so
-the wait for the voice is bounded by one piece.
+leaves the queue at once. A holder far enough ahead of playback may also offer to be
+preempted (`turn(preempt=...)`): when a first piece asks for the voice, the hook stops the
+running piece (the engine returns within milliseconds, `StopSignal`) and its reply asks for
+the voice again to redo it later; its listener still has seconds of audio to play, the asking
+listener gets the voice at once. Otherwise a first piece waits for at most the piece being
+synthesized (the pieces are short: the segmenter's job).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 FIRST_PIECE = 0
 """Priority class of a reply's first piece (served first)."""
@@ -42,6 +45,7 @@ class VoiceTurns:
         self._held = False
         self._waiting: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
+        self._preempt: Callable[[], None] | None = None
 
     def locked(self) -> bool:
         """True while a reply holds the voice."""
@@ -52,11 +56,19 @@ class VoiceTurns:
         return sum(not future.done() for *_, future in self._waiting)
 
     @contextlib.asynccontextmanager
-    async def turn(self, *, first: bool, ahead_ms: int = 0) -> AsyncIterator[None]:
+    async def turn(self, *, first: bool, ahead_ms: int = 0,
+                   preempt: Callable[[], None] | None = None) -> AsyncIterator[None]:
         """Hold the voice for one piece: `first` for a reply's first piece, else a
-        continuation with `ahead_ms` (ms of synthesized audio of the reply not yet sent)."""
+        continuation with `ahead_ms` (ms of synthesized audio of the reply not yet sent).
+
+        `preempt`: called (once, on the event loop) when a first piece asks for the voice
+        while this turn holds it; it must make the holder give the voice back soon."""
         await self.acquire(first=first, ahead_ms=ahead_ms)
         try:
+            if preempt is not None and self._first_waiting():
+                preempt()
+            else:
+                self._preempt = preempt
             yield
         finally:
             self.release()
@@ -68,6 +80,9 @@ class VoiceTurns:
             self._held = True
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if first and self._preempt is not None:
+            preempt, self._preempt = self._preempt, None
+            preempt()
         key = (FIRST_PIECE, 0) if first else (CONTINUATION, max(0, ahead_ms))
         heapq.heappush(self._waiting, (*key, next(self._arrivals), future))
         try:
@@ -77,8 +92,13 @@ class VoiceTurns:
                 self.release()
             raise
 
+    def _first_waiting(self) -> bool:
+        return any(key == FIRST_PIECE and not future.done()
+                   for key, *_, future in self._waiting)
+
     def release(self) -> None:
         """Give the voice to the most urgent waiter, or free it when nobody waits."""
+        self._preempt = None
         while self._waiting:
             *_, future = heapq.heappop(self._waiting)
             if not future.done():

@@ -5,6 +5,7 @@ waiting before it)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import threading
 import time
@@ -72,6 +73,48 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_a_granted_one_passes_the_
     assert not turns.locked(), "a turn granted to a cancelled waiter is passed on"
 
 
+async def test_a_first_piece_preempts_a_holder_that_offers_it_and_goes_first() -> None:
+    turns = VoiceTurns()
+    preempted: list[str] = []
+    served: list[str] = []
+
+    async def take(name: str, first: bool) -> None:
+        async with turns.turn(first=first):
+            served.append(name)
+
+    async with turns.turn(first=False, ahead_ms=3000, preempt=lambda: preempted.append("A")):
+        continuation = asyncio.create_task(take("continuation", False))
+        await asyncio.sleep(0)
+        assert preempted == [], "a continuation never preempts"
+        first = asyncio.create_task(take("first", True))
+        await asyncio.sleep(0)
+        assert preempted == ["A"]
+    await asyncio.gather(first, continuation)
+    assert served == ["first", "continuation"]
+
+    async with turns.turn(first=False):
+        waiting = asyncio.create_task(take("first again", True))
+        await asyncio.sleep(0)
+    async with turns.turn(first=False, preempt=lambda: preempted.append("B")):
+        pass
+    await waiting
+    assert preempted == ["A"], "no hook is called for a holder that offered none"
+
+    await turns.acquire(first=True)
+    offering = asyncio.create_task(_hold_offering(turns, preempted))
+    await asyncio.sleep(0)
+    turns.release()  # grants the offering continuation; a first piece asks before it runs
+    asking = asyncio.create_task(take("asking", True))
+    await asyncio.gather(offering, asking)
+    assert preempted == ["A", "C"] and served[-1] == "asking"
+    assert not turns.locked()
+
+
+async def _hold_offering(turns: VoiceTurns, preempted: list[str]) -> None:
+    async with turns.turn(first=False, ahead_ms=3000, preempt=lambda: preempted.append("C")):
+        await asyncio.sleep(0.01)
+
+
 class CallLog:
     """A voice that records (text, perf_counter() at start) of every `synthesize` call."""
 
@@ -132,3 +175,68 @@ async def test_a_first_piece_overtakes_the_continuations_of_long_replies(start_s
             assert SHORT_REPLY in started
             overtaken = started[: started.index(SHORT_REPLY)]
             assert len(overtaken) <= 1, overtaken
+
+
+class PatientVoice:
+    """A real voice whose every piece first takes `delay_s`, cut short by its stop signal as
+    Piper's ONNX run is (`StopSignal.interrupting`); logs (text, start) of every call."""
+
+    def __init__(self, inner: SpeechSynthesizer, delay_s: float) -> None:
+        self.inner = inner
+        self.delay_s = delay_s
+        self.name = inner.name
+        self.sample_rate_hz = inner.sample_rate_hz
+        self.calls: list[tuple[str, float]] = []
+
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
+    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
+        stop = stop or StopSignal()
+        self.calls.append((text, time.perf_counter()))
+        woken = threading.Event()
+        with stop.interrupting(woken.set):
+            woken.wait(self.delay_s)
+        if not stop.is_set():
+            yield from self.inner.synthesize(text, stop)
+
+
+async def test_a_first_piece_preempts_a_continuation_far_ahead_which_is_redone(
+    start_server,
+) -> None:
+    """A long reply is seconds ahead of playback; right after one of its pieces starts (0.6 s
+    of voice each), another session asks. That piece gives the voice up at once, the asking
+    session's piece is synthesized, and the stopped piece is synthesized again after it: no
+    audio of the long reply is lost or doubled."""
+    voices: list[PatientVoice] = []
+
+    def wrap(inner: SpeechSynthesizer) -> SpeechSynthesizer:
+        voices.append(PatientVoice(inner, 0.6))
+        return voices[0]
+
+    server = await start_server(tts="uniform", wrap_tts=wrap)
+    voice = voices[0]
+    async with RealtimeClient.connect(server.ws_url) as streaming, \
+            RealtimeClient.connect(server.ws_url) as asking:
+        long_id, _ = await streaming.prompt(f"say: {LONG_REPLY}")
+        await streaming.wait_for("response.output_audio.delta",
+                                 lambda e: e["response_id"] == long_id)
+        await streaming.drain(3.5)
+        calls = len(voice.calls)
+        while len(voice.calls) == calls:
+            await streaming.drain(0.005)
+        running = voice.calls[-1][0]
+        response_id, _ = await asking.prompt(f"say: {SHORT_REPLY}")
+        await asking.wait_for("response.output_audio.delta",
+                              lambda e: e["response_id"] == response_id, 10)
+        async with asyncio.timeout(10):
+            while len(voice.calls) < calls + 3:
+                await streaming.drain(0.05)
+        texts = [text for text, _ in voice.calls[calls:]]
+        assert texts[:3] == [running, SHORT_REPLY, running], texts
+        await streaming.drain(1.0)
+    audio = b"".join(base64.b64decode(e["delta"]) for e in streaming.of_type(
+        "response.output_audio.delta", response_id=long_id))
+    ends = [e["audio_end_ms"] for e in streaming.of_type("response.output_audio.delta",
+                                                         response_id=long_id)]
+    assert ends == sorted(ends) and len(audio) == ends[-1] * 24 * 2
