@@ -11,7 +11,7 @@ the command, the machine facts and these tables with their targets and PASS/FAIL
    audio, the next prompt `GAP_S` later): idle, then while 1 and 3 other sessions stream long
    topic replies with real-time ACKs (so their continuation pieces keep asking for the voice).
    Target: p95 <= idle p95 + 100 ms (issue 12). A diagnosis run repeats the 3-stream condition
-   with first-come turns (`FifoTurns`: the scheduling before `VoiceTurns`).
+   with first-come turns and no preemption (`FifoTurns`: the scheduling before `VoiceTurns`).
 2. **Speech stopped -> transcript while cross-checks run.** A server-VAD session streams a
    spoken question in real time (Piper speech, 40 ms appends); timed in the client from
    `input_audio_buffer.speech_stopped` to `conversation.item.input_audio_transcription
@@ -92,10 +92,12 @@ BARGED_REPLY = ("say: The river rises in the hills and runs past the old mill, t
 
 
 class FifoTurns(VoiceTurns):
-    """Diagnosis: turns at the voice in arrival order, whatever the piece (as before)."""
+    """Diagnosis: turns at the voice in arrival order, whatever the piece, never preempted
+    (as before `VoiceTurns`)."""
 
     async def acquire(self, *, first: bool, ahead_ms: int = 0) -> None:
-        """Wait for the voice as a continuation with nothing buffered: arrival order."""
+        """Wait for the voice as a continuation with nothing buffered: arrival order (and a
+        continuation never preempts)."""
         await super().acquire(first=False, ahead_ms=0)
 
 
