@@ -81,11 +81,12 @@ class Services:
         send_timeout_s: longest wait for the socket to take one server frame (s); a client
             that reads nothing for that long is closed with `STALLED_CLIENT_CLOSE_CODE`.
         tts_turn: sessions take turns at the TTS here, one synthesis piece per turn, a
-            reply's first piece before continuations, the least-buffered continuation first
-            (`server.voice_turns.VoiceTurns`); a cancelled reply still waiting leaves the
-            queue at once; the reply holding the turn keeps it until its worker thread has
-            returned, which a cancel makes happen within milliseconds (`Connection._speak`),
-            so the turn is free exactly when the engine is.
+            reply's first piece before continuations, the least-buffered continuation first,
+            a continuation far ahead of playback preempted (`server.voice_turns.VoiceTurns`);
+            a cancelled reply still waiting leaves the queue at once; the reply holding the
+            turn keeps it until its worker thread has returned, which a cancel makes happen
+            within milliseconds (`Connection._speak`), so the turn is free exactly when the
+            engine is.
         idle_timeout_s: close a session (1000) after this long without a client frame (s);
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
