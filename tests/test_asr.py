@@ -292,7 +292,7 @@ async def test_local_cancellation_holds_slot_until_thread_finishes(
         await task
     limit = asr._local_limit
     assert limit.busy() == 1, "the worker thread still runs, so its slot is still held"
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + 60.0  # a bound, not a speed target: shared machines
     while limit.busy() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert not limit.busy()
