@@ -52,6 +52,7 @@ from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.connection import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
+from server.voice_turns import VoiceTurns
 from tests.test_faults import ABORTED_REPLY, SHORT_REPLY, WatchedSynthesizer
 
 NEXT_SLACK_MS = 100.0
@@ -62,15 +63,15 @@ CANCEL_WINDOW_S = (0.05, 0.6)
 """The cancel comes this long (uniform) after the long sentence's synthesis started."""
 
 
-class WatchedTurn(asyncio.Lock):
-    """The TTS turn, recording `perf_counter()` at every release (`released`)."""
+class WatchedTurn(VoiceTurns):
+    """The TTS turns, recording `perf_counter()` at every release (`released`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.released: list[float] = []
 
     def release(self) -> None:
-        """Release the lock and record when."""
+        """Pass the voice on and record when."""
         super().release()
         self.released.append(time.perf_counter())
 

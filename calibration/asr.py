@@ -18,6 +18,7 @@ Logs carry statuses, phases and durations only, never transcripts or audio.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import math
@@ -35,6 +36,8 @@ from weakref import WeakKeyDictionary
 import httpx
 import numpy as np
 import soxr
+
+from calibration.asr_queue import AsrPriority, PriorityLimit, TranscriptionSkipped
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -119,7 +122,7 @@ class ConcurrencyLimit:
         return semaphore
 
 
-_local_limit = ConcurrencyLimit(DEFAULT_LOCAL_CONCURRENCY)
+_local_limit = PriorityLimit(DEFAULT_LOCAL_CONCURRENCY)
 _executor: ThreadPoolExecutor | None = None
 _models: dict[tuple[str, int], WhisperModel] = {}
 _models_lock = threading.Lock()
@@ -131,11 +134,18 @@ def set_local_concurrency(limit: int) -> None:
     Call at start-up, before any transcription; raises ValueError for a bad limit.
     """
     global _local_limit, _executor
-    _local_limit = ConcurrencyLimit(limit)
+    _local_limit = PriorityLimit(limit)
     with _models_lock:
         previous, _executor = _executor, None
     if previous is not None:
         previous.shutdown(wait=False)
+
+
+def foreground_work() -> contextlib.AbstractContextManager[None]:
+    """Hold in-process background transcriptions back while the block runs (running ones go
+    on): for foreground work outside ASR, such as synthesizing a reply's first audio
+    (`calibration.asr_queue.PriorityLimit.foreground_work`). Call on the event loop."""
+    return _local_limit.foreground_work()
 
 
 def _whisper_executor() -> ThreadPoolExecutor:
@@ -217,17 +227,31 @@ class LocalWhisperTranscriber:
     585 ms, 4 %), never an `initial_prompt`. Input is resampled to 16 kHz with soxr. Returns a
     `Transcript` with the word timings (none without `word_timestamps`).
     Calls run in a dedicated worker thread pool under a process-wide concurrency limit
-    (`set_local_concurrency`, default 2); a cancelled call's slot is held until its thread
+    (`set_local_concurrency`, default 2) that serves the person's turns before calibration
+    (`calibration.asr_queue.PriorityLimit`); a cancelled call's slot is held until its thread
     finishes, so the limit bounds real CPU work.
+
+    More args:
+        priority: `AsrPriority.FOREGROUND` (default; the person's turns) or `BACKGROUND`
+            (calibration ASR: waits behind foreground work, see `calibration.asr_queue`).
+        budget_s: for a background transcriber, the time (s) within which a call must
+            finish to be of use (the caller's deadline); a call that could not start early
+            enough to finish by then (by the recent run times, `expected_run_s`) raises
+            `TranscriptionSkipped` without running. None: never skipped.
     """
 
     def __init__(self, model_path: Path | None = None, cpu_threads: int = 2,
-                 word_timestamps: bool = True) -> None:
+                 word_timestamps: bool = True, priority: AsrPriority = AsrPriority.FOREGROUND,
+                 budget_s: float | None = None) -> None:
         if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1:
             raise ValueError("cpu_threads must be an int >= 1")
+        if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+            raise ValueError("budget_s must be a positive finite number")
         self.model_path = model_path
         self.cpu_threads = cpu_threads
         self.word_timestamps = word_timestamps
+        self.priority = AsrPriority(priority)
+        self.budget_s = budget_s
 
     def load(self) -> None:
         """Load (or reuse) the model now; blocking. Call once at start to warm up."""
@@ -259,21 +283,34 @@ class LocalWhisperTranscriber:
              for segment in segments for word in segment.words or ()),
         )
 
+    def _timed_blocking(self, audio: np.ndarray, sample_rate_hz: int) -> Transcript:
+        """`transcribe_blocking`, its wall time folded into the expected run time."""
+        started = time.perf_counter()
+        try:
+            return self.transcribe_blocking(audio, sample_rate_hz)
+        finally:
+            _record_run(self.cpu_threads, time.perf_counter() - started)
+
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> Transcript:
-        """Transcribe `pcm_f32` (1-D float, any rate) in a worker thread; see the class doc."""
+        """Transcribe `pcm_f32` (1-D float, any rate) in a worker thread; see the class doc.
+
+        Raises `TranscriptionSkipped` (a background call that would finish too late)."""
         audio = _mono_float(pcm_f32, sample_rate_hz)
         started = time.perf_counter()
-        semaphore = _local_limit.semaphore()
+        limit, priority = _local_limit, self.priority
         status, phase = "cancelled", "queue"
         queue_ms = 0.0
+        latest_start = None
+        if self.budget_s is not None:
+            latest_start = time.monotonic() + self.budget_s - _expected_run_s(self.cpu_threads)
         try:
-            await semaphore.acquire()
+            await limit.acquire(priority, latest_start)
             queue_ms = (time.perf_counter() - started) * 1000.0
             phase = "transcribe"
             job = asyncio.get_running_loop().run_in_executor(
-                _whisper_executor(), self.transcribe_blocking, audio, int(sample_rate_hz)
+                _whisper_executor(), self._timed_blocking, audio, int(sample_rate_hz)
             )
-            job.add_done_callback(lambda done: _release_after(done, semaphore))
+            job.add_done_callback(lambda done: _release_after(done, limit, priority))
             text = await asyncio.shield(job)
             status = "ok"
             return text
@@ -282,7 +319,9 @@ class LocalWhisperTranscriber:
             raise
         finally:
             logger.info(
-                "local asr status=%s phase=%s queue_ms=%.1f total_ms=%.1f audio_ms=%d",
+                "local asr priority=%s status=%s phase=%s queue_ms=%.1f total_ms=%.1f "
+                "audio_ms=%d",
+                priority.name.lower(),
                 status,
                 phase,
                 queue_ms,
@@ -291,11 +330,30 @@ class LocalWhisperTranscriber:
             )
 
 
-def _release_after(job: asyncio.Future[str], semaphore: asyncio.Semaphore) -> None:
+def _release_after(job: asyncio.Future[str], limit: PriorityLimit,
+                   priority: AsrPriority) -> None:
     """Release the slot when the worker thread finished; consume an orphaned job's error."""
-    semaphore.release()
+    limit.release(priority)
     if not job.cancelled():
         job.exception()
+
+
+_run_s: dict[int, float] = {}
+"""Recent wall time (s) of one in-process transcription, per `cpu_threads`: an exponential
+moving average (weight 1/4 for the newest run) of the runs of this process."""
+
+
+def _expected_run_s(cpu_threads: int) -> float:
+    """Expected wall time (s) of the next transcription with `cpu_threads` threads: the
+    moving average of the recent runs; before any, DESIGN.md 6's measurement of tiny.en on 2
+    cores (0.40-0.51 s with 2 threads), doubled for one thread."""
+    return _run_s.get(cpu_threads, 0.5 * 2 / min(cpu_threads, 2))
+
+
+def _record_run(cpu_threads: int, seconds: float) -> None:
+    """Fold one finished run into `_run_s` (thread-safe enough: one float per key)."""
+    previous = _run_s.get(cpu_threads)
+    _run_s[cpu_threads] = seconds if previous is None else 0.75 * previous + 0.25 * seconds
 
 
 def encode_wav(pcm_f32: np.ndarray, sample_rate_hz: int) -> bytes:
@@ -470,14 +528,17 @@ __all__ = [
     "DEFAULT_LOCAL_CONCURRENCY",
     "MAX_TRANSCRIPT_CHARS",
     "WHISPER_RATE_HZ",
+    "AsrPriority",
     "ConcurrencyLimit",
     "LocalWhisperTranscriber",
     "RemoteTranscriber",
     "TimedWord",
     "Transcriber",
     "Transcript",
+    "TranscriptionSkipped",
     "default_model_path",
     "encode_wav",
+    "foreground_work",
     "load_whisper_model",
     "set_local_concurrency",
     "validate_transcription_url",

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
-from calibration.policies import make_policy
+from calibration.asr_queue import AsrPriority
+from calibration.policies import AUTO_ASR_TIMEOUT_S, make_policy
 from server.app import (
     MAX_SESSIONS,
     MAX_WEBSOCKET_FRAME_BYTES,
@@ -239,13 +240,23 @@ def server_options(config: ServerConfig) -> ServerOptions:
 
 
 def build_transcriber(config: ServerConfig) -> Transcriber | None:
-    """The ASR used by the `asr` and `auto` policies (None for the other policies)."""
+    """The ASR used by the `asr` and `auto` policies (None for the other policies).
+
+    In-process, it is background work (`calibration.asr_queue`): it waits behind the person's
+    turns and first audio, is skipped when it could not finish within its policy's budget, and
+    runs on one thread with a model instance of its own (CTranslate2 runs one transcription
+    at a time per model: sharing the person's model would queue their turn behind it), so a
+    foreground transcription or synthesis always has a core.
+    """
     if config.calibration not in ("asr", "auto"):
         return None
     if config.asr_url:
         return RemoteTranscriber(config.asr_url, model=config.asr_model,
                                  timeout_s=config.calibration_timeout_ms / 1000)
-    return LocalWhisperTranscriber()
+    budget_s = (AUTO_ASR_TIMEOUT_S if config.calibration == "auto"
+                else config.calibration_timeout_ms / 1000)
+    return LocalWhisperTranscriber(cpu_threads=1, priority=AsrPriority.BACKGROUND,
+                                   budget_s=budget_s)
 
 
 def build_services(
@@ -271,8 +282,9 @@ def build_services(
     if input_transcriber is None:
         input_transcriber = (transcriber if isinstance(transcriber, RemoteTranscriber)
                              else LocalWhisperTranscriber(word_timestamps=False))
-    if isinstance(input_transcriber, LocalWhisperTranscriber):
-        input_transcriber.load()
+    for asr in (input_transcriber, transcriber):
+        if isinstance(asr, LocalWhisperTranscriber):
+            asr.load()
     load_vad_model()
     return Services(
         synthesizer=synthesizer,

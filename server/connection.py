@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from calibration.asr import Transcriber
+from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
 from server.listening.echo import EchoReference
@@ -45,6 +46,7 @@ from server.responders.prompt import Responder
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
+from server.voice_turns import VoiceTurns
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,12 @@ STALLED_CLIENT_CLOSE_CODE = 1008
 """Close code for a client that stopped reading (RFC 6455 7.4.1 "policy violation": the
 endpoint broke the terms of the connection; 1011 would blame the server)."""
 STALLED_CLIENT_CLOSE_REASON = "client stopped reading"
+
+PREEMPTIBLE_AHEAD_MS = 2000
+"""Audio of a reply synthesized but not yet sent (ms) from which its continuation piece gives
+the voice up to another reply's first piece and is synthesized again afterwards: the
+listener still has that much to hear, while one piece takes at most a few hundred ms (Piper
+on 2 cores, short pieces), so the redo comes long before an underrun."""
 
 GENERATION_AHEAD_MS = 5000
 """Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
@@ -72,10 +80,13 @@ class Services:
         calibration_timeout_s: per-callback and per-prompt calibration budget (s).
         send_timeout_s: longest wait for the socket to take one server frame (s); a client
             that reads nothing for that long is closed with `STALLED_CLIENT_CLOSE_CODE`.
-        tts_turn: sessions take turns at the TTS here, in an awaitable (cancellable) queue:
-            a cancelled reply still waiting leaves it at once; the reply holding it keeps it
-            until its worker thread has returned, which a cancel makes happen within
-            milliseconds (`Connection._speak`), so the turn is free exactly when the engine is.
+        tts_turn: sessions take turns at the TTS here, one synthesis piece per turn, a
+            reply's first piece before continuations, the least-buffered continuation first,
+            a continuation far ahead of playback preempted (`server.voice_turns.VoiceTurns`);
+            a cancelled reply still waiting leaves the queue at once; the reply holding the
+            turn keeps it until its worker thread has returned, which a cancel makes happen
+            within milliseconds (`Connection._speak`), so the turn is free exactly when the
+            engine is.
         idle_timeout_s: close a session (1000) after this long without a client frame (s);
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
@@ -90,7 +101,7 @@ class Services:
     history_audio_max_bytes: int = 8 * 1024 * 1024
     calibration_timeout_s: float = 1.0
     send_timeout_s: float = 10.0
-    tts_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    tts_turn: VoiceTurns = field(default_factory=VoiceTurns)
     idle_timeout_s: float | None = None
     max_events_per_s: int | None = None
 
@@ -166,6 +177,7 @@ class Connection:
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
+        self._latest_transcription: asyncio.Future[None] | None = None
         self._prepared: tuple[str, asyncio.Future[str]] | None = None
         self._speech_detector: InputSpeechDetector | None = None
         self._echo_reference: tuple[str, EchoReference] | None = None
@@ -257,7 +269,9 @@ class Connection:
                 self._detect_speech(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, prepared=prepared):
                 recognition = self._take_prepared(item_id if prepared else None)
-                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition))
+                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition,
+                                                              self._latest_transcription))
+                self._latest_transcription = task
                 self._transcriptions.add(task)
                 task.add_done_callback(self._transcriptions.discard)
             case PrepareTranscription(item_id=item_id, pcm16=pcm16):
@@ -323,11 +337,16 @@ class Connection:
                                     EchoReference(self.session.config.sample_rate_hz))
         return self._echo_reference[1]
 
-    async def _transcribe(self, item_id: str, pcm16: bytes,
-                          prepared: asyncio.Future[str] | None) -> None:
+    async def _transcribe(self, item_id: str, pcm16: bytes, prepared: asyncio.Future[str] | None,
+                          previous: asyncio.Future[None] | None) -> None:
         """Transcribe a committed utterance, or await its `prepared` transcription (started
-        at the turn's pause on the same audio), and hand the transcript to the session."""
+        at the turn's pause on the same audio), and hand the transcript to the session once
+        the `previous` committed utterance's was handed over: transcripts reach the session in
+        the order the turns were spoken, so a late transcript never lands after a newer turn
+        (and never starts a response of its own behind that turn's)."""
         transcript = await (prepared if prepared is not None else self._recognise(pcm16))
+        if previous is not None:
+            await asyncio.wait((previous,))
         self.session.on_transcription(item_id, transcript)
         await self._settle()
 
@@ -451,9 +470,22 @@ class Connection:
         when this task is cancelled (a barge-in, a closed socket): the stop signal ends the
         engine's work within milliseconds (`StopSignal`), and the next session never finds the
         voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
-        that stops reading cannot hold the voice.
+        that stops reading cannot hold the voice. The turn is one segment long and asked for
+        with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead);
+        a continuation with `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another
+        reply's first piece before its first chunk and is synthesized again after it, so a
+        first piece waits for at most a segment of a reply that has little audio buffered;
+        while a first piece waits or is synthesized, in-process background ASR (calibration)
+        does not start (`calibration.asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped).
         """
+        while (spoke := await self._synthesize(response_id, span)) is None:
+            log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
+        return spoke
+
+    async def _synthesize(self, response_id: str, span: tuple[int, int]) -> bool | None:
+        """One attempt of `_speak`: None when the piece was preempted before its first chunk
+        (nothing of it was queued; synthesize it again)."""
         start, end = span
         text = self.session.responses[response_id].text[start:end]
         synthesizer = self.services.synthesizer
@@ -462,6 +494,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[_Speech | BaseException | None] = asyncio.Queue()
         stop = StopSignal()
+        preemption = _Preemption(stop)
 
         def produce() -> None:
             try:
@@ -471,6 +504,8 @@ class Connection:
                         speech = _Speech(float_to_pcm16(pcm),
                                          [mark.shifted(start, 0) for mark in chunk.marks],
                                          reference.envelope(pcm))
+                        if not preemption.admit():
+                            break
                         loop.call_soon_threadsafe(chunks.put_nowait, speech)
                         if stop.is_set():
                             break
@@ -478,22 +513,61 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
+        cursor = self.session.responses[response_id].cursor
+        first = cursor.generated_ms == 0
+        ahead_ms = cursor.generated_ms - cursor.sent_ms
+        preempt = (preemption.preempt if not first and ahead_ms >= PREEMPTIBLE_AHEAD_MS
+                   else None)
         spoke = False
-        async with self.services.tts_turn:
-            worker = loop.run_in_executor(None, produce)
-            try:
-                while (item := await chunks.get()) is not None:
-                    if isinstance(item, BaseException):
-                        raise item
-                    if not self.session.on_speech(response_id, end, item.pcm16, item.marks):
-                        return False
-                    reference.add_levels(item.echo_levels)
-                    spoke = True
-                    self._apply_effects()
-            finally:
-                stop.set()
-                await wait_through_cancellation(worker)
+        with foreground_work() if first else contextlib.nullcontext():
+            async with self.services.tts_turn.turn(first=first, ahead_ms=ahead_ms,
+                                                   preempt=preempt):
+                worker = loop.run_in_executor(None, produce)
+                try:
+                    while (item := await chunks.get()) is not None:
+                        if isinstance(item, BaseException):
+                            if preemption.preempted:
+                                break
+                            raise item
+                        if not self.session.on_speech(response_id, end, item.pcm16,
+                                                      item.marks):
+                            return False
+                        reference.add_levels(item.echo_levels)
+                        spoke = True
+                        self._apply_effects()
+                finally:
+                    stop.set()
+                    await wait_through_cancellation(worker)
+        if preemption.preempted:
+            return None
         return spoke or self.session.on_speech(response_id, end, b"", [])
+
+
+class _Preemption:
+    """Whether a piece gave the voice up before its first chunk was queued (thread-safe: the
+    event loop preempts, the TTS worker thread admits chunks)."""
+
+    def __init__(self, stop: StopSignal) -> None:
+        self._lock = threading.Lock()
+        self._stop = stop
+        self._admitted = False
+        self.preempted = False
+
+    def preempt(self) -> None:
+        """Stop the piece unless a chunk of it was already queued (then it runs to its end)."""
+        with self._lock:
+            if self._admitted:
+                return
+            self.preempted = True
+        self._stop.set()
+
+    def admit(self) -> bool:
+        """On the worker thread, before queueing a chunk: False once preempted."""
+        with self._lock:
+            if self.preempted:
+                return False
+            self._admitted = True
+            return True
 
 
 async def wait_set(event: asyncio.Event, timeout_s: float | None) -> None:

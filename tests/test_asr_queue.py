@@ -1,0 +1,121 @@
+"""The in-process ASR queue: the person's turn is transcribed before calibration ASR, which
+holds back for first audio and is skipped when it would be late (`calibration.asr_queue`),
+on the queue itself and with the real faster-whisper model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from calibration import asr
+from calibration.asr import LocalWhisperTranscriber
+from calibration.asr_queue import AsrPriority, PriorityLimit, TranscriptionSkipped
+from server.speech.engines import create_synthesizer
+
+FOREGROUND, BACKGROUND = AsrPriority.FOREGROUND, AsrPriority.BACKGROUND
+
+
+async def _started(limit: PriorityLimit, name: str, priority: AsrPriority,
+                   order: list[str]) -> None:
+    await limit.acquire(priority)
+    order.append(name)
+
+
+async def test_foreground_jobs_are_served_before_background_jobs_that_waited_longer() -> None:
+    limit = PriorityLimit(2)
+    order: list[str] = []
+    await limit.acquire(FOREGROUND)
+    await limit.acquire(FOREGROUND)
+    waiters = [asyncio.create_task(_started(limit, name, priority, order)) for name, priority in
+               (("check 1", BACKGROUND), ("check 2", BACKGROUND), ("turn", FOREGROUND))]
+    await asyncio.sleep(0)
+    limit.release(FOREGROUND)
+    await asyncio.sleep(0)
+    assert order == ["turn"]
+    limit.release(FOREGROUND)
+    await asyncio.sleep(0)
+    assert order == ["turn", "check 1"]
+    limit.release(FOREGROUND)
+    await asyncio.sleep(0)
+    assert order == ["turn", "check 1"], "background jobs hold at most limit - 1 slots"
+    limit.release(BACKGROUND)
+    await asyncio.gather(*waiters)
+    assert order == ["turn", "check 1", "check 2"]
+
+
+async def test_background_jobs_wait_out_foreground_work_and_are_skipped_when_late() -> None:
+    limit = PriorityLimit(2)
+    order: list[str] = []
+    with limit.foreground_work():
+        check = asyncio.create_task(_started(limit, "check", BACKGROUND, order))
+        turn = asyncio.create_task(_started(limit, "turn", FOREGROUND, order))
+        await asyncio.sleep(0.01)
+        assert order == ["turn"], "no background job starts during foreground work"
+    await check
+    assert order == ["turn", "check"]
+    limit.release(FOREGROUND)
+    limit.release(BACKGROUND)
+    await turn
+
+    with limit.foreground_work():
+        late = asyncio.create_task(limit.acquire(BACKGROUND, time.monotonic() + 0.01))
+        await asyncio.sleep(0.05)
+    with pytest.raises(TranscriptionSkipped):
+        await late
+    assert limit.busy() == 0, "a skipped job gives its slot back"
+
+    cancelled = asyncio.create_task(limit.acquire(BACKGROUND))
+    with limit.foreground_work():
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+    assert limit.busy() == 0
+
+
+def test_limits_are_checked() -> None:
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError):
+            PriorityLimit(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        PriorityLimit(2, 0)
+    with pytest.raises(ValueError):
+        LocalWhisperTranscriber(budget_s=0)
+
+
+@pytest.fixture(scope="module")
+def speech() -> tuple[np.ndarray, int]:
+    """Three seconds of real (espeak-ng) speech: (float32 mono PCM, rate in Hz)."""
+    voice = create_synthesizer("espeak")
+    pcm = np.concatenate([chunk.pcm for chunk in voice.synthesize(
+        "Please open the window in the kitchen, it is getting warm in here.")])
+    return pcm.astype(np.float32), voice.sample_rate_hz
+
+
+async def test_the_persons_turn_is_transcribed_before_queued_cross_checks(
+    speech: tuple[np.ndarray, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two calibration transcriptions are asked for, then the person's turn: the turn starts at
+    once and its transcript is ready before the second calibration one (which waited for a
+    background slot), whatever the run times."""
+    monkeypatch.setattr(asr, "_local_limit", PriorityLimit(2))
+    pcm, rate = speech
+    calibration = LocalWhisperTranscriber(cpu_threads=1, priority=BACKGROUND)
+    person = LocalWhisperTranscriber(word_timestamps=False)
+    calibration.load()
+    person.load()
+    finished: list[str] = []
+
+    async def run(name: str, transcriber: LocalWhisperTranscriber) -> str:
+        text = await transcriber.transcribe(pcm, rate)
+        finished.append(name)
+        return text
+
+    checks = [asyncio.create_task(run(f"check {n}", calibration)) for n in (1, 2)]
+    await asyncio.sleep(0)
+    turn = await run("turn", person)
+    assert "window" in turn.lower()
+    await asyncio.gather(*checks)
+    assert finished.index("turn") < finished.index("check 2"), finished
