@@ -98,6 +98,14 @@ class LoadClient(BenchClient):
         self._count = 0
         super().__init__(websocket)
 
+    async def _read(self) -> None:
+        """`BenchClient._read` without decoding the audio: an audio delta's base64 `delta`
+        (6.4 KB per 100 ms, unused here) is cut out of the frame before the JSON is parsed,
+        which keeps the client processes' CPU per session low."""
+        async for frame in self.websocket:
+            now = time.perf_counter()
+            self.on_event(json.loads(_without_audio(frame)), now)
+
     def on_event(self, event: dict[str, Any], now: float) -> None:
         """Match acknowledgements (and errors) to the pending ACKs and barge-ins."""
         kind = event["type"]
@@ -136,6 +144,20 @@ class LoadClient(BenchClient):
                 break
             self.lateness.append((due, max(0.0, arrived - due) * 1000))
             start_ms = end_ms
+
+
+AUDIO_DELTA_START = '{"type": "response.output_audio.delta"'
+"""How the server's audio delta frames begin (Python's `json` spacing, `type` first)."""
+DELTA_KEY = '"delta": "'
+
+
+def _without_audio(frame: str | bytes) -> str | bytes:
+    """An audio delta frame with its `delta` string emptied (base64 holds no quote, so the
+    value ends at the next one); any other frame as it is."""
+    if not isinstance(frame, str) or not frame.startswith(AUDIO_DELTA_START):
+        return frame
+    start = frame.index(DELTA_KEY) + len(DELTA_KEY)
+    return frame[:start] + frame[frame.index('"', start):]
 
 
 async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,

@@ -338,11 +338,15 @@ class Connection:
     def _pull(self) -> None:
         """Move the audio pacing lets out now to the session's events
         (`Session.pull_outbound`) and keep its next deadline for the send loop, which is
-        woken when it sleeps until later than that."""
+        woken when it sleeps until later than that. A generation waiting for room
+        (`_generation_room`) is woken once the current reply has room, not at every pull."""
         self._pull_due = False
         deadline = self.session.pull_outbound(_now_ms())
         self._deadline_ms = deadline
-        self._sent.set()
+        current = self.session.responses.get(self.session.current_response_id or "")
+        if current is None or (current.cursor.generated_ms - current.cursor.sent_ms
+                               <= GENERATION_AHEAD_MS):
+            self._sent.set()
         sleeps_until = self._sender_sleeps_until_ms
         if deadline is not None and sleeps_until is not None and deadline < sleeps_until:
             self._wake.set()
