@@ -144,6 +144,9 @@ class Connection:
         self._pull_due = False
         self._deadline_ms: float | None = None
         self._sender_sleeps_until_ms: float | None = None
+        self._receiving: asyncio.Timeout | None = None
+        self._receiving_since = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
@@ -157,6 +160,9 @@ class Connection:
         """Serve the session until the socket closes; then cancel everything it started."""
         self.session.open()
         sender = asyncio.create_task(self._send_loop())
+        if self.services.idle_timeout_s is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(
+                self.services.idle_timeout_s, self._check_idle)
         try:
             await self._settle()
             while (frame := await self._next_frame()) is not None:
@@ -165,6 +171,8 @@ class Connection:
         except ConnectionClosed:
             pass
         finally:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             self.session.close()
             self._apply_effects()
             sender.cancel()
@@ -179,14 +187,39 @@ class Connection:
     async def _next_frame(self) -> str | bytes | None:
         """The next client frame; None once the connection was closed for being idle (no frame
         for `Services.idle_timeout_s`: close 1000 with the reason). Raises `ConnectionClosed`
-        when the client closed."""
+        when the client closed.
+
+        The wait's timeout has no timer of its own: `_check_idle` (one timer per idle period,
+        not one per frame) expires it once it has lasted `idle_timeout_s`.
+        """
         idle_s = self.services.idle_timeout_s
+        if idle_s is None:
+            return await self.websocket.recv()
+        self._receiving_since = asyncio.get_running_loop().time()
         try:
-            async with asyncio.timeout(idle_s):
-                return await self.websocket.recv()
+            async with asyncio.timeout(None) as receiving:
+                self._receiving = receiving
+                try:
+                    return await self.websocket.recv()
+                finally:
+                    self._receiving = None
         except TimeoutError:
             await self._close(1000, f"idle timeout: no client event for {idle_s:g} s")
             return None
+
+    def _check_idle(self) -> None:
+        """Timer callback: expire the receive wait of `_next_frame` once it has lasted
+        `idle_timeout_s`; otherwise look again when the current (or next) wait could have."""
+        idle_s = self.services.idle_timeout_s
+        assert idle_s is not None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        receiving = self._receiving
+        since = self._receiving_since if receiving is not None else now
+        if receiving is not None and now >= since + idle_s:
+            receiving.reschedule(now)  # a frame taken meanwhile still wins: look again later
+            since = now
+        self._idle_timer = loop.call_at(since + idle_s, self._check_idle)
 
     async def _close(self, code: int, reason: str) -> None:
         """Close the connection from this side, discarding the frames the client still sends
