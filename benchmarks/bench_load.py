@@ -5,7 +5,9 @@ Starts the real server as a child process (`python -m server --tts uniform --cal
 --host 127.0.0.1 --port 0 --log-level warning`) and drives it over loopback with simulated
 clients in `--client-processes` child processes of this script (`--role client`: one asyncio
 loop each, the sessions split between them), so that the clients stay off the server's core as
-far as 2 cores allow. Every wait is bounded. Method, definitions and caveats:
+far as 2 cores allow. With `--baseline DIR`, each load step also runs on a server started from
+the checkout DIR, for a before/after comparison under the same machine load. Every wait is
+bounded. Method, definitions and caveats:
 benchmarks/README.md ("Load benchmark").
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_load`.
