@@ -499,6 +499,10 @@ async def _step_rows(server: ServerProcess, sessions: int, args: argparse.Namesp
     for failure in sorted(set(step["failures"]))[:3]:
         print(f"  {server.label}, {sessions} sessions: a session failed: {failure}",
               file=sys.stderr)
+    if step["errors"]:
+        codes = {code: step["errors"].count(code) for code in sorted(set(step["errors"]))}
+        print(f"  {server.label}, {sessions} sessions: error events by code: {codes}",
+              file=sys.stderr)
     return ([
             server.label, sessions, len(step["ack"]), percentile(step["ack"], 50), p99["ack"],
             max(step["ack"], default=float("nan")), len(step["barge"]),
