@@ -21,14 +21,16 @@ from websockets.asyncio.server import ServerConnection
 from websockets.protocol import State
 
 WRITE_CHUNK_BYTES = 16 * 1024
-"""Most frame bytes joined into one transport write; with the server's 32 KiB `write_limit`
-the transport then never holds more than 48 KiB for a client that stopped reading."""
+"""Most frame bytes joined into one transport write (a larger frame is written alone): for a
+client that stopped reading, the transport holds at most its high-water mark (the server's
+32 KiB `write_limit`) plus one write, as with `send`, which waits after each frame."""
 
 EVENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 """The encoder of every server event (one instance: `json.dumps` with an option builds a new
 encoder per call). UTF-8 text as is, not `\\u` escapes."""
 
 AUDIO_DELTA = "response.output_audio.delta"
+"""The event whose `delta` `encode_event` places verbatim."""
 
 
 def encode_event(event: dict[str, Any]) -> bytes:
