@@ -5,7 +5,9 @@ Starts the real server as a child process (`python -m server --tts uniform --cal
 --host 127.0.0.1 --port 0 --log-level warning`) and drives it over loopback with simulated
 clients in `--client-processes` child processes of this script (`--role client`: one asyncio
 loop each, the sessions split between them), so that the clients stay off the server's core as
-far as 2 cores allow. Every wait is bounded. Method, definitions and caveats:
+far as 2 cores allow. With `--baseline DIR`, each load step also runs on a server started from
+the checkout DIR, for a before/after comparison under the same machine load. Every wait is
+bounded. Method, definitions and caveats:
 benchmarks/README.md ("Load benchmark").
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_load`.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import os
 import pstats
@@ -97,6 +100,14 @@ class LoadClient(BenchClient):
         self._count = 0
         super().__init__(websocket)
 
+    async def _read(self) -> None:
+        """`BenchClient._read` without decoding the audio: an audio delta's base64 `delta`
+        (6.4 KB per 100 ms, unused here) is cut out of the frame before the JSON is parsed,
+        which keeps the client processes' CPU per session low."""
+        async for frame in self.websocket:
+            now = time.perf_counter()
+            self.on_event(json.loads(_without_audio(frame)), now)
+
     def on_event(self, event: dict[str, Any], now: float) -> None:
         """Match acknowledgements (and errors) to the pending ACKs and barge-ins."""
         kind = event["type"]
@@ -135,6 +146,20 @@ class LoadClient(BenchClient):
                 break
             self.lateness.append((due, max(0.0, arrived - due) * 1000))
             start_ms = end_ms
+
+
+AUDIO_DELTA_START = '{"type": "response.output_audio.delta"'
+"""How the server's audio delta frames begin (Python's `json` spacing, `type` first)."""
+DELTA_KEY = '"delta": "'
+
+
+def _without_audio(frame: str | bytes) -> str | bytes:
+    """An audio delta frame with its `delta` string emptied (base64 holds no quote, so the
+    value ends at the next one); any other frame as it is."""
+    if not isinstance(frame, str) or not frame.startswith(AUDIO_DELTA_START):
+        return frame
+    start = frame.index(DELTA_KEY) + len(DELTA_KEY)
+    return frame[:start] + frame[frame.index('"', start):]
 
 
 async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,
@@ -274,10 +299,12 @@ def _stat_cpu_s(path: str) -> float:
 
 @dataclass(slots=True)
 class ServerProcess:
-    """The server child process: its pid and realtime URL."""
+    """The server child process: its pid and realtime URL, and which code it runs ("this
+    tree", or "baseline" for `--baseline DIR`)."""
 
     process: asyncio.subprocess.Process
     url: str
+    label: str
 
     @property
     def pid(self) -> int:
@@ -303,22 +330,43 @@ class ServerProcess:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
 
+def profiled_server(spec_json: str) -> None:
+    """Child role: run the server (`spec["argv"]`) with cProfile on its main thread, timed by
+    that thread's CPU time (`time.thread_time`: time the thread waited for a core on a busy
+    machine is not charged to the function it was in), and write `spec["profile"]` when it
+    stops."""
+    from server.__main__ import main as server_main
+
+    spec = json.loads(spec_json)
+    profiler = cProfile.Profile(time.thread_time)
+    profiler.enable()
+    try:
+        server_main(spec["argv"])
+    finally:
+        profiler.disable()
+        profiler.dump_stats(spec["profile"])
+
+
 @contextlib.asynccontextmanager
-async def server_process(profile: str | None) -> Any:
-    """Start the server (under `cProfile -o PROFILE` when `profile` is given) and yield a
-    `ServerProcess` once it listens; SIGTERM it afterwards (it stops gracefully, so a profile
-    is written), SIGKILL after 30 s."""
-    prefix = ("-m", "cProfile", "-o", profile) if profile else ()
+async def server_process(profile: str | None, max_sessions: int, label: str = "this tree",
+                         root: str = str(PROJECT_ROOT)) -> Any:
+    """Start the server of the checkout `root` (its `server` package: `python -m server` runs
+    with `cwd=root`) with `--max-sessions max_sessions` (under cProfile when `profile` is
+    given: `profiled_server`) and yield a `ServerProcess` once it listens; SIGTERM it
+    afterwards (it stops gracefully, so a profile is written), SIGKILL after 30 s."""
+    argv = [*SERVER_FLAGS, "--max-sessions", str(max_sessions)]
+    command = ((*CHILD, "--role", "server", "--spec", json.dumps({"profile": profile,
+                                                                  "argv": argv}))
+               if profile else (sys.executable, "-m", "server", *argv))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, *prefix, "-m", "server", *SERVER_FLAGS, cwd=PROJECT_ROOT,
-        stdout=asyncio.subprocess.PIPE)
+        *command, cwd=root, stdout=asyncio.subprocess.PIPE)
     assert process.stdout is not None
     try:
         line = (await asyncio.wait_for(process.stdout.readline(), 120)).decode()
         match = re.search(r"http://([\d.]+):(\d+)", line)
         if match is None:
             raise RuntimeError(f"the server did not start: {line!r}")
-        yield ServerProcess(process, f"ws://{match[1]}:{match[2]}/v1/realtime")
+        yield ServerProcess(process, f"ws://{match[1]}:{match[2]}/v1/realtime", label)
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -402,38 +450,26 @@ async def load_step(server: ServerProcess, sessions: int, args: argparse.Namespa
     }
 
 
-async def measure_load(server: ServerProcess, args: argparse.Namespace) -> None:
-    """Tables 1a and 1b: the load steps, then the largest passing step."""
+async def measure_load(servers: list[ServerProcess], args: argparse.Namespace) -> None:
+    """Tables 1a and 1b: the load steps on each server (the same sessions and seeds; with two
+    servers, which goes first alternates from step to step), then the largest passing step
+    of each."""
     rows, resources = [], []
-    best = 0
+    best = dict.fromkeys((server.label for server in servers), 0)
     first = 0
-    for sessions in args.steps:
-        step = await load_step(server, sessions, args, first)
+    for index, sessions in enumerate(args.steps):
+        for server in servers if index % 2 == 0 else servers[::-1]:
+            row, resource = await _step_rows(server, sessions, args, first, best)
+            rows.append(row)
+            resources.append(resource)
         first += sessions
-        p99 = {key: percentile(step[key], 99) for key in ("ack", "barge", "lateness")}
-        ok = (all(value <= LATENCY_P99_MS for value in p99.values())
-              and not step["errors"] and not step["failures"])
-        best = sessions if ok and sessions > best else best
-        rows.append([
-            sessions, len(step["ack"]), percentile(step["ack"], 50), p99["ack"],
-            max(step["ack"], default=float("nan")), len(step["barge"]),
-            percentile(step["barge"], 50), p99["barge"], len(step["lateness"]),
-            sum(value > 0 for value in step["lateness"]), p99["lateness"],
-            max(step["lateness"], default=float("nan")), percentile(step["ttfa"], 50),
-            percentile(step["ttfa"], 99), len(step["errors"]) + len(step["failures"]),
-            f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)])
-        resources.append([sessions, step["wall"], step["server_pct"], step["loop_pct"],
-                          step["server_pct"] / sessions, step["clients_pct"],
-                          percentile(step["lag"], 99), step["other_cores"], step["rss"]])
-        for failure in sorted(set(step["failures"]))[:3]:
-            print(f"  {sessions} sessions: a session failed: {failure}", file=sys.stderr)
     print_table(
         f"1a. Event latency under load (client side, {args.window_s:.0f} s window opening "
         f"{args.warmup_s:.0f} s after every session had audio): ack = playback.ack sent -> "
         "its playback.acknowledged received; barge = barge_in sent -> its "
         "conversation.item.truncated received; late = audio delta arrival - its real-time due "
         f"time (playback clock = first audio + {PLAYBACK_JITTER_MS} ms), 0 when early",
-        ["sessions", "acks", "ack p50 ms", "ack p99 ms", "ack max ms", "barges",
+        ["server", "sessions", "acks", "ack p50 ms", "ack p99 ms", "ack max ms", "barges",
          "barge p50 ms", "barge p99 ms", "deltas", "late deltas", "late p99 ms",
          "late max ms", "ttfa p50 ms", "ttfa p99 ms", "errors", "target", "PASS/FAIL"], rows)
     print_table(
@@ -441,10 +477,43 @@ async def measure_load(server: ServerProcess, args: argparse.Namespace) -> None:
         "main thread, the event loop; the rest is TTS worker threads), client processes' % "
         "(time.process_time), client loop lag p99 (a 10 ms sleep woke this much later: "
         "client-side delay inside the latencies), other processes' cores, server VmRSS",
-        ["sessions", "wall s", "server %", "loop %", "server %/session", "clients %",
+        ["server", "sessions", "wall s", "server %", "loop %", "loop %/session", "clients %",
          "client lag p99 ms", "other cores", "server RSS MiB"], resources)
-    print(f"\nmost sessions with every p99 <= {LATENCY_P99_MS:.0f} ms and no error: "
-          f"{best or 'none'} (of steps {', '.join(map(str, args.steps))})")
+    print()
+    for label, sessions in best.items():
+        print(f"most sessions with every p99 <= {LATENCY_P99_MS:.0f} ms and no error"
+              f"{f' ({label})' if len(servers) > 1 else ''}: {sessions or 'none'} "
+              f"(of steps {', '.join(map(str, args.steps))})")
+
+
+async def _step_rows(server: ServerProcess, sessions: int, args: argparse.Namespace, first: int,
+                     best: dict[str, int]) -> tuple[list[object], list[object]]:
+    """One load step on `server`: its rows of tables 1a and 1b; `best[server.label]` is
+    raised to `sessions` when the step passes."""
+    step = await load_step(server, sessions, args, first)
+    p99 = {key: percentile(step[key], 99) for key in ("ack", "barge", "lateness")}
+    ok = (all(value <= LATENCY_P99_MS for value in p99.values())
+          and not step["errors"] and not step["failures"])
+    if ok:
+        best[server.label] = max(best[server.label], sessions)
+    for failure in sorted(set(step["failures"]))[:3]:
+        print(f"  {server.label}, {sessions} sessions: a session failed: {failure}",
+              file=sys.stderr)
+    if step["errors"]:
+        codes = {code: step["errors"].count(code) for code in sorted(set(step["errors"]))}
+        print(f"  {server.label}, {sessions} sessions: error events by code: {codes}",
+              file=sys.stderr)
+    return ([
+            server.label, sessions, len(step["ack"]), percentile(step["ack"], 50), p99["ack"],
+            max(step["ack"], default=float("nan")), len(step["barge"]),
+            percentile(step["barge"], 50), p99["barge"], len(step["lateness"]),
+            sum(value > 0 for value in step["lateness"]), p99["lateness"],
+            max(step["lateness"], default=float("nan")), percentile(step["ttfa"], 50),
+            percentile(step["ttfa"], 99), len(step["errors"]) + len(step["failures"]),
+            f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)],
+            [server.label, sessions, step["wall"], step["server_pct"], step["loop_pct"],
+             step["loop_pct"] / sessions, step["clients_pct"], percentile(step["lag"], 99),
+             step["other_cores"], step["rss"]])
 
 
 async def measure_rss(server: ServerProcess, args: argparse.Namespace) -> None:
@@ -494,22 +563,30 @@ def print_profile(path: str, top: int = 25) -> None:
         if filename.startswith("/"):
             filename = os.path.relpath(filename, PROJECT_ROOT)
         rows.append([f"{name} ({filename}:{line})", ncalls, own, 100 * own / total, cumulative])
-    print_table(f"3. Server profile (cProfile, event-loop thread, {total:.1f} s in all): top "
-                f"{top} by own time", ["function", "calls", "own s", "own %", "cumulative s"],
-                rows)
+    print_table(f"3. Server profile (cProfile, event-loop thread's CPU time, {total:.1f} s in "
+                f"all): top {top} by own time",
+                ["function", "calls", "own s", "own %", "cumulative s"], rows)
 
 
 async def bench(args: argparse.Namespace) -> None:
     """Memory cycles (table 2) first, then the load steps (1a, 1b), one server process."""
     started = time.perf_counter()
     print_run_header()
-    async with server_process(args.profile) as server:
-        print(f"server: pid {server.pid}, {server.url}, flags {' '.join(SERVER_FLAGS)}",
-              flush=True)
+    max_sessions = max([*args.steps, args.cycle_concurrency])
+    async with contextlib.AsyncExitStack() as stack:
+        servers = []
+        if args.baseline:
+            servers.append(await stack.enter_async_context(
+                server_process(None, max_sessions, "baseline", args.baseline)))
+        server = await stack.enter_async_context(server_process(args.profile, max_sessions))
+        servers.append(server)
+        for each in servers:
+            print(f"server ({each.label}): pid {each.pid}, {each.url}, flags "
+                  f"{' '.join(SERVER_FLAGS)} --max-sessions {max_sessions}", flush=True)
         if args.cycles:
             await measure_rss(server, args)
         if args.steps:
-            await measure_load(server, args)
+            await measure_load(servers, args)
     if args.profile:
         print_profile(args.profile)
     print(f"\ntotal wall time: {time.perf_counter() - started:.0f} s")
@@ -518,7 +595,7 @@ async def bench(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point; see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--role", choices=("main", "client"), default="main",
+    parser.add_argument("--role", choices=("main", "client", "server"), default="main",
                         help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=lambda text: [int(n) for n in text.split(",") if n],
@@ -537,12 +614,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cycle-concurrency", type=int, default=20,
                         help="cycles at a time")
     parser.add_argument("--seed", type=int, default=7, help="random seed (questions, barge-ins)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="a checkout of the project (e.g. `git worktree add /tmp/base main`) "
+                             "whose server runs each load step too, beside this tree's, for a "
+                             "before/after comparison under the same machine load")
     parser.add_argument("--profile", metavar="PATH",
                         help="run the server under cProfile, write PATH and print its top "
                              "functions (slows the server down: diagnosis only)")
     args = parser.parse_args(argv)
     if args.role == "client":
         client_main(args.spec)
+    elif args.role == "server":
+        profiled_server(args.spec)
     else:
         asyncio.run(bench(args))
 

@@ -1,18 +1,20 @@
 """The per-socket asyncio driver: feeds the sans-I/O `Session`, runs generation, paces audio.
 
 One `Connection` per WebSocket. It owns three kinds of tasks: the receive loop (client frames in
-arrival order), the send loop (pacing by `Session.pull_outbound`, woken by new output, ACKs and
-cancels), and one generation task per response (calibration wait, responder, segmenter, TTS on a
-worker thread). Every write to the socket happens under one lock, so server events leave in the
-order the session produced them.
+arrival order), the send loop (pacing by `Session.pull_outbound` at its deadlines, and woken by new
+audio and calibration results), and one generation task per response (calibration wait,
+responder, segmenter, TTS on a worker thread). A client frame that can release audio (an ACK, a
+cancel) pulls it at once, so its answer and that audio leave together in one socket write
+(`server.outbound.send_events`). Every write to the socket happens under one lock, so server
+events leave in the order the session produced them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable
@@ -29,6 +31,7 @@ from calibration.word_marks import WordMark
 from server.listening.echo import EchoReference
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.vad import SpeechPaused, SpeechStarted
+from server.outbound import send_events
 from server.realtime.effects import (
     CancelGeneration,
     DetectSpeech,
@@ -174,6 +177,12 @@ class Connection:
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._sent = asyncio.Event()
+        self._pull_due = False
+        self._deadline_ms: float | None = None
+        self._sender_sleeps_until_ms: float | None = None
+        self._receiving: asyncio.Timeout | None = None
+        self._receiving_since = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
@@ -188,6 +197,9 @@ class Connection:
         """Serve the session until the socket closes; then cancel everything it started."""
         self.session.open()
         sender = asyncio.create_task(self._send_loop())
+        if self.services.idle_timeout_s is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(
+                self.services.idle_timeout_s, self._check_idle)
         try:
             await self._settle()
             while (frame := await self._next_frame()) is not None:
@@ -196,6 +208,8 @@ class Connection:
         except ConnectionClosed:
             pass
         finally:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             self.session.close()
             self._apply_effects()
             sender.cancel()
@@ -210,14 +224,39 @@ class Connection:
     async def _next_frame(self) -> str | bytes | None:
         """The next client frame; None once the connection was closed for being idle (no frame
         for `Services.idle_timeout_s`: close 1000 with the reason). Raises `ConnectionClosed`
-        when the client closed."""
+        when the client closed.
+
+        The wait's timeout has no timer of its own: `_check_idle` (one timer per idle period,
+        not one per frame) expires it once it has lasted `idle_timeout_s`.
+        """
         idle_s = self.services.idle_timeout_s
+        if idle_s is None:
+            return await self.websocket.recv()
+        self._receiving_since = asyncio.get_running_loop().time()
         try:
-            async with asyncio.timeout(idle_s):
-                return await self.websocket.recv()
+            async with asyncio.timeout(None) as receiving:
+                self._receiving = receiving
+                try:
+                    return await self.websocket.recv()
+                finally:
+                    self._receiving = None
         except TimeoutError:
             await self._close(1000, f"idle timeout: no client event for {idle_s:g} s")
             return None
+
+    def _check_idle(self) -> None:
+        """Timer callback: expire the receive wait of `_next_frame` once it has lasted
+        `idle_timeout_s`; otherwise look again when the current (or next) wait could have."""
+        idle_s = self.services.idle_timeout_s
+        assert idle_s is not None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        receiving = self._receiving
+        since = self._receiving_since if receiving is not None else now
+        if receiving is not None and now >= since + idle_s:
+            receiving.reschedule(now)  # a frame taken meanwhile still wins: look again later
+            since = now
+        self._idle_timer = loop.call_at(since + idle_s, self._check_idle)
 
     async def _close(self, code: int, reason: str) -> None:
         """Close the connection from this side, discarding the frames the client still sends
@@ -249,6 +288,12 @@ class Connection:
     # ------------------------------------------------------------------ plumbing
 
     def _apply_effects(self) -> None:
+        """Carry out the session's effects; output to pull wakes the send loop."""
+        self._carry_out_effects()
+        if self._pull_due:
+            self._wake.set()
+
+    def _carry_out_effects(self) -> None:
         while effects := self.session.take_effects():
             for effect in effects:
                 self._apply(effect)
@@ -264,7 +309,7 @@ class Connection:
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
             case WakeSender():
-                self._wake.set()
+                self._pull_due = True
             case DetectSpeech():
                 self._detect_speech(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, prepared=prepared):
@@ -351,25 +396,39 @@ class Connection:
         await self._settle()
 
     async def _settle(self) -> None:
-        """Apply the session's effects, then send its pending events in order.
+        """Apply the session's effects, pull the audio they released (`_pull`), then send
+        the pending events in order, several per socket write (`send_events`).
 
-        A send waits while the outgoing buffers are full (websockets' write limit, 32 KiB, over
+        Sending waits while the outgoing buffers are full (websockets' write limit, 32 KiB, over
         the kernel's socket buffer): at most `send_timeout_s`, then the client counts as
         stalled and is closed (`_close_stalled`); the events still pending are dropped.
         """
-        self._apply_effects()
+        self._carry_out_effects()
+        if self._pull_due:
+            self._pull()
         async with self._write_lock:
-            for event in self.session.take_events():
+            events = self.session.take_events()
+            for event in events:
                 self.observer.server_event(event)
-                frame = json.dumps(event, ensure_ascii=False)
-                try:
-                    async with asyncio.timeout(self.services.send_timeout_s):
-                        await self.websocket.send(frame)
-                except ConnectionClosed:
-                    pass
-                except TimeoutError:
-                    await self._close_stalled()
-                    return
+            if events and not await send_events(self.websocket, events,
+                                                self.services.send_timeout_s):
+                await self._close_stalled()
+
+    def _pull(self) -> None:
+        """Move the audio pacing lets out now to the session's events
+        (`Session.pull_outbound`) and keep its next deadline for the send loop, which is
+        woken when it sleeps until later than that. A generation waiting for room
+        (`_generation_room`) is woken once the current reply has room, not at every pull."""
+        self._pull_due = False
+        deadline = self.session.pull_outbound(_now_ms())
+        self._deadline_ms = deadline
+        current = self.session.responses.get(self.session.current_response_id or "")
+        if current is None or (current.cursor.generated_ms - current.cursor.sent_ms
+                               <= GENERATION_AHEAD_MS):
+            self._sent.set()
+        sleeps_until = self._sender_sleeps_until_ms
+        if deadline is not None and sleeps_until is not None and deadline < sleeps_until:
+            self._wake.set()
 
     async def _close_stalled(self) -> None:
         """Close the socket of a client that stopped reading: the close frame goes behind the
@@ -406,11 +465,16 @@ class Connection:
         self._wake.set()
 
     async def _send_loop(self) -> None:
+        """Pull and send whenever woken (audio queued by generation, a calibration result, an
+        earlier deadline) or at the deadline of the latest pull (real-time pacing, overdue
+        ACKs)."""
         while True:
             self._wake.clear()
-            deadline = self.session.pull_outbound(_now_ms())
-            self._sent.set()
+            self._sender_sleeps_until_ms = None
+            self._pull_due = True
             await self._settle()
+            deadline = self._deadline_ms
+            self._sender_sleeps_until_ms = math.inf if deadline is None else deadline
             timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000.0)
             await wait_set(self._wake, timeout)
 

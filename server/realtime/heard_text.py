@@ -56,8 +56,10 @@ class HeardTextStore:
         """While it is not known whether the client reports playback, the clock reading (ms)
         at which `playback_unreported` may turn true; once it did, every ended reply's stored
         text is brought up to date (a completed one counts as heard in full) and None."""
+        if self._items.reports_playback or self._unreported_settled:
+            return None
         first = self._first_audio_ms()
-        if first is None or self._items.reports_playback or self._unreported_settled:
+        if first is None:
             return None
         if not self.playback_unreported(now_ms):
             return first + self._ack_timeout_ms

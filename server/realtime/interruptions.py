@@ -160,7 +160,9 @@ class Interruptions:
         """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms);
         with `truncate`, playback stopped there for good. Announces
         `playback.acknowledged`; a reply whose playback is over is settled (interrupted
-        when cut short), otherwise its stored text follows the new position.
+        when cut short), otherwise its stored text follows the new position. The ACK of a
+        reply whose generation ended also frees the recordings of fully heard replies
+        (`HistoryCalibration.release_confirmed`).
 
         Raises:
             protocol.ProtocolError: unknown response or item.
@@ -186,7 +188,9 @@ class Interruptions:
             self.mark_interrupted(response)
         else:
             self._heard_text.refresh(response)
-        if (calibration := self._calibration()) is not None:
+        if response.generation_ended and (calibration := self._calibration()) is not None:
+            # An ACK changes only its own reply, and a reply still generating keeps its audio:
+            # the ACKs that stream in while a reply generates (ten a second) sweep nothing.
             calibration.release_confirmed()
         self._log.effect(WakeSender())
 
