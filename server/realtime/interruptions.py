@@ -180,7 +180,7 @@ class Interruptions:
         superseded = response is not self._responses.latest()
         playback_over = cursor.unplayed_ms == 0 or superseded or interrupted
         if (event.truncate and not was_fully_played) or (
-            response.generation_ended and playback_over
+            response.generation_ended and playback_over and not response.paused
         ):
             self.mark_interrupted(response)
         else:
