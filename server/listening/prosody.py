@@ -10,7 +10,8 @@ Method: 40 ms frames every 10 ms; a frame is voiced when its normalised autocorr
 above `VOICING_THRESHOLD` at a lag of 60-400 Hz (the classic autocorrelation pitch detector,
 L. Rabiner, "On the use of autocorrelation analysis for pitch detection", IEEE Trans. ASSP 25,
 1977) and its level is within `SPEECH_RANGE_DB` of the utterance's loudest frame. Voiced runs
-split by less than `MERGE_GAP_MS` are one syllable nucleus; a gap between nuclei is
+split by less than `MERGE_GAP_MS`, or by a stretch as loud as a vowel (`DROPOUT_RANGE_DB`), are
+one syllable nucleus; a gap between nuclei is
 *aspirated* when its mean level stays within `ASPIRATION_RANGE_DB` of the loudest frame (an
 /h/ or a fricative keeps sounding) and a *closure* otherwise (a glottal or oral stop).
 """
@@ -35,6 +36,10 @@ MERGE_GAP_MS = 30
 bridged."""
 MIN_NUCLEUS_MS = 40
 """Voiced runs shorter than this are not counted as a syllable nucleus."""
+DROPOUT_RANGE_DB = 10.0
+"""An unvoiced stretch between voiced runs whose mean level stays within this of the loudest
+frame is a pitch-tracker dropout inside one vowel (espeak-ng: 30-50 ms at -1 to -5 dB), not a
+syllable boundary: the runs are one nucleus (an /h/ dips 12-25 dB)."""
 ASPIRATION_RANGE_DB = 30.0
 """A gap whose mean level is within this of the loudest frame is aspirated (measured on
 espeak-ng and Piper "uh-huh" / "uh-uh", see `tests/test_backchannel.py`)."""
@@ -117,7 +122,8 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
     first, last = int(loud[0]), int(loud[-1])
     voiced = (f0 > 0) & (levels >= peak - SPEECH_RANGE_DB)
     runs = _runs(voiced[first:last + 1], first)
-    nuclei = [run for run in runs if (run[1] - run[0]) * HOP_MS >= MIN_NUCLEUS_MS]
+    nuclei = [run for run in _bridge_dropouts(runs, levels, peak)
+              if (run[1] - run[0]) * HOP_MS >= MIN_NUCLEUS_MS]
     gaps = tuple(_gap(levels, peak, before[1], after[0])
                  for before, after in itertools.pairwise(nuclei))
     change = 0.0
@@ -142,6 +148,18 @@ def _runs(flags: np.ndarray, offset: int) -> list[tuple[int, int]]:
         else:
             runs.append((at, at + 1))
     return runs
+
+
+def _bridge_dropouts(runs: list[tuple[int, int]], levels: np.ndarray,
+                     peak: float) -> list[tuple[int, int]]:
+    """`runs` with those split only by a loud unvoiced stretch (`DROPOUT_RANGE_DB`) joined."""
+    joined: list[tuple[int, int]] = []
+    for run in runs:
+        if joined and float(np.mean(levels[joined[-1][1]:run[0]])) >= peak - DROPOUT_RANGE_DB:
+            joined[-1] = (joined[-1][0], run[1])
+        else:
+            joined.append(run)
+    return joined
 
 
 def _gap(levels: np.ndarray, peak: float, start: int, end: int) -> Gap:

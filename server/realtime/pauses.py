@@ -189,8 +189,9 @@ class ReplyPauses:
         return None
 
     def resume(self, reason: str) -> None:
-        """Resume the paused reply where it stopped: announce `response.resumed` and shift its
-        real-time pacing by the pause (`ResponseState.resume`)."""
+        """Resume the paused reply where it stopped: announce `response.resumed` (with
+        `audio_end_ms`, the client's reported position: where its playback continues) and
+        shift its real-time pacing by the pause (`ResponseState.resume`)."""
         pause = self.current
         if pause is None:
             return
@@ -200,7 +201,8 @@ class ReplyPauses:
         response.resume(now_ms, paused_ms)
         self.current = None
         self._log.emit("response.resumed", response_id=response.id, item_id=response.item_id,
-                       audio_end_ms=pause.audio_end_ms, reason=reason, paused_ms=paused_ms)
+                       audio_end_ms=response.cursor.played_ms, reason=reason,
+                       paused_ms=paused_ms)
         self._log.effect(WakeSender())
 
     def cut(self, reason: str) -> None:
