@@ -316,8 +316,12 @@ class Session:
         """Server VAD heard speech begin at `audio_start_ms` (ms of input audio).
 
         Announces `input_audio_buffer.speech_started`; with `interrupt_response`, a reply still
-        playing is interrupted at the client's latest ACK (a soft cut: the client's final ACK
-        may still refine it) and the client is told to clear its queued audio.
+        playing is paused (`server.realtime.pauses`: the utterance decides) when the session's
+        interruption mode is "pause" and the client reports playback; otherwise (mode "cancel",
+        or a client without ACKs, which cannot say where it stopped nor follow a pause: OpenAI
+        semantics) it is interrupted at the client's latest ACK or the real-time estimate (a
+        soft cut: the client's final ACK or truncate may still refine it) and the client is
+        told to clear its queued audio. A turn starting while a reply is paused decides it.
         """
         if not self.input_turns.speech_started(audio_start_ms):
             return
@@ -329,21 +333,13 @@ class Session:
         if detection is not None and detection.interrupt_response and response is not None and (
             self.assistant_playing()
         ):
-            if self.pauses.settings.mode == "pause" and response.active:
-                self.pauses.pause(response, "speech_started", self._paused_position(response))
+            if self.pauses.settings.mode == "pause" and response.active and (
+                    self.items.reports_playback):
+                self.pauses.pause(response, "speech_started", response.cursor.played_ms)
                 return
             self.lifecycle.cancel_generation(response, "turn_detected")
             self._log.emit("output_audio_buffer.cleared", response_id=response.id)
             self.interruptions.mark_interrupted(response)
-
-    def _paused_position(self, response: ResponseState) -> int:
-        """Where `response` stops when paused now (ms of its audio): the client's latest ACK,
-        or the real-time estimate for a client that does not report playback (then also
-        acknowledged, as a soft position the client's truncate may still set)."""
-        if not self.items.reports_playback:
-            response.cursor.acknowledge(
-                response.estimated_played_ms(self._clock_ms, self.config.jitter_ms))
-        return response.cursor.played_ms
 
     def _barge_in_pause(self, event: protocol.BargeIn) -> None:
         """`barge_in` with `pause`: the client's VAD paused the named (default: the active)
