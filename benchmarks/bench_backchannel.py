@@ -12,8 +12,13 @@ backchannels "uh-huh", "mm-hmm", "yeah", "right", "okay" and the real interrupti
 Targets (issue 13): backchannels resumed with the history unchanged and no responder turn
 >= 90 %; interruptions treated as backchannels: 0; the pause -> resume gap the listener hears
 (`response.resumed.paused_ms`: from the pause to the decision, which the client follows at
-once) p95 <= 800 ms. Prints the command, machine facts, one row per recording and a summary
-with PASS/FAIL; exit status 1 when a target fails. About 5 minutes with `--parallel 2`.
+once) p95 <= 800 ms. A recording server VAD never heard as speech (no pause: Silero needs
+250 ms of speech) is counted apart: the reply simply plays on. The ASR of the person's words
+is timed (each transcription's wall time, `TimedTranscriber`): on a loaded machine it is most
+of the gap, so the gap is also shown without the wait for the deciding transcript (run with
+`--parallel 1` for that column: transcriptions are then attributed to one trial). Prints the
+command, machine facts, one row per recording and a summary with PASS/FAIL; exit status 1 when
+a target fails. About 5 minutes with `--parallel 2` on an idle 2-core machine.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_backchannel`.
 """
@@ -30,6 +35,7 @@ import numpy as np
 
 from benchmarks.bench_server import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
+from calibration.asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from tests import speech_fixtures
@@ -50,6 +56,28 @@ PIPER_SPELLING = {"uh-huh": "uh huh", "mm-hmm": "mm-hmm.", "uh-uh": "uh, uh."}
 "uh-uh" a 165 ms "uh")."""
 
 
+class TimedTranscriber:
+    """The in-process ASR of the person's turns, keeping (start, end) loop times (s) of every
+    transcription."""
+
+    def __init__(self) -> None:
+        self.inner = LocalWhisperTranscriber(word_timestamps=False)
+        self.calls: list[tuple[float, float]] = []
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            return await self.inner.transcribe(pcm_f32, sample_rate_hz)
+        finally:
+            self.calls.append((start, loop.time()))
+
+    def wait_before(self, at: float) -> float | None:
+        """Wall time (ms) of the transcription that ended last before loop time `at`."""
+        ended = [(end, end - start) for start, end in self.calls if end <= at]
+        return max(ended)[1] * 1000 if ended else None
+
+
 @dataclass(frozen=True)
 class Recording:
     """One utterance: its word, kind ("backchannel" | "interruption"), voice and audio."""
@@ -68,6 +96,11 @@ class Trial:
     outcome: Outcome
     transcripts: list[str]
     cut_reason: str
+    asr_wait_ms: float | None = None
+
+    @property
+    def heard_by_vad(self) -> bool:
+        return bool(self.outcome.paused)
 
     @property
     def resumed_as_backchannel(self) -> bool:
@@ -83,7 +116,9 @@ class Trial:
 
     @property
     def treated_as_backchannel(self) -> bool:
-        return self.resumed_as_backchannel or self.outcome.status == "completed"
+        """Paused, then resumed or left to complete."""
+        return self.heard_by_vad and (self.resumed_as_backchannel
+                                      or self.outcome.status == "completed")
 
 
 def recordings() -> list[Recording]:
@@ -121,7 +156,9 @@ async def run_trial(ws_url: str, recording: Recording,
 async def run_all(args: argparse.Namespace) -> list[Trial]:
     config = replace(ServerConfig(port=0, tts="uniform", calibration="marks",
                                   deterministic=True))
-    services = await asyncio.to_thread(build_services, config)
+    transcriber = TimedTranscriber()
+    await asyncio.to_thread(transcriber.inner.load)
+    services = await asyncio.to_thread(build_services, config, input_transcriber=transcriber)
     made = await asyncio.to_thread(recordings)
     demo = DemoServer(services)
     server = await demo.start(HOST, 0)
@@ -132,7 +169,10 @@ async def run_all(args: argparse.Namespace) -> list[Trial]:
 
     async def one(recording: Recording) -> Trial:
         async with slots:
-            return await run_trial(ws_url, recording, interruption)
+            trial = await run_trial(ws_url, recording, interruption)
+        if args.parallel == 1 and trial.outcome.gaps_ms:
+            trial.asr_wait_ms = transcriber.wait_before(trial.outcome.resumed_at[0])
+        return trial
 
     try:
         return list(await asyncio.gather(*(one(r) for r in made)))
@@ -154,17 +194,22 @@ def report(trials: list[Trial]) -> bool:
             "|".join(e["transcript"] for e in outcome.backchannels) or "-",
             "|".join(trial.transcripts) or "-",
             str(outcome.resumed[0]["paused_ms"]) if outcome.resumed else "-",
+            f"{trial.asr_wait_ms:.0f}" if trial.asr_wait_ms is not None else "-",
         ])
     print_table("per recording", ["recording", "voice", "paused", "resumed", "status",
                                   "cut", "heard in full", "backchannel", "turn transcript",
-                                  "pause ms"], rows)
+                                  "pause ms", "asr ms"], rows)
     backchannels = [t for t in trials if t.recording.kind == "backchannel"]
     interruptions = [t for t in trials if t.recording.kind == "interruption"]
     resumed_ok = sum(t.backchannel_ok for t in backchannels)
     misread = sum(t.treated_as_backchannel for t in interruptions)
     gaps = [float(t.outcome.resumed[0]["paused_ms"]) for t in backchannels if t.outcome.resumed]
     page_gaps = [g for t in backchannels for g in t.outcome.gaps_ms]
+    without_asr = [float(t.outcome.resumed[0]["paused_ms"]) - t.asr_wait_ms
+                   for t in backchannels if t.outcome.resumed and t.asr_wait_ms is not None]
     share = resumed_ok / len(backchannels)
+    missed = [f"{t.recording.word} ({t.recording.voice})" for t in trials
+              if not t.heard_by_vad]
     checks = [
         ("backchannels resumed, history unchanged, no turn", f"{resumed_ok}/{len(backchannels)}"
          f" ({share:.0%})", ">= 90 %", share >= 0.9),
@@ -175,9 +220,14 @@ def report(trials: list[Trial]) -> bool:
          bool(gaps) and percentile(gaps, 95) <= 800),
         ("pause -> resume gap p50 / p95 (ms, client, 100 ms polls)",
          f"{percentile(page_gaps, 50):.0f} / {percentile(page_gaps, 95):.0f}", "-", True),
+        ("  the same without the deciding ASR's wall time (ms)",
+         f"{percentile(without_asr, 50):.0f} / {percentile(without_asr, 95):.0f}", "-", True),
+        ("recordings server VAD did not hear (the reply played on)", str(len(missed)), "-",
+         True),
     ]
     print_table("summary", ["measure", "measured", "target", "verdict"],
                 [[name, value, target, verdict(ok)] for name, value, target, ok in checks])
+    print(f"not heard by server VAD: {', '.join(missed) or 'none'}")
     return all(ok for *_, ok in checks)
 
 

@@ -129,6 +129,7 @@ class Outcome:
         gaps_ms: per pause that resumed, the silence the listener heard (ms).
         responses: responses created after the reply.
         played_ms: the client's final played position.
+        resumed_at: loop times (s) at which the client resumed playing.
     """
 
     response_id: str
@@ -143,6 +144,7 @@ class Outcome:
     gaps_ms: list[float] = field(default_factory=list)
     responses: list[str] = field(default_factory=list)
     played_ms: int = 0
+    resumed_at: list[float] = field(default_factory=list)
 
 
 async def speak_over_reply(client: RealtimeClient, reply: str, mic_16k: np.ndarray,
@@ -184,4 +186,5 @@ async def speak_over_reply(client: RealtimeClient, reply: str, mic_16k: np.ndarr
         responses=[e["response"]["id"] for e in client.of_type("response.created")
                    if e["response"]["id"] != response_id],
         played_ms=page.played_ms(),
+        resumed_at=page.resumed_at,
     )
