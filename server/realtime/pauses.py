@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from server.realtime.interruptions import Interruptions
     from server.realtime.responses import ResponseLifecycle
 
+
 @dataclass(slots=True)
 class Pause:
     """One paused reply.
