@@ -19,4 +19,6 @@ COPY web ./web
 RUN pip install -e .
 
 EXPOSE 8765
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8765/healthz', timeout=2)"]
 CMD ["duplex-demo", "--host", "0.0.0.0"]

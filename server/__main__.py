@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 from collections.abc import Sequence
 
 from server.app import DemoServer
 from server.config import build_services, parse_config, server_options
+from server.logs import configure_logging
 
 
 async def serve_forever(argv: Sequence[str] | None = None) -> None:
     """Parse flags, load the models, serve until SIGINT/SIGTERM; then close every session
     with code 1001 (`DemoServer.shutdown`) and return."""
     config = parse_config(argv)
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(config.log_level, config.log_format)
     services = await asyncio.to_thread(build_services, config)
     demo = DemoServer(services, config.allow_origin, server_options(config))
     await demo.start(config.host, config.port)

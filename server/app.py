@@ -1,11 +1,13 @@
-"""HTTP + WebSocket on one port: the static page from `web/`, `/healthz` and `/v1/realtime`.
+"""HTTP + WebSocket on one port: the static page from `web/`, `/healthz`, `/metrics` and
+`/v1/realtime`.
 
 Built on the `websockets` asyncio server: plain GET requests are answered in `process_request`
-(static files, health), upgrades on `/v1/realtime` become one `Connection` each. Upgrades are
-refused at the handshake when their `Origin` is neither this server's own origin nor explicitly
-allowed (403), when `--api-key` is set and they do not carry it (401, `server.access`), and when
-`--max-sessions` sessions are already open (503). Every response carries a Content-Security-Policy
-that allows only this origin, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+(static files, health, Prometheus metrics from `server.metrics`), upgrades on `/v1/realtime`
+become one `Connection` each. Upgrades are refused at the handshake when their `Origin` is
+neither this server's own origin nor explicitly allowed (403), when `--api-key` is set and they
+do not carry it (401, `server.access`), and when `--max-sessions` sessions are already open
+(503). Every response carries a Content-Security-Policy that allows only this origin,
+`X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, Services
+from server.logs import SESSION_ID
+from server.metrics import CONTENT_TYPE, ServerMetrics
 from server.realtime.events import EventLog
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,7 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 """The static page served at `/` (static ES modules, no build step)."""
 
 REALTIME_PATH = "/v1/realtime"
+METRICS_PATH = "/metrics"
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
 """Default `--max-frame-bytes`: websockets closes the socket (1009) above this; the protocol
 layer answers smaller oversized frames with an error event (`protocol.MAX_FRAME_CHARS`)."""
@@ -133,14 +138,18 @@ class DemoServer:
     """The demo server: one port, static page, health check and realtime sessions.
 
     Args:
-        services: TTS, responder and calibration shared by all sessions.
+        services: TTS, responder and calibration shared by all sessions (the synthesizer and
+            the responder are wrapped to be measured: `ServerMetrics.instrument`).
         allowed_origins: extra origins allowed to open `/v1/realtime`.
         options: limits and access (defaults: `ServerOptions()`, open access).
+        metrics: the metrics served at `/metrics` (default: new ones of this server's own).
     """
 
     def __init__(self, services: Services, allowed_origins: Sequence[str] = (),
-                 options: ServerOptions | None = None) -> None:
-        self.services = services
+                 options: ServerOptions | None = None,
+                 metrics: ServerMetrics | None = None) -> None:
+        self.metrics = metrics or ServerMetrics()
+        self.services = self.metrics.instrument(services)
         self.allowed_origins = tuple(allowed_origins)
         self.options = options or ServerOptions()
         self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
@@ -158,6 +167,12 @@ class DemoServer:
             return self._check_upgrade(request)
         if path == "/healthz":
             return _text(http.HTTPStatus.OK, "ok\n")
+        if path == METRICS_PATH:
+            if self.access is not None and not self.access.authorized(request.headers):
+                return _text(http.HTTPStatus.UNAUTHORIZED, "access key required: send "
+                             "'Authorization: Bearer <key>'\n",
+                             {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
+            return _response(http.HTTPStatus.OK, self.metrics.exposition(), CONTENT_TYPE)
         if self.access is not None:
             refused = self._check_page(path, request)
             if refused is not None:
@@ -169,9 +184,11 @@ class DemoServer:
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
             log.warning("refused a WebSocket upgrade from a foreign origin")
+            self.metrics.sessions_refused.labels("origin").inc()
             return _text(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
         if self.access is not None and not self.access.authorized(request.headers):
             log.warning("refused a WebSocket upgrade without the API key")
+            self.metrics.sessions_refused.labels("api_key").inc()
             return _text(http.HTTPStatus.UNAUTHORIZED,
                          "missing or wrong API key: send 'Authorization: Bearer <key>' or the "
                          "'openai-insecure-api-key.<key>' subprotocol, or open the page with "
@@ -179,6 +196,7 @@ class DemoServer:
                          {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
         if len(self._open) >= self.options.max_sessions:
             log.warning("refused a session: %d sessions are open", len(self._open))
+            self.metrics.sessions_refused.labels("full").inc()
             return _text(http.HTTPStatus.SERVICE_UNAVAILABLE,
                          f"too many sessions: this server holds at most "
                          f"{self.options.max_sessions} at once; try again later\n",
@@ -211,13 +229,19 @@ class DemoServer:
         if len(self._open) >= self.options.max_sessions:
             # Handshakes checked in `_check_upgrade` at the same time can all pass; the count
             # here is exact.
+            self.metrics.sessions_refused.labels("full").inc()
             await websocket.close(1013, "too many sessions; try again later")
             return
         self._open.add(websocket)
+        self.metrics.sessions.inc()
+        self.metrics.sessions_open.inc()
         try:
             session_id = EventLog.new_id("sess")
-            await Connection(websocket, self.services, session_id).run()
+            SESSION_ID.set(session_id)
+            await Connection(websocket, self.services, session_id,
+                             self.metrics.session()).run()
         finally:
+            self.metrics.sessions_open.dec()
             self._open.discard(websocket)
 
     async def start(self, host: str, port: int) -> Server:

@@ -24,6 +24,7 @@ from server.app import (
 )
 from server.connection import Services
 from server.listening.vad import load_vad_model
+from server.logs import LOG_FORMATS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
@@ -45,6 +46,7 @@ class ServerConfig:
     voice: str | None = None
     tts: str = "piper"
     log_level: str = "info"
+    log_format: str = "text"
     allow_origin: tuple[str, ...] = ()
     lead_ms: int = 400
     calibration: str = "auto"
@@ -120,6 +122,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         help="speech engine (uniform* are deterministic test voices)")
     parser.add_argument("--log-level", default=env("log-level", defaults.log_level),
                         choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--log-format", choices=LOG_FORMATS,
+                        default=env("log-format", defaults.log_format),
+                        help="log lines as text, or as one JSON object per line (time, "
+                        "level, logger, message, session_id)")
     parser.add_argument("--allow-origin", action="append",
                         default=[o for o in str(env("allow-origin", "")).split(",") if o],
                         help="extra browser Origin allowed to connect (repeatable; * for any)")
@@ -223,7 +229,7 @@ def parse_config(argv: Sequence[str] | None = None,
     args = build_parser(os.environ if environ is None else environ).parse_args(argv)
     return ServerConfig(
         host=args.host, port=args.port, voice=args.voice, tts=args.tts,
-        log_level=args.log_level, allow_origin=tuple(args.allow_origin),
+        log_level=args.log_level, log_format=args.log_format, allow_origin=tuple(args.allow_origin),
         lead_ms=args.lead_ms, calibration=args.calibration, asr_url=args.asr_url,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
         send_timeout_ms=args.send_timeout_ms,

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
@@ -38,6 +39,7 @@ from server.realtime.effects import (
     WakeSender,
 )
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
+from server.realtime.protocol import ClientEvent
 from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import Responder
 from server.speech.resampling import resample
@@ -113,6 +115,26 @@ class _Speech:
     echo_levels: np.ndarray
 
 
+class SessionObserver(Protocol):
+    """Sees one session's traffic in order, e.g. `server.metrics.SessionMetrics`."""
+
+    def client_event(self, frame: str | bytes, event: ClientEvent | None) -> None:
+        """A client frame was given to the session: its event when applied, else None."""
+
+    def server_event(self, event: dict[str, Any]) -> None:
+        """A server event is being sent."""
+
+
+class _NoObserver:
+    """The observer of a connection nobody observes."""
+
+    def client_event(self, frame: str | bytes, event: ClientEvent | None) -> None:
+        pass
+
+    def server_event(self, event: dict[str, Any]) -> None:
+        pass
+
+
 class Connection:
     """Drive one session over one WebSocket.
 
@@ -120,10 +142,13 @@ class Connection:
         websocket: the accepted `websockets` server connection.
         services: shared TTS, responder and calibration settings.
         session_id: id for the new session.
+        observer: told of every applied client event and every server event (metrics).
     """
 
-    def __init__(self, websocket: ServerConnection, services: Services, session_id: str) -> None:
+    def __init__(self, websocket: ServerConnection, services: Services, session_id: str,
+                 observer: SessionObserver | None = None) -> None:
         self.websocket = websocket
+        self.observer = observer or _NoObserver()
         self.services = services
         self.session = Session(services.session_config, session_id=session_id)
         self.calibration: HistoryCalibration | None = None
@@ -200,7 +225,7 @@ class Connection:
         admission = rate.admit(now_ms) if rate is not None else Admission.ACCEPT
         if rate is None or admission is Admission.ACCEPT:
             self.session.set_clock(now_ms)
-            self.session.receive(frame)
+            self.observer.client_event(frame, self.session.receive(frame))
         else:
             self.session.refuse(rate_limit_error(frame, rate))
         await self._settle()
@@ -331,6 +356,7 @@ class Connection:
         self._apply_effects()
         async with self._write_lock:
             for event in self.session.take_events():
+                self.observer.server_event(event)
                 frame = json.dumps(event, ensure_ascii=False)
                 try:
                     async with asyncio.timeout(self.services.send_timeout_s):

@@ -27,8 +27,10 @@ ALLOWED = {
 """Room -> module prefixes its modules may import from this project (the I/O layer, `server`'s
 own top-level modules, may import everything)."""
 
-FORBIDDEN_THIRD_PARTY = {"server.realtime": ("websockets", "asyncio", "threading", "socket")}
-"""Room -> outside packages its modules may not import: the sans-I/O core has no I/O."""
+FORBIDDEN_THIRD_PARTY = {"server.realtime": ("websockets", "asyncio", "threading", "socket",
+                                            "prometheus_client")}
+"""Room -> outside packages its modules may not import: the sans-I/O core has no I/O (and no
+metrics: `server.metrics` derives them from its events)."""
 
 
 def module_name(path: Path) -> str:

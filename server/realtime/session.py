@@ -184,11 +184,12 @@ class Session:
 
     # ------------------------------------------------------------------ client events
 
-    def receive(self, frame: str | bytes) -> None:
+    def receive(self, frame: str | bytes) -> protocol.ClientEvent | None:
         """Apply one client frame; bad input yields an `error` event and changes nothing.
 
         Replies of a client found not to report playback are settled first
         (`HeardTextStore.settle_unreported`), so a retrieve or a prompt never sees them stale.
+        Returns the applied event, None when the frame was refused.
         """
         self.heard_text.settle_unreported(self._clock_ms)
         try:
@@ -196,6 +197,8 @@ class Session:
             self._dispatch(event)
         except protocol.ProtocolError as exc:
             self._log.error(exc)
+            return None
+        return event
 
     def _dispatch(self, event: protocol.ClientEvent) -> None:
         turns, interruptions = self.input_turns, self.interruptions
