@@ -13,8 +13,8 @@
  *                                         (the server's `response.paused`)
  *   {type: 'resume', responseId}          continue rendering it exactly where it paused
  *   {type: 'barge-in-mode', pause}        what the client VAD's barge-in does: pause the reply
- *                                         (true: the server then decides, `response.paused`) or
- *                                         stop it (false, the default)
+ *                                         (true: the server then decides, `response.paused`;
+ *                                         not once its audio ended) or stop it (false, default)
  *   {type: 'level-port', port}            MessagePort to the capture worklet (echo guard of the
  *                                         client VAD); replaces an earlier one
  *
@@ -139,7 +139,8 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     if (message.type !== 'barge-in' || this.responseId === null || this.renderedFrames === 0) {
       return;
     }
-    if (this.pauseOnBargeIn) {
+    // A reply whose audio all arrived (the server finished it) cannot be paused there: stop it.
+    if (this.pauseOnBargeIn && !this.audioEnded) {
       this.pause('barge-in');
       return;
     }
