@@ -132,13 +132,13 @@ const handlers = {
   'response.created': onResponseCreated,
   'response.paused': (event) => {
     state.pauses.push(event);
-    playback.pause(event.response_id);
+    playback.pauseReply(event.response_id);
     conversation.markPaused(event.response_id, event.audio_end_ms);
     status.log('info', `Paused at ${event.audio_end_ms} ms (${event.reason}): listening`);
   },
   'response.resumed': (event) => {
     state.pauses.push(event);
-    playback.resume(event.response_id);
+    playback.resumeReply(event.response_id);
     conversation.markResumed(event.response_id, event.reason);
     status.log('info', `Resumed (${event.reason}) after ${event.paused_ms} ms`);
   },

@@ -17,8 +17,8 @@ const WORKLET_URL = new URL('./playback-worklet.js', import.meta.url);
  *
  * Each response goes through the phases
  *   'active' -> 'stopping' (stop requested) or 'draining' (all rendered) -> 'done'.
- * An active response may be paused (`pause`, or the client VAD in pause mode) and resumed: its
- * queued audio is kept and rendering continues exactly where it stopped.
+ * An active response may be paused (`pauseReply`, or the client VAD in pause mode) and resumed
+ * (`resumeReply`): its queued audio is kept and rendering continues exactly where it stopped.
  * Only the newest response is ever active; audio of any other response is dropped.
  */
 export class Playback {
@@ -58,14 +58,14 @@ export class Playback {
   }
 
   /** Pause `responseId` if it is active, keeping its queued audio (`response.paused`). */
-  pause(responseId) {
+  pauseReply(responseId) {
     if (this.#tracks.get(responseId)?.phase === 'active') {
       this.#post({ type: 'pause', responseId });
     }
   }
 
   /** Continue `responseId` where it paused (`response.resumed`). */
-  resume(responseId) {
+  resumeReply(responseId) {
     if (this.#tracks.get(responseId)?.phase === 'active') {
       this.#post({ type: 'resume', responseId });
     }
