@@ -167,9 +167,10 @@ async def speak_over_reply(client: RealtimeClient, reply: str, mic_16k: np.ndarr
     while not playing.done():
         await client.drain(0.1)
     await playing
-    await client.heard(item_id, timeout=30)
-    await client.drain(0.5)
-    heard = client.of_type("conversation.item.heard", item_id=item_id)[-1]
+    final_ms = page.played_ms()
+    heard = await client.heard(
+        item_id, lambda e: e["played_ms"] >= final_ms and e["method"] != "none", timeout=30)
+    await client.drain(0.3)
     gaps = [(resumed - paused) * 1000 for paused, resumed
             in zip(page.paused_at, page.resumed_at, strict=False)]
     full = [e["transcript"] for e in client.of_type("response.output_audio_transcript.done",

@@ -3,10 +3,12 @@ client that plays, pauses and resumes like the page (`tests.pausing_page`)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from tests import speech_fixtures
-from tests.pausing_page import speak_over_reply
+from tests.pausing_page import mic_pcm16, receive_while, speak_over_reply, stream_mic
 from tests.realtime_client import RealtimeClient
 
 SETTINGS_REPLY = "say: First, open the settings app. Then tap on Wi-Fi and choose your network."
@@ -21,10 +23,11 @@ async def test_uh_huh_over_a_reply_resumes_it_and_is_not_a_turn(start_server) ->
     server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
     uh_huh = speech_fixtures.speech("uh-huh", "espeak", "en-us")
     what_next = speech_fixtures.speech("What next?", "espeak", "en-us")
-    mic = np.concatenate([speech_fixtures.silence(900), uh_huh, speech_fixtures.silence(8000),
-                          what_next, speech_fixtures.silence(1500)])
+    mic = np.concatenate([speech_fixtures.silence(900), uh_huh, speech_fixtures.silence(2000)])
+    later = np.concatenate([what_next, speech_fixtures.silence(1500)])
     async with RealtimeClient.connect(server.ws_url) as client:
         outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+        await receive_while(client, asyncio.create_task(stream_mic(client, mic_pcm16(later))))
         created = await client.wait_for("response.created",
                                         lambda e: e["response"]["id"] != outcome.response_id,
                                         timeout=30)
