@@ -4,7 +4,8 @@ Events in (client frames, generation output, VAD reports, transcripts, clock rea
 out (`take_events`) and effects out (`take_effects`: start or cancel a generation, wake the
 sender, detect speech, transcribe). No sockets, no sleeps, no tasks: the asyncio layer in
 `server.connection` drives it. The person's input-audio turns live in `InputTurns`, item
-operations in `ConversationItems`; the session keeps the responses and the interruption rules.
+operations in `ConversationItems`, paused replies and what ends their pause in `ReplyPauses`;
+the session keeps the responses and the interruption rules.
 Rules follow PROTOCOL.md and REFERENCE.md sections 1.3, 2 and 4: one terminal per response; no
 audio of a response after its cancellation; ACKs are per response and stay admissible after a
 newer response started; caps only tighten; history holds only what the listener heard
