@@ -18,7 +18,7 @@ from tests.browser import chromium, open_demo
 from tests.test_browser import js
 from tests.test_browser_microphone import CLICK_MIC, wait_rendering
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 REPLY = "First, open the settings app. Then tap on Wi-Fi and choose your network."
 
@@ -34,12 +34,11 @@ async def test_the_page_pauses_for_uh_huh_and_resumes_where_it_stopped(
         item_id = await demo.item_of(response_id)
         await wait_rendering(demo, response_id, 0)
         await demo.page.evaluate(CLICK_MIC)
-        await demo.wait_state("s.pauses.length > 0", timeout_s=10)
+        await demo.wait_state("s.responseState === 'paused'", timeout_s=15)
         status = await demo.page.text_content("#status-response")
-        phase = await demo.state("s.responseState")
         await demo.wait_state("s.pauses.some((e) => e.type === 'response.resumed')",
-                              timeout_s=30)
-        await demo.wait_state(f"s.heard[{js(item_id)}]?.method === 'full'", timeout_s=30)
+                              timeout_s=60)
+        await demo.wait_state(f"s.heard[{js(item_id)}]?.method === 'full'", timeout_s=60)
         pauses = await demo.state("s.pauses")
         backchannels = await demo.state("s.backchannels")
         heard = await demo.state(f"s.heard[{js(item_id)}]")
@@ -47,7 +46,7 @@ async def test_the_page_pauses_for_uh_huh_and_resumes_where_it_stopped(
         note = await demo.page.text_content(".turn.assistant .turn-note")
         shown = await demo.page.locator("[data-testid=backchannel]").count()
         transcripts = await demo.state("s.userTranscripts")
-    assert status == "Assistant: paused — listening" or phase == "paused"
+    assert status == "Assistant: paused — listening"
     assert [e["type"] for e in pauses] == ["response.paused", "response.resumed"]
     assert pauses[1]["reason"] == "backchannel"
     assert len(backchannels) == 1 and shown == 1
