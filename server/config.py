@@ -26,6 +26,7 @@ from server.app import (
 from server.connection import Services
 from server.listening.vad import load_vad_model
 from server.logs import LOG_FORMATS
+from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Responder
@@ -66,6 +67,9 @@ class ServerConfig:
     max_history_items: int = 500
     max_history_chars: int = 200_000
     max_reply_chars: int = 4000
+    interruption_mode: str = "pause"
+    pause_timeout_ms: int = 2500
+    max_backchannel_ms: int = 1000
     api_key: str | None = field(default=None, repr=False)
 
 
@@ -154,6 +158,17 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                                                            defaults.interruption_note),
                         help="note given to the responder after a cut turn ({heard} = the "
                         "heard text)")
+    parser.add_argument("--interruption-mode", choices=INTERRUPTION_MODES,
+                        default=env("interruption-mode", defaults.interruption_mode),
+                        help="speech over a reply: 'pause' it and let the utterance decide "
+                        "(a backchannel resumes it), or 'cancel' it at once")
+    parser.add_argument("--pause-timeout-ms", type=_positive_int,
+                        default=int(env("pause-timeout-ms", defaults.pause_timeout_ms)),
+                        help="longest pause without a decision: then speech still going or "
+                        "not yet transcribed cuts the reply, anything else resumes it (ms)")
+    parser.add_argument("--max-backchannel-ms", type=_positive_int,
+                        default=int(env("max-backchannel-ms", defaults.max_backchannel_ms)),
+                        help="longest backchannel ('uh-huh', 'yeah'); longer speech cuts (ms)")
     parser.add_argument("--deterministic", action="store_true",
                         default=str(env("deterministic", "")).lower() in ("1", "true", "yes"),
                         help="bit-identical Piper output (noise_scale=0), for tests")
@@ -227,6 +242,8 @@ def parse_config(argv: Sequence[str] | None = None,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
         max_reply_chars=args.max_reply_chars, api_key=args.api_key,
+        interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
+        max_backchannel_ms=args.max_backchannel_ms,
     )
 
 
@@ -292,7 +309,11 @@ def build_services(
         session_config=SessionConfig(lead_ms=config.lead_ms,
                                      interruption_note=config.interruption_note,
                                      max_history_items=config.max_history_items,
-                                     max_history_chars=config.max_history_chars),
+                                     max_history_chars=config.max_history_chars,
+                                     interruption=InterruptionSettings(
+                                         mode=config.interruption_mode,
+                                         pause_timeout_ms=config.pause_timeout_ms,
+                                         max_backchannel_ms=config.max_backchannel_ms)),
         policy=make_policy(config.calibration, transcriber),
         input_transcriber=input_transcriber,
         history_audio_max_bytes=config.history_audio_max_bytes,

@@ -321,7 +321,11 @@ class Connection:
                 task.add_done_callback(self._transcriptions.discard)
             case PrepareTranscription(item_id=item_id, pcm16=pcm16):
                 self._take_prepared(None)
-                self._prepared = (item_id, asyncio.ensure_future(self._recognise(pcm16)))
+                recognition = asyncio.ensure_future(self._recognise(pcm16))
+                self._prepared = (item_id, recognition)
+                task = asyncio.ensure_future(self._prepared_transcription(item_id, recognition))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
             case DiscardTranscription(item_id=item_id):
                 if self._prepared is not None and self._prepared[0] == item_id:
                     self._take_prepared(None)
@@ -382,6 +386,16 @@ class Connection:
                                     EchoReference(self.session.config.sample_rate_hz))
         return self._echo_reference[1]
 
+    async def _prepared_transcription(self, item_id: str,
+                                      recognition: asyncio.Future[str]) -> None:
+        """Hand a prepared transcription to the session as soon as it is ready: it decides a
+        reply paused by that utterance (`Session.on_prepared_transcription`)."""
+        with contextlib.suppress(asyncio.CancelledError):
+            transcript = await asyncio.shield(recognition)
+            self.session.set_clock(_now_ms())
+            self.session.on_prepared_transcription(item_id, transcript)
+            await self._settle()
+
     async def _transcribe(self, item_id: str, pcm16: bytes, prepared: asyncio.Future[str] | None,
                           previous: asyncio.Future[None] | None) -> None:
         """Transcribe a committed utterance, or await its `prepared` transcription (started
@@ -392,6 +406,7 @@ class Connection:
         transcript = await (prepared if prepared is not None else self._recognise(pcm16))
         if previous is not None:
             await asyncio.wait((previous,))
+        self.session.set_clock(_now_ms())
         self.session.on_transcription(item_id, transcript)
         await self._settle()
 

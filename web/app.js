@@ -71,6 +71,8 @@ const state = {
   bargeInTimings: timings.list, // per interruption, see barge-in-timings.js
   userTranscripts: [], // {item_id, transcript} from input_audio_transcription.completed
   speechStarted: [], // input_audio_buffer.speech_started events
+  pauses: [], // response.paused and response.resumed events, in order
+  backchannels: [], // input_audio_buffer.backchannel events
 };
 window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG } };
 
@@ -85,6 +87,10 @@ const playback = new Playback({
     if (reason === 'barge-in') sendBargeIn(responseId, playedMs, 'vad', mic.onsetT, silentAt);
   },
   onChange: renderStatus,
+  onPaused({ responseId, reason, playedMs, silentAt }) {
+    // The client VAD paused the reply in the worklet: the server decides what it was.
+    if (reason === 'barge-in') sendBargeIn(responseId, playedMs, 'vad', mic.onsetT, silentAt, true);
+  },
 });
 
 const client = new RealtimeClient(
@@ -124,6 +130,22 @@ const handlers = {
     status.log('info', `Server VAD: speech ended at ${event.audio_end_ms} ms of input`);
   },
   'response.created': onResponseCreated,
+  'response.paused': (event) => {
+    state.pauses.push(event);
+    playback.pauseReply(event.response_id);
+    conversation.markPaused(event.response_id, event.audio_end_ms);
+    status.log('info', `Paused at ${event.audio_end_ms} ms (${event.reason}): listening`);
+  },
+  'response.resumed': (event) => {
+    state.pauses.push(event);
+    playback.resumeReply(event.response_id);
+    conversation.markResumed(event.response_id, event.reason);
+    status.log('info', `Resumed (${event.reason}) after ${event.paused_ms} ms`);
+  },
+  'input_audio_buffer.backchannel': (event) => {
+    state.backchannels.push(event);
+    conversation.addBackchannel(event.item_id, event.transcript);
+  },
   'response.output_item.added': onOutputItem,
   'response.output_audio_transcript.delta': (event) => {
     conversation.transcript(event.response_id)?.appendText(event.delta);
@@ -183,6 +205,10 @@ function onSession(event) {
   state.connected = true;
   status.setConnection('connected');
   // A new audio context needs the microphone's echo guard linked to it again.
+  // The client VAD pauses a reply when the server decides what the speech was (its VAD hears
+  // the same audio); without server VAD it stops it.
+  const session = event.session ?? {};
+  playback.setPauseOnBargeIn(session.interruption?.mode === 'pause' && Boolean(input?.turn_detection));
   playback.configure(rate).then(() => mic.linkLevels(), (error) => {
     reportError({ type: 'client_error', message: `audio output unavailable: ${error.message}` });
   });
@@ -205,6 +231,8 @@ function resetSession() {
     items: [],
     userTranscripts: [],
     speechStarted: [],
+    pauses: [],
+    backchannels: [],
   });
   renderStatus();
 }
@@ -334,9 +362,10 @@ async function bargeIn(startedAt) {
  * `playedMs` heard, and add its entry to `state.bargeInTimings`: from `startedAt` (the gesture,
  * or the first frame the VAD counted as speech) to `silentAt` (the playback worklet stopped
  * rendering), performance.now() times, null when unknown; then the server's stop and
- * calibration times as they arrive.
+ * calibration times as they arrive. With `pause`, the reply was paused, not stopped: the server
+ * decides (`response.resumed`, or a cut).
  */
-function sendBargeIn(responseId, playedMs, source, startedAt, silentAt) {
+function sendBargeIn(responseId, playedMs, source, startedAt, silentAt, pause = false) {
   const known = startedAt !== null && silentAt !== null;
   const timing = addTiming(responseId, source, known ? Math.max(0, silentAt - startedAt) : null);
   const itemId = itemOfResponse.get(responseId);
@@ -346,6 +375,7 @@ function sendBargeIn(responseId, playedMs, source, startedAt, silentAt) {
     ...(itemId ? { item_id: itemId } : {}),
     audio_end_ms: playedMs,
     source,
+    ...(pause ? { pause: true } : {}),
   };
   if (!client.send(event)) return;
   state.bargeIns.push(event);

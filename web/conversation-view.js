@@ -75,8 +75,41 @@ export class ConversationView {
   markStopped(responseId, playedMs) {
     const reply = this.#replies.get(responseId);
     if (!reply) return;
+    reply.item.classList.remove('paused');
     reply.item.classList.add('stopped');
-    reply.note.textContent = `Stopped after ${(playedMs / 1000).toFixed(2)} s of audio`;
+    const cut = reply.item.dataset.pausedAt ? ' (cut where it paused: you interrupted)' : '';
+    reply.note.textContent = `Stopped after ${(playedMs / 1000).toFixed(2)} s of audio${cut}`;
+  }
+
+  /** Mark a reply paused at `audioEndMs` while the server listens (`response.paused`). */
+  markPaused(responseId, audioEndMs) {
+    const reply = this.#replies.get(responseId);
+    if (!reply) return;
+    reply.item.classList.add('paused');
+    reply.item.dataset.pausedAt = String(audioEndMs);
+    reply.note.textContent = `Paused at ${(audioEndMs / 1000).toFixed(2)} s — listening`;
+  }
+
+  /** Mark a paused reply resumed (`response.resumed`, `reason` e.g. 'backchannel'). */
+  markResumed(responseId, reason) {
+    const reply = this.#replies.get(responseId);
+    if (!reply) return;
+    reply.item.classList.remove('paused');
+    reply.note.textContent = `Resumed (${reason})`;
+  }
+
+  /**
+   * Show a backchannel ("uh-huh" over a reply): visible, marked as such, never a turn.
+   * @param {string} itemId the input turn it came from
+   * @param {string} transcript what the ASR heard
+   */
+  addBackchannel(itemId, transcript) {
+    const body = document.createElement('p');
+    body.className = 'backchannel';
+    body.textContent = `${transcript || '…'} (backchannel: the reply went on)`;
+    const item = this.#append('user backchannel', 'You (backchannel)', body);
+    item.dataset.itemId = itemId;
+    item.dataset.testid = 'backchannel';
   }
 
   #append(role, label, ...content) {

@@ -9,13 +9,19 @@
  *   {type: 'end', responseId}             no more audio will come for responseId
  *   {type: 'stop', responseId}            stop responseId now; ignored unless it is current, so a
  *                                         late stop for an old response never cuts a newer one
+ *   {type: 'pause', responseId}           stop rendering responseId now but keep its queued audio
+ *                                         (the server's `response.paused`)
+ *   {type: 'resume', responseId}          continue rendering it exactly where it paused
+ *   {type: 'barge-in-mode', pause}        what the client VAD's barge-in does: pause the reply
+ *                                         (true: the server then decides, `response.paused`;
+ *                                         not once its audio ended) or stop it (false, default)
  *   {type: 'level-port', port}            MessagePort to the capture worklet (echo guard of the
  *                                         client VAD); replaces an earlier one
  *
  * Messages on the level port, from the capture worklet:
- *   {type: 'barge-in'}   the client VAD fired: stop the current response now if any of its audio
- *                        was rendered (reason 'barge-in'); a response not heard yet is the
- *                        server's to stop. Straight from the capture thread, so that the person's
+ *   {type: 'barge-in'}   the client VAD fired: stop (or, in pause mode, pause) the current
+ *                        response now if any of its audio was rendered (reason 'barge-in'); a
+ *                        response not heard yet is the server's to stop. Straight from the capture thread, so that the person's
  *                        speech silences the reply without waiting for the page's main thread.
  *
  * Reports to the main thread (renderedFrames counts frames written to the output, per response):
@@ -24,6 +30,8 @@
  *       reason 'stop' | 'superseded' | 'barge-in'; at: this context's currentTime (s) when it
  *       stopped (the output is silent from the next render quantum on)
  *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
+ *   {type: 'paused', responseId, renderedFrames, reason, at}   rendering paused ('pause' | 'barge-in')
+ *   {type: 'resumed', responseId, renderedFrames}   rendering continued after a pause
  *
  * Reports on the level port, every 10 ms of output (band-envelope.js frames):
  *   {type: 'level', db, bands, active, ageS}   the output's band levels (Float32Array, dB) and
@@ -55,6 +63,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.levelPort = null;
     this.levelActive = false;
     this.levelHistory = []; // [db, bands, active] of the last LEVEL_HISTORY_MS, oldest first
+    this.pauseOnBargeIn = false;
     this.reset(null);
     this.port.onmessage = (event) => this.handle(event.data);
   }
@@ -68,6 +77,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.renderedFrames = 0;
     this.audioEnded = false;
     this.rendering = false;
+    this.paused = false;
   }
 
   handle(message) {
@@ -103,12 +113,35 @@ class PlaybackProcessor extends AudioWorkletProcessor {
         this.report('stopped', 'stop');
         this.reset(null);
         break;
+      case 'pause':
+        if (current) this.pause('pause');
+        break;
+      case 'resume':
+        if (!current || !this.paused) return;
+        this.paused = false;
+        this.report('resumed');
+        break;
+      case 'barge-in-mode':
+        this.pauseOnBargeIn = Boolean(message.pause);
+        break;
     }
+  }
+
+  /** Stop rendering the current response, keeping its queue; `reason` 'pause' | 'barge-in'. */
+  pause(reason) {
+    if (this.paused || this.responseId === null) return;
+    this.paused = true;
+    this.report('paused', reason);
   }
 
   /** A message from the capture worklet: the client VAD fired. */
   bargeIn(message) {
     if (message.type !== 'barge-in' || this.responseId === null || this.renderedFrames === 0) {
+      return;
+    }
+    // A reply whose audio all arrived (the server finished it) cannot be paused there: stop it.
+    if (this.pauseOnBargeIn && !this.audioEnded) {
+      this.pause('barge-in');
       return;
     }
     this.report('stopped', 'barge-in');
@@ -151,7 +184,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
   process(_inputs, outputs) {
     const out = outputs[0][0];
     let written = 0;
-    if (this.responseId !== null) {
+    if (this.responseId !== null && !this.paused) {
       this.rendering ||= this.audioEnded || this.queuedFrames >= this.jitterFrames;
       if (this.rendering) written = this.render(out);
     }
@@ -159,7 +192,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.measure(out, written > 0);
 
     if (this.responseId === null) return true;
-    if (this.rendering && this.audioEnded && this.queuedFrames === 0) {
+    if (this.rendering && !this.paused && this.audioEnded && this.queuedFrames === 0) {
       this.report('drained');
       this.reset(null);
       return true;

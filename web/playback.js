@@ -17,6 +17,8 @@ const WORKLET_URL = new URL('./playback-worklet.js', import.meta.url);
  *
  * Each response goes through the phases
  *   'active' -> 'stopping' (stop requested) or 'draining' (all rendered) -> 'done'.
+ * An active response may be paused (`pauseReply`, or the client VAD in pause mode) and resumed
+ * (`resumeReply`): its queued audio is kept and rendering continues exactly where it stopped.
  * Only the newest response is ever active; audio of any other response is dropped.
  */
 export class Playback {
@@ -39,11 +41,34 @@ export class Playback {
    *   playback-worklet.js); silentAt: performance.now() time at which the worklet stopped
    *   rendering it (null when it drained)
    * @param {() => void} callbacks.onChange a response started, stalled, resumed or finished
+   * @param {(result: {responseId: string, reason: 'pause'|'barge-in', playedMs: number,
+   *   silentAt: number|null}) => void} [callbacks.onPaused] a response paused ('barge-in': the
+   *   client VAD paused it in the worklet); playedMs: all rendered audio (it is heard)
    */
-  constructor({ onAck, onFinished, onChange }) {
+  constructor({ onAck, onFinished, onChange, onPaused = () => {} }) {
     this.onAck = onAck;
     this.onFinished = onFinished;
     this.onChange = onChange;
+    this.onPaused = onPaused;
+  }
+
+  /** Whether the client VAD pauses the playing reply (true) or stops it (false). */
+  setPauseOnBargeIn(pause) {
+    this.#post({ type: 'barge-in-mode', pause });
+  }
+
+  /** Pause `responseId` if it is active, keeping its queued audio (`response.paused`). */
+  pauseReply(responseId) {
+    if (this.#tracks.get(responseId)?.phase === 'active') {
+      this.#post({ type: 'pause', responseId });
+    }
+  }
+
+  /** Continue `responseId` where it paused (`response.resumed`). */
+  resumeReply(responseId) {
+    if (this.#tracks.get(responseId)?.phase === 'active') {
+      this.#post({ type: 'resume', responseId });
+    }
   }
 
   /** Output sample rate in Hz, or null before `configure`. */
@@ -147,11 +172,12 @@ export class Playback {
     return this.#tracks.get(responseId)?.phase === 'active';
   }
 
-  /** 'waiting' | 'speaking' | 'stopped' | 'idle' (idle: unknown or played to the end). */
+  /** 'waiting' | 'speaking' | 'paused' | 'stopped' | 'idle' (idle: unknown or played out). */
   phase(responseId) {
     const track = this.#tracks.get(responseId);
     if (!track) return 'idle';
     if (track.phase === 'done') return track.reason === 'drained' ? 'idle' : 'stopped';
+    if (track.phase === 'active' && track.paused) return 'paused';
     if (track.phase === 'active' && track.starved) return 'waiting';
     return 'speaking';
   }
@@ -191,6 +217,7 @@ export class Playback {
       frames: 0,
       starved: true, // nothing rendered yet or the queue ran empty
       audioEndMs: null,
+      paused: false,
       lastAckMs: 0,
       finalMs: null,
       reason: null,
@@ -223,6 +250,18 @@ export class Playback {
         track.starved = starved;
         this.onChange();
       }
+    } else if (message.type === 'paused') {
+      track.paused = true;
+      // Every rendered frame is heard: the output pipeline plays it out after the pause.
+      const playedMs = Math.min(Math.round((track.frames / this.rate) * 1000),
+        track.audioEndMs ?? Infinity);
+      if (playedMs > track.lastAckMs) this.#ack(track, playedMs);
+      const silentAt = performanceTimeOf(this.#context, message.at);
+      this.onPaused({ responseId: track.id, reason: message.reason, playedMs, silentAt });
+      this.onChange();
+    } else if (message.type === 'resumed') {
+      track.paused = false;
+      this.onChange();
     } else if (message.type === 'stopped') {
       const silentAt = performanceTimeOf(this.#context, message.at);
       this.#finish(track, message.reason, this.#liveMs(track), silentAt);

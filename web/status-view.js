@@ -22,9 +22,9 @@ export class StatusView {
     setText(this.#connection, state[0].toUpperCase() + state.slice(1));
   }
 
-  /** @param {'idle'|'waiting'|'speaking'|'stopped'} state */
+  /** @param {'idle'|'waiting'|'speaking'|'paused'|'stopped'} state */
   setResponse(state) {
-    const label = state === 'waiting' ? 'waiting for audio' : state;
+    const label = { waiting: 'waiting for audio', paused: 'paused — listening' }[state] ?? state;
     setText(this.#response, `Assistant: ${label}`);
   }
 

@@ -52,12 +52,47 @@ class InputTurns:
         self._log = log
         self._speech_item: tuple[str, int] | None = None
         self._prepared: tuple[str, bytes] | None = None
+        self._backchannel: tuple[str, bytes] | None = None
+        self._committed: tuple[str, bytes] | None = None
         self._pending_transcripts: set[str] = set()
 
     @property
     def pending_transcripts(self) -> bool:
         """True while a committed utterance still waits for its transcript."""
         return bool(self._pending_transcripts)
+
+    @property
+    def speech_turn(self) -> tuple[str, int] | None:
+        """(item id, input-timeline start ms) of the server VAD turn in progress, or None."""
+        return self._speech_item
+
+    def prepared_audio(self, item_id: str) -> bytes | None:
+        """The audio of `item_id`'s latest `PrepareTranscription` (PCM16 LE at the input
+        rate), None when its turn has not paused (or was committed)."""
+        if self._prepared is None or self._prepared[0] != item_id:
+            return None
+        return self._prepared[1]
+
+    def committed_audio(self, item_id: str) -> bytes | None:
+        """The audio the newest commit gave `item_id` (PCM16 LE at the input rate), None when
+        the newest commit was another item's."""
+        if self._committed is None or self._committed[0] != item_id:
+            return None
+        return self._committed[1]
+
+    def withdraw(self, item_id: str) -> None:
+        """A committed utterance awaiting its transcript was a backchannel: delete its user
+        item (`conversation.item.deleted`); its transcript is then ignored."""
+        self._pending_transcripts.discard(item_id)
+        if item_id in self._items.history:
+            self._items.delete(item_id)
+
+    def drop_as_backchannel(self, item_id: str) -> None:
+        """The turn in progress `item_id`, up to its latest pause, was a backchannel: when its
+        speech stops with exactly that audio, nothing is committed (no user item, no
+        transcript); when the person spoke on, the whole utterance commits as usual."""
+        if self._prepared is not None and self._prepared[0] == item_id:
+            self._backchannel = self._prepared
 
     def configure(self, detection: TurnDetection | None) -> None:
         """Apply new `server_vad` settings (None turns server VAD off); a turn in progress is
@@ -159,7 +194,13 @@ class InputTurns:
         item_id, start_ms = self._speech_item
         self._log.emit("input_audio_buffer.speech_stopped", audio_end_ms=audio_end_ms,
                        item_id=item_id)
-        self._commit(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS, self.audio.end_ms))
+        end_ms = min(audio_end_ms + UTTERANCE_TAIL_MS, self.audio.end_ms)
+        backchannel, self._backchannel = self._backchannel, None
+        if backchannel == (item_id, self.audio.peek(start_ms, end_ms)):
+            self.audio.take(start_ms, end_ms)
+            self._forget_turn()
+            return
+        self._commit(start_ms, end_ms)
         self._speech_item = None
 
     def transcribed(self, item_id: str, transcript: str) -> bool:
@@ -190,6 +231,7 @@ class InputTurns:
         self._items.reserved.discard(item_id)
         prepared = self._prepared == (item_id, pcm16)
         self._prepared = None
+        self._committed = (item_id, pcm16)
         item = HistoryItem(id=item_id, role="user", text="", content_type="input_audio")
         self._log.emit("input_audio_buffer.committed", item_id=item.id,
                        previous_item_id=self._items.last_id())
@@ -202,6 +244,7 @@ class InputTurns:
         if self._speech_item is not None:
             self._items.reserved.discard(self._speech_item[0])
         self._speech_item = None
+        self._backchannel = None
         if self._prepared is not None:
             self._log.effect(DiscardTranscription(self._prepared[0]))
             self._prepared = None

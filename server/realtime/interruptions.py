@@ -183,7 +183,7 @@ class Interruptions:
         all_played = cursor.unplayed_ms == 0 and cursor.sent_ms >= cursor.generated_ms
         playback_over = all_played or superseded or interrupted
         if (event.truncate and not was_fully_played) or (
-            response.generation_ended and playback_over
+            response.generation_ended and playback_over and not response.paused
         ):
             self.mark_interrupted(response)
         else:

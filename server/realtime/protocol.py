@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.listening.backchannel import VOCABULARIES
 from server.listening.server_vad_settings import TurnDetection
+from server.realtime.interruption_settings import InterruptionSettings
 
 MAX_FRAME_CHARS = 1_048_576
 """Largest client text frame accepted (code points); larger frames get an error event."""
@@ -168,6 +170,7 @@ class BargeIn:
     item_id: str | None
     audio_end_ms: int
     source: str = "unknown"
+    pause: bool = False
 
 
 ClientEvent = (
@@ -306,7 +309,7 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
     if not isinstance(session, dict):
         raise fields.error("invalid_type", "'session' must be an object.", "session")
     changes: dict[str, Any] = {}
-    allowed = {"type", "instructions", "output_modalities", "audio", "model"}
+    allowed = {"type", "instructions", "output_modalities", "audio", "model", "interruption"}
     for key, value in session.items():
         param = f"session.{key}"
         if key not in allowed:
@@ -323,6 +326,14 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
             raise fields.error("invalid_type", "model must be a string.", param)
         if key == "audio":
             changes.update(_parse_audio_config(fields, value))
+        if key == "interruption":
+            try:
+                InterruptionSettings().updated(value, frozenset(VOCABULARIES))
+            except ValueError as exc:
+                name, message = exc.args
+                raise fields.error("invalid_value", message,
+                                   f"{param}.{name}" if name else param) from None
+            changes["interruption"] = value
     return SessionUpdate(fields.event_id, changes)
 
 
@@ -520,6 +531,7 @@ def _parse_barge_in(fields: _Fields) -> BargeIn:
         fields.string("item_id", required=False),
         fields.milliseconds("audio_end_ms", required=False),
         source,
+        fields.boolean("pause"),
     )
 
 
@@ -559,7 +571,8 @@ _PARSERS: dict[str, tuple[set[str], Any]] = {
     "playback.ack": (
         {"response_id", "item_id", "played_ms", "committed_ms", "truncate"}, _parse_ack,
     ),
-    "barge_in": ({"response_id", "item_id", "audio_end_ms", "source"}, _parse_barge_in),
+    "barge_in": ({"response_id", "item_id", "audio_end_ms", "source", "pause"},
+                 _parse_barge_in),
 }
 
 

@@ -48,6 +48,8 @@ class ResponseState:
         generated_samples, sent_samples: sample counts at the output rate.
         queue: transcript and audio outputs waiting for pacing.
         first_send_ms, last_ack_ms: clock readings (ms) used by pacing.
+        paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
+            and playback reports do not settle it until it resumes or is cut.
     """
 
     id: str
@@ -67,6 +69,7 @@ class ResponseState:
     last_ack_ms: float | None = None
     status_reason: str | None = None
     error_message: str | None = None
+    paused: bool = False
 
     @property
     def active(self) -> bool:
@@ -196,6 +199,16 @@ class ResponseState:
             return by_time + 1
         silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
         return max(silent_since + ack_timeout_ms, by_time) + 1
+
+    def resume(self, now_ms: float, paused_ms: int) -> None:
+        """Resume after a pause of `paused_ms` ending at clock `now_ms`: the real-time pacing
+        estimate skips the pause (`first_send_ms` moves by it) and the ACK silence timer
+        restarts (the client played nothing while paused, so its silence was expected)."""
+        self.paused = False
+        if self.first_send_ms is not None:
+            self.first_send_ms += paused_ms
+        if self.last_ack_ms is not None:
+            self.last_ack_ms = now_ms
 
     def estimated_played_ms(self, now_ms: float, jitter_ms: int) -> int:
         """The position (ms) of this reply's audio estimated to be playing at clock `now_ms`:

@@ -4,7 +4,8 @@ Events in (client frames, generation output, VAD reports, transcripts, clock rea
 out (`take_events`) and effects out (`take_effects`: start or cancel a generation, wake the
 sender, detect speech, transcribe). No sockets, no sleeps, no tasks: the asyncio layer in
 `server.connection` drives it. The person's input-audio turns live in `InputTurns`, item
-operations in `ConversationItems`; the session keeps the responses and the interruption rules.
+operations in `ConversationItems`, paused replies and what ends their pause in `ReplyPauses`;
+the session keeps the responses and the interruption rules.
 Rules follow PROTOCOL.md and REFERENCE.md sections 1.3, 2 and 4: one terminal per response; no
 audio of a response after its cancellation; ACKs are per response and stay admissible after a
 newer response started; caps only tighten; history holds only what the listener heard
@@ -14,13 +15,14 @@ newer response started; caps only tighten; history holds only what the listener 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from calibration.history_calibration import CalibrationView
 from calibration.word_marks import WordMark
+from server.listening.backchannel import VOCABULARIES
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
@@ -29,8 +31,10 @@ from server.realtime.events import EventLog
 from server.realtime.heard_text import HeardTextStore
 from server.realtime.history import ConversationHistory
 from server.realtime.input_turns import InputTurns
+from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
+from server.realtime.pauses import ReplyPauses
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
@@ -59,6 +63,8 @@ class SessionConfig:
             `conversation.item.create`, `response.create` or `input_audio_buffer.commit` that
             would add one more is refused with `history_limit_exceeded`.
         max_history_chars: characters all items may hold (`limits.item_chars`); refused alike.
+        interruption: how speech over a reply is handled (`server.realtime.pauses`); a
+            session may change it with `session.update` (`session.interruption`).
     """
 
     instructions: str = DEFAULT_INSTRUCTIONS
@@ -72,6 +78,7 @@ class SessionConfig:
     input_audio_max_bytes: int = 24000 * 2 * 600
     max_history_items: int = 500
     max_history_chars: int = 200_000
+    interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
 
 
 class Session:
@@ -104,6 +111,9 @@ class Session:
         self.interruptions = Interruptions(
             self.lifecycle, self.heard_text, self.items, self._log, lambda: self.calibration,
             lambda response: response.estimated_played_ms(self._clock_ms, self.config.jitter_ms))
+        self.pauses = ReplyPauses(self.lifecycle, self.input_turns, self.interruptions,
+                                  self._log, self.config.sample_rate_hz,
+                                  self.config.interruption, lambda: self._clock_ms)
         self._clock_ms = 0.0
 
     def take_events(self) -> list[dict[str, Any]]:
@@ -152,6 +162,7 @@ class Session:
                           "turn_detection": detection.as_wire() if detection else None},
                 "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
             },
+            "interruption": self.pauses.settings.as_wire(),
         }
 
     def open(self) -> None:
@@ -211,7 +222,8 @@ class Session:
                 item = self.items.require(event.item_id, event.event_id)
                 self.items.retrieve(item, self.lifecycle.item_status(item))
             case protocol.InputAudioAppend():
-                turns.append(event, self.assistant_playing, self.playback_position_ms)
+                turns.append(event, self._playing_unpaused, self.playback_position_ms)
+                self.pauses.appended(turns.audio.end_ms)
             case protocol.InputAudioCommit():
                 self.items.check_room(1, event.event_id)
                 turns.commit(event)
@@ -219,6 +231,8 @@ class Session:
                 turns.clear()
             case protocol.PlaybackAck():
                 interruptions.playback_ack(event, self._clock_ms)
+            case protocol.BargeIn() if event.pause and self.pauses.settings.mode == "pause":
+                self._barge_in_pause(event)
             case protocol.BargeIn():
                 interruptions.barge_in(event)
 
@@ -234,6 +248,9 @@ class Session:
             self.instructions = event.changes["instructions"]
         if "turn_detection" in event.changes:
             self.input_turns.configure(event.changes["turn_detection"])
+        if "interruption" in event.changes:
+            self.pauses.settings = self.pauses.settings.updated(event.changes["interruption"],
+                                                                frozenset(VOCABULARIES))
         self._log.emit("session.updated", session=self.session_wire())
 
     def _item_delete(self, event: protocol.ItemDelete) -> None:
@@ -269,6 +286,10 @@ class Session:
             item is not None and not item.interrupted and response.cursor.unplayed_ms > 0
         )
 
+    def _playing_unpaused(self) -> bool:
+        """`assistant_playing`, except while the reply is paused (the client is silent)."""
+        return self.pauses.current is None and self.assistant_playing()
+
     def playback_position_ms(self) -> tuple[str, int] | None:
         """(response id, ms into its audio) of the latest reply's audio estimated to be playing
         at the session clock (`set_clock`); None before any of it was sent, and once the reply
@@ -282,6 +303,11 @@ class Session:
         response = self.lifecycle.latest()
         if response is None or response.first_send_ms is None:
             return None
+        pause = self.pauses.current
+        if pause is not None and pause.response_id == response.id:
+            if self._clock_ms - pause.started_ms > ECHO_TAIL_MS:
+                return None
+            return response.id, pause.audio_end_ms
         if not self.assistant_playing() and (
                 response.last_ack_ms is None
                 or self._clock_ms - response.last_ack_ms > ECHO_TAIL_MS):
@@ -294,28 +320,64 @@ class Session:
         """Server VAD heard speech begin at `audio_start_ms` (ms of input audio).
 
         Announces `input_audio_buffer.speech_started`; with `interrupt_response`, a reply still
-        playing is interrupted at the client's latest ACK (a soft cut: the client's final ACK
-        may still refine it) and the client is told to clear its queued audio.
+        playing is paused (`server.realtime.pauses`: the utterance decides) when the session's
+        interruption mode is "pause" and the client reports playback; otherwise (mode "cancel",
+        or a client without ACKs, which cannot say where it stopped nor follow a pause: OpenAI
+        semantics) it is interrupted at the client's latest ACK or the real-time estimate (a
+        soft cut: the client's final ACK or truncate may still refine it) and the client is
+        told to clear its queued audio. A turn starting while a reply is paused decides it.
         """
         if not self.input_turns.speech_started(audio_start_ms):
+            return
+        turn = self.input_turns.speech_turn
+        if turn is not None and self.pauses.attach_turn(*turn):
             return
         detection = self.turn_detection
         response = self.lifecycle.latest()
         if detection is not None and detection.interrupt_response and response is not None and (
             self.assistant_playing()
         ):
+            if self.pauses.settings.mode == "pause" and response.active and (
+                    self.items.reports_playback):
+                self.pauses.pause(response, "speech_started", response.cursor.played_ms)
+                return
             self.lifecycle.cancel_generation(response, "turn_detected")
             self._log.emit("output_audio_buffer.cleared", response_id=response.id)
             self.interruptions.mark_interrupted(response)
 
+    def _barge_in_pause(self, event: protocol.BargeIn) -> None:
+        """`barge_in` with `pause`: the client's VAD paused the named (default: the active)
+        reply at `audio_end_ms`; a reply not in progress is interrupted as by `barge_in`."""
+        if event.response_id is None and event.item_id is None:
+            response = self.lifecycle.active()
+        else:
+            response = self.lifecycle.resolve(event.response_id, event.item_id, event.event_id)
+        if response is None or not response.active:
+            self.interruptions.barge_in(event)
+            return
+        response.cursor.acknowledge(event.audio_end_ms)
+        self.pauses.pause(response, "barge_in", response.cursor.played_ms)
+
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
-        audio): prepare its transcription (`InputTurns.speech_paused`)."""
+        audio): prepare its transcription (`InputTurns.speech_paused`); a paused reply is cut
+        when the speech was too long for a backchannel (`ReplyPauses.speech_paused`)."""
+        turn = self.input_turns.speech_turn
         self.input_turns.speech_paused(audio_end_ms)
+        self.pauses.speech_paused(turn[0] if turn else None, audio_end_ms)
 
     def on_speech_stopped(self, audio_end_ms: int) -> None:
-        """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription."""
+        """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription
+        (unless it was found to be a backchannel at its pause)."""
+        turn = self.input_turns.speech_turn
         self.input_turns.speech_stopped(audio_end_ms)
+        if turn is not None and self.input_turns.committed_audio(turn[0]) is not None:
+            self.pauses.committed(turn[0])
+
+    def on_prepared_transcription(self, item_id: str, transcript: str) -> None:
+        """The speculative transcript of `item_id`'s audio up to its pause is ready: it decides
+        a reply paused by that utterance (`ReplyPauses.prepared`)."""
+        self.pauses.prepared(item_id, transcript)
 
     def on_transcription(self, item_id: str, transcript: str) -> None:
         """The transcript of a committed utterance is ready.
@@ -324,6 +386,8 @@ class Session:
         Otherwise the item gets its transcript and, under server VAD with `create_response`,
         a response starts when none is active.
         """
+        if self.pauses.transcribed(item_id, transcript):
+            return
         if not self.input_turns.transcribed(item_id, transcript):
             return
         detection = self.turn_detection
@@ -469,13 +533,14 @@ class Session:
             new output or a cancel can change anything.
         """
         self._clock_ms = max(self._clock_ms, now_ms)
-        deadlines = (self._pull_current(now_ms), self.heard_text.settle_unreported(now_ms))
+        deadlines = (self.pauses.check(now_ms), self._pull_current(now_ms),
+                     self.heard_text.settle_unreported(now_ms))
         return min((d for d in deadlines if d is not None), default=None)
 
     def _pull_current(self, now_ms: float) -> float | None:
         """The pacing part of `pull_outbound` for the current response."""
         response = self.responses.get(self.current_response_id or "")
-        if response is None or not response.active:
+        if response is None or not response.active or response.paused:
             return None
         config = self.config
         common = {"response_id": response.id, "item_id": response.item_id,

@@ -1,0 +1,187 @@
+"""Is what the person said over a paused reply a backchannel ("uh-huh") or an interruption?
+
+`classify` decides from the utterance's transcript, its length and its prosody
+(`server.listening.prosody`), per language. The rule (English; measured on espeak-ng and Piper
+voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
+
+1. Longer than `max_ms` or more than `MAX_WORDS` words: an interruption.
+2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption.
+3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", ...): a backchannel.
+4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ... or no words at all): the ASR
+   cannot tell "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the
+   sound decides: two voiced syllables joined by an aspirated gap (the /h/ of "uh-huh",
+   "mm-hmm") or rising from the first to the second (the yes-contour) are a backchannel; one
+   syllable, or two split by a closure (the glottal stop of "uh-uh") and not rising, are an
+   interruption. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
+5. Anything else: an interruption, unless it has at most `MAX_WORDS` words, none of `NEVER`,
+   and sounds exactly like such a two-syllable /h/ murmur (tiny.en writes "Remember" or
+   "And make a chance." for a synthetic "mm-hmm").
+
+`NEVER` always wins: "uh-uh", "no", "wait" and "stop" are never backchannels, whatever the
+prosody. Prior art: LiveKit Agents' false-interruption handling (`resume_false_interruption`,
+`false_interruption_timeout`, `min_interruption_words`) resumes after an interruption that
+produced no words; this adds the words and sounds a listener uses to say "go on".
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from server.listening.prosody import Prosody, analyse
+
+MAX_WORDS = 3
+"""A backchannel has at most this many words ("yeah yeah yeah", "oh I see")."""
+
+MIN_ASPIRATED_GAP_MS = 40
+"""Shortest gap between two syllables that counts as an /h/ (espeak-ng "uh-huh": 40-50 ms);
+shorter dips are pitch-tracker dropouts inside one vowel."""
+RISING_ST = 2.0
+"""Pitch rise (semitones) from the first to the second syllable of a yes-murmur."""
+NOISE_VOICED_SHARE = 0.15
+"""Audio with no words and less than this share voiced is noise, not speech."""
+
+
+class Verdict(enum.Enum):
+    """What an utterance over a paused reply was."""
+
+    BACKCHANNEL = "backchannel"
+    INTERRUPTION = "interruption"
+    NOISE = "noise"
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """One language's word lists (lower case, ASCII hyphens and apostrophes).
+
+    Attributes:
+        backchannels: words and phrases that say "go on".
+        never: words and phrases that are never backchannels (a phrase matches whole words).
+        murmurs: non-words whose meaning the sound decides (rule 4).
+    """
+
+    backchannels: frozenset[str]
+    never: frozenset[str]
+    murmurs: frozenset[str]
+
+
+VOCABULARIES: dict[str, Vocabulary] = {
+    "en": Vocabulary(
+        backchannels=frozenset({
+            "yeah", "yes", "yep", "yup",
+            "yah", "yay", "right", "okay", "ok", "o.k", "k", "sure", "i see", "see", "got it",
+            "alright", "all right", "cool", "true", "exactly", "oh", "ah", "aha",
+            "go on", "i know", "indeed", "great", "nice", "good", "wow", "really",
+        }),
+        never=frozenset({
+            "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
+            "stop", "hold on", "hold", "hang on", "hang", "pause", "sorry", "excuse me",
+            "excuse", "but", "what", "why", "how", "actually", "enough", "shut up", "quiet",
+            "cancel", "never mind", "again", "repeat", "slow", "slower", "louder", "help",
+            "question",
+        }),
+        murmurs=frozenset({
+            "uh-huh", "uh huh", "mm-hmm", "mm hmm", "mhm", "mm-hm", "uh", "uh-uh", "uh uh",
+            "uh-oh", "uh oh", "um", "umm", "uhm", "mm", "mmm", "mmmm", "hm",
+            "hmm", "mm-mm", "mm mm", "huh", "ha", "er", "erm",
+        }),
+    ),
+}
+"""Word lists per language (ISO 639-1)."""
+
+_WORD = re.compile(r"[a-z0-9'.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A classification and why.
+
+    Attributes:
+        verdict: backchannel, interruption or noise.
+        rule: which rule of the module docstring decided ("too_long", "never_word",
+            "backchannel_words", "murmur_h", "murmur_rising", "murmur_closure", "noise",
+            "other_words", "h_murmur_sound").
+        words: the normalised words of the transcript.
+        prosody: the measured prosody.
+    """
+
+    verdict: Verdict
+    rule: str
+    words: tuple[str, ...]
+    prosody: Prosody
+
+
+def normalise(transcript: str) -> tuple[str, ...]:
+    """Lower-case words of `transcript` without punctuation around them ("Uh-uh." ->
+    ("uh-uh",); typographic apostrophes and dashes become ASCII)."""
+    text = transcript.lower().replace("\u2019", "'").replace("\u2010", "-").replace("\u2011", "-")
+    return tuple(word.strip(".-'") for word in _WORD.findall(text) if word.strip(".-'"))
+
+
+def _phrases(words: tuple[str, ...]) -> set[str]:
+    """Every word and every run of two or three words (joined by a space)."""
+    found = set(words)
+    for size in (2, 3):
+        found.update(" ".join(words[i:i + size]) for i in range(len(words) - size + 1))
+    return found
+
+
+def _covered(words: tuple[str, ...], vocabulary: frozenset[str]) -> bool:
+    """True when `words` split into phrases of `vocabulary` (at most three words each)."""
+    at = 0
+    while at < len(words):
+        size = next((n for n in (3, 2, 1) if " ".join(words[at:at + n]) in vocabulary), 0)
+        if size == 0:
+            return False
+        at += size
+    return True
+
+
+def _h_murmur(prosody: Prosody) -> bool:
+    """Two voiced syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm")."""
+    return len(prosody.nuclei) == 2 and all(
+        gap.aspirated and gap.duration_ms >= MIN_ASPIRATED_GAP_MS for gap in prosody.gaps)
+
+
+def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language: str = "en",
+             max_ms: int = 1000) -> Decision:
+    """Classify an utterance heard over a paused reply (rules in the module docstring).
+
+    Args:
+        transcript: its ASR transcript ("" when none).
+        pcm: its audio, 1-D float in [-1, 1] (the committed utterance: speech plus margins).
+        sample_rate_hz: rate of `pcm`.
+        language: ISO 639-1 code of `VOCABULARIES`.
+        max_ms: the longest backchannel (ms of speech by `Prosody.duration_ms`).
+
+    Raises:
+        KeyError: no vocabulary for `language`.
+    """
+    vocabulary = VOCABULARIES[language]
+    words = normalise(transcript)
+    prosody = analyse(pcm, sample_rate_hz)
+
+    def decided(verdict: Verdict, rule: str) -> Decision:
+        return Decision(verdict, rule, words, prosody)
+
+    if prosody.duration_ms > max_ms or len(words) > MAX_WORDS:
+        return decided(Verdict.INTERRUPTION, "too_long")
+    if _phrases(words) & vocabulary.never:
+        return decided(Verdict.INTERRUPTION, "never_word")
+    if words and _covered(words, vocabulary.backchannels) and not (
+            set(words) & vocabulary.murmurs):
+        return decided(Verdict.BACKCHANNEL, "backchannel_words")
+    if _covered(words, vocabulary.murmurs | vocabulary.backchannels):
+        if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
+            return decided(Verdict.NOISE, "noise")
+        if _h_murmur(prosody):
+            return decided(Verdict.BACKCHANNEL, "murmur_h")
+        if len(prosody.nuclei) == 2 and prosody.pitch_change_st >= RISING_ST:
+            return decided(Verdict.BACKCHANNEL, "murmur_rising")
+        return decided(Verdict.INTERRUPTION, "murmur_closure")
+    if _h_murmur(prosody):
+        return decided(Verdict.BACKCHANNEL, "h_murmur_sound")
+    return decided(Verdict.INTERRUPTION, "other_words")

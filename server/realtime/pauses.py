@@ -1,0 +1,243 @@
+"""Paused replies: speech over a reply pauses it; the person's utterance then decides.
+
+When either VAD hears speech during a reply (server VAD's `speech_started`, or the client's
+`barge_in` with `pause: true`), the reply is *paused*: `response.paused` is announced, nothing
+more of it is sent, it stays `in_progress` and the client keeps its unplayed audio. The
+utterance decides (`server.listening.backchannel.classify`): a backchannel resumes the reply
+where it stopped (`response.resumed`, reason `backchannel`) and never becomes a turn; anything
+else cuts it at the paused position (cancelled, `turn_detected`) and is answered as today.
+
+The bounded wait (`InterruptionSettings`), as an explicit rule:
+
+- speech still going `max_backchannel_ms` + `UTTERANCE_TAIL_MS` after it started cannot be a
+  backchannel: cut at once (reason `speech_continued`);
+- at `pause_timeout_ms` after the pause with no decision: an utterance still in progress or
+  awaiting its transcript cuts (reason `timeout`: never resume over words not understood);
+  no utterance at all (the client's VAD fired on a cough or a door that server VAD did not take
+  for speech, or the utterance had no words) resumes (reason `timeout`).
+
+Prior art: LiveKit Agents' `resume_false_interruption` / `false_interruption_timeout`. Sans-I/O:
+plain state; `Session` applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from server.listening.backchannel import Verdict, classify
+from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
+from server.realtime.effects import WakeSender
+from server.realtime.events import EventLog
+from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.response_state import ResponseState
+
+if TYPE_CHECKING:
+    from server.realtime.input_turns import InputTurns
+    from server.realtime.interruptions import Interruptions
+    from server.realtime.responses import ResponseLifecycle
+
+
+@dataclass(slots=True)
+class Pause:
+    """One paused reply.
+
+    Attributes:
+        response_id: the paused response.
+        started_ms: session clock (ms) when it paused.
+        audio_end_ms: its position (ms of its audio) at the pause.
+        reason: "speech_started" (server VAD) or "barge_in" (the client's VAD).
+        item_id: the person's input turn deciding it (server VAD), None until one started.
+        speech_start_ms: input-timeline start (ms) of that turn's speech.
+        transcribing: that turn was committed and waits for its transcript.
+    """
+
+    response_id: str
+    started_ms: float
+    audio_end_ms: int
+    reason: str
+    item_id: str | None = None
+    speech_start_ms: int | None = None
+    transcribing: bool = False
+
+    def deadline_ms(self, settings: InterruptionSettings) -> float:
+        """Session clock (ms) at which the timeout rule applies."""
+        return self.started_ms + settings.pause_timeout_ms
+
+
+class ReplyPauses:
+    """The paused reply of one session, and the decisions that end its pause.
+
+    Args:
+        responses: the session's responses.
+        turns: the session's input turns (the utterance that decides).
+        interruptions: the session's interruptions (a cut marks the reply interrupted).
+        log: the session's outbox.
+        sample_rate_hz: input PCM16 rate.
+        settings: the initial rules (`SessionConfig.interruption`).
+        clock: the session clock (ms).
+
+    Attributes:
+        settings: the rules in force (`session.interruption`).
+        current: the pause in progress, None when no reply is paused.
+    """
+
+    def __init__(self, responses: ResponseLifecycle, turns: InputTurns,
+                 interruptions: Interruptions, log: EventLog, sample_rate_hz: int,
+                 settings: InterruptionSettings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self._clock = clock
+        self.current: Pause | None = None
+        self._responses = responses
+        self._turns = turns
+        self._interruptions = interruptions
+        self._log = log
+        self._rate = sample_rate_hz
+
+    def pause(self, response: ResponseState, reason: str, audio_end_ms: int) -> None:
+        """Pause `response` at `audio_end_ms` (ms of its audio) now; announce
+        `response.paused`. A reply already paused stays paused (its position may only grow:
+        the client's own report of where it stopped)."""
+        if self.current is not None and self.current.response_id == response.id:
+            self.current.audio_end_ms = max(self.current.audio_end_ms, audio_end_ms)
+            return
+        response.paused = True
+        self.current = Pause(response.id, self._clock(), audio_end_ms, reason)
+        turn = self._turns.speech_turn
+        if turn is not None:
+            self.current.item_id, self.current.speech_start_ms = turn
+        self._log.emit("response.paused", response_id=response.id, item_id=response.item_id,
+                       audio_end_ms=audio_end_ms, reason=reason)
+        self._log.effect(WakeSender())
+
+    def attach_turn(self, item_id: str, audio_start_ms: int) -> bool:
+        """A server VAD turn started: it decides the pause that has none yet. True when it
+        does."""
+        pause = self.current
+        if pause is None or pause.item_id is not None:
+            return False
+        pause.item_id, pause.speech_start_ms = item_id, audio_start_ms
+        return True
+
+    def speech_paused(self, item_id: str | None, audio_end_ms: int) -> None:
+        """The deciding turn's speech paused at `audio_end_ms` (input ms): cut when it already
+        lasted longer than any backchannel."""
+        pause = self.current
+        if pause is not None and item_id is not None and pause.item_id == item_id and (
+                audio_end_ms - (pause.speech_start_ms or 0) > self.settings.max_backchannel_ms):
+            self.cut("speech_continued")
+
+    def appended(self, input_end_ms: int) -> None:
+        """Input audio now reaches `input_end_ms`: cut when the deciding turn is still speaking
+        (no pause reported yet) longer than any backchannel plus the utterance tail."""
+        pause = self.current
+        if pause is None or pause.item_id is None or pause.transcribing:
+            return
+        if self._turns.prepared_audio(pause.item_id) is None and (
+                input_end_ms - (pause.speech_start_ms or 0)
+                > self.settings.max_backchannel_ms + UTTERANCE_TAIL_MS):
+            self.cut("speech_continued")
+
+    def prepared(self, item_id: str, transcript: str) -> None:
+        """The transcript of the deciding turn's audio up to its pause is ready: decide."""
+        pause = self.current
+        pcm16 = self._turns.prepared_audio(item_id)
+        if pause is None or pause.item_id != item_id or pcm16 is None or pause.transcribing:
+            return
+        verdict = self._decide(item_id, transcript, pcm16)
+        if verdict is Verdict.BACKCHANNEL:
+            self._turns.drop_as_backchannel(item_id)
+
+    def committed(self, item_id: str) -> None:
+        """The deciding turn was committed: its transcript decides (`transcribed`)."""
+        if self.current is not None and self.current.item_id == item_id:
+            self.current.transcribing = True
+
+    def transcribed(self, item_id: str, transcript: str) -> bool:
+        """The committed deciding turn's transcript is ready: decide. True when it was a
+        backchannel (its user item was deleted: no turn, no response)."""
+        pause = self.current
+        pcm16 = self._turns.committed_audio(item_id)
+        if pause is None or pause.item_id != item_id or pcm16 is None:
+            return False
+        if self._decide(item_id, transcript, pcm16) is not Verdict.BACKCHANNEL:
+            return False
+        self._turns.withdraw(item_id)
+        return True
+
+    def check(self, now_ms: float) -> float | None:
+        """Apply the timeout rule at clock `now_ms`; forget a pause whose reply ended by other
+        means (a cancel, a truncate). Returns the clock reading (ms) at which to check again,
+        None when nothing is paused."""
+        pause = self.current
+        if pause is None:
+            return None
+        response = self._responses.by_id.get(pause.response_id)
+        if response is None or not response.active:
+            self._forget(response)
+            return None
+        if now_ms < pause.deadline_ms(self.settings):
+            return pause.deadline_ms(self.settings)
+        undecided = pause.item_id is not None and (
+            pause.transcribing or self._turns.speech_turn is not None)
+        if undecided:
+            self.cut("timeout")
+        else:
+            self.resume("timeout")
+        return None
+
+    def resume(self, reason: str) -> None:
+        """Resume the paused reply where it stopped: announce `response.resumed` (with
+        `audio_end_ms`, the client's reported position: where its playback continues) and
+        shift its real-time pacing by the pause (`ResponseState.resume`)."""
+        pause = self.current
+        if pause is None:
+            return
+        response = self._responses.by_id[pause.response_id]
+        now_ms = self._clock()
+        paused_ms = max(0, round(now_ms - pause.started_ms))
+        response.resume(now_ms, paused_ms)
+        self.current = None
+        self._log.emit("response.resumed", response_id=response.id, item_id=response.item_id,
+                       audio_end_ms=response.cursor.played_ms, reason=reason,
+                       paused_ms=paused_ms)
+        self._log.effect(WakeSender())
+
+    def cut(self, reason: str) -> None:
+        """End the pause as a real interruption: cancel the reply (`turn_detected`), tell the
+        client to drop its queued audio, and cut the history at the paused position."""
+        pause = self.current
+        if pause is None:
+            return
+        response = self._responses.by_id[pause.response_id]
+        self._forget(response)
+        if not response.active:
+            return
+        self._log.emit("output_audio_buffer.cleared", response_id=response.id, reason=reason)
+        self._responses.cancel_generation(response, "turn_detected")
+        self._interruptions.mark_interrupted(response)
+
+    def _forget(self, response: ResponseState | None) -> None:
+        if response is not None:
+            response.paused = False
+        self.current = None
+
+    def _decide(self, item_id: str, transcript: str, pcm16: bytes) -> Verdict:
+        """Classify the deciding utterance and resume or cut; returns the verdict."""
+        pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        decision = classify(transcript, pcm, self._rate, language=self.settings.language,
+                            max_ms=self.settings.max_backchannel_ms)
+        pause = self.current
+        assert pause is not None
+        if decision.verdict is Verdict.INTERRUPTION:
+            self.cut("interruption")
+            return decision.verdict
+        if decision.verdict is Verdict.BACKCHANNEL:
+            self._log.emit("input_audio_buffer.backchannel", item_id=item_id,
+                           response_id=pause.response_id, transcript=transcript.strip(),
+                           rule=decision.rule)
+        self.resume(decision.verdict.value)
+        return decision.verdict

@@ -1,0 +1,92 @@
+"""The backchannel classifier and the prosody it measures, on espeak-ng and Piper speech."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from server.listening.backchannel import VOCABULARIES, Verdict, classify, normalise
+from server.listening.prosody import analyse
+from tests import speech_fixtures
+
+RATE = speech_fixtures.RATE_HZ
+ESPEAK = ("en-us", "en", "en-gb-x-rp", "en-us+f3", "en-029")
+
+
+def said(text: str, engine: str = "espeak", voice: str | None = "en-us") -> np.ndarray:
+    """`text` spoken, with the margins a committed turn has (300 ms before and after)."""
+    return speech_fixtures.place(speech_fixtures.speech(text, engine, voice), 300, 300)
+
+
+def test_normalise_strips_punctuation_and_case() -> None:
+    assert normalise("Uh-uh.") == ("uh-uh",)
+    assert normalise("  I see, right\u2019s ") == ("i", "see", "right's")
+    assert normalise("...") == ()
+
+
+@pytest.mark.parametrize("word", ["no", "wait", "stop", "hold on", "nope", "nuh-uh"])
+def test_never_words_are_never_backchannels_whatever_the_sound(word: str) -> None:
+    """Rule 2 beats everything, even the sound of a perfect "uh-huh". ("uh-uh" is written by
+    the ASR for "uh-huh" too: its sound decides, see the next test.)"""
+    uh_huh = said("uh-huh")
+    for transcript in (word, f"{word.capitalize()}.", f"yeah {word}"):
+        decision = classify(transcript, uh_huh, RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.INTERRUPTION, "never_word")
+
+
+@pytest.mark.parametrize("voice", ESPEAK)
+def test_uh_huh_and_uh_uh_both_read_uh_uh_and_the_h_decides(voice: str) -> None:
+    """tiny.en writes "Uh-uh." for espeak-ng's "uh-huh": the aspirated gap tells them apart."""
+    yes = classify("Uh-uh.", said("uh-huh", voice=voice), RATE)
+    no = classify("Uh-uh.", said("uh-uh", voice=voice), RATE)
+    assert (yes.verdict, yes.rule) == (Verdict.BACKCHANNEL, "murmur_h")
+    assert (no.verdict, no.rule) == (Verdict.INTERRUPTION, "murmur_closure")
+
+
+def test_two_syllables_split_by_a_closure_are_not_a_backchannel() -> None:
+    """Piper "uh, uh." (a glottal closure between the syllables), read "Uh-huh." by tiny.en."""
+    decision = classify("Uh-huh.", said("uh, uh.", "piper", None), RATE)
+    assert decision.verdict is Verdict.INTERRUPTION
+    gap = decision.prosody.gaps[0]
+    assert not gap.aspirated
+
+
+@pytest.mark.parametrize(("text", "transcript"), [("yeah", "Yeah."), ("right", "Right."),
+                                                  ("okay", "Okay."), ("I see", "I see.")])
+def test_backchannel_words_resume(text: str, transcript: str) -> None:
+    decision = classify(transcript, said(text), RATE)
+    assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+
+
+def test_an_h_murmur_misread_as_words_is_still_a_backchannel() -> None:
+    """tiny.en writes "Remember" or "and then them." for a synthetic "mm-hmm"."""
+    for voice in ESPEAK[:3]:
+        decision = classify("And then them.", said("mm-hmm", voice=voice), RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "h_murmur_sound")
+
+
+def test_length_and_word_count_limit_a_backchannel() -> None:
+    long_yes = said("yeah, yeah, right, okay, I see, yeah")
+    assert classify("Yeah, yeah, right, okay.", long_yes, RATE).rule == "too_long"
+    assert classify("Yeah.", said("yeah"), RATE, max_ms=150).rule == "too_long"
+
+
+def test_silence_and_a_cough_with_no_words_are_noise() -> None:
+    rng = np.random.default_rng(3)
+    cough = speech_fixtures.place(speech_fixtures.cough(rng, 250, -10.0), 300, 300)
+    assert classify("", cough, RATE).verdict is Verdict.NOISE
+    assert classify("", speech_fixtures.silence(500), RATE).verdict is Verdict.NOISE
+
+
+def test_vocabularies_keep_never_words_apart_from_backchannels() -> None:
+    for vocabulary in VOCABULARIES.values():
+        assert not vocabulary.never & (vocabulary.backchannels | vocabulary.murmurs)
+        assert {"uh-uh", "uh-huh", "mm-hmm"} <= vocabulary.murmurs
+        assert {"no", "wait", "stop", "hold on"} <= vocabulary.never
+
+
+def test_prosody_finds_the_two_syllables_of_uh_huh() -> None:
+    prosody = analyse(speech_fixtures.speech("uh-huh", "espeak", "en-us"), RATE)
+    assert len(prosody.nuclei) == 2 and prosody.gaps[0].aspirated
+    assert 300 <= prosody.duration_ms <= 450
+    assert analyse(np.zeros(10, dtype=np.float32), RATE).duration_ms == 0

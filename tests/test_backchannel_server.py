@@ -1,0 +1,89 @@
+"""Pause, then decide, over the protocol: a real server, server VAD on generated speech, a
+client that plays, pauses and resumes like the page (`tests.pausing_page`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from tests import speech_fixtures
+from tests.pausing_page import mic_pcm16, receive_while, speak_over_reply, stream_mic
+from tests.realtime_client import RealtimeClient
+
+SETTINGS_REPLY = "say: First, open the settings app. Then tap on Wi-Fi and choose your network."
+PATIENT = {"pause_timeout_ms": 20000}
+"""A pause timeout longer than any transcription on a loaded CI machine: the words decide."""
+
+
+async def test_uh_huh_over_a_reply_resumes_it_and_is_not_a_turn(start_server) -> None:
+    """Issue 13's failing example: espeak-ng "uh-huh" (392 ms) 900 ms into playback, then
+    silence; later "what next?". The reply pauses, resumes where it stopped, plays to its end
+    and stays whole in history; "uh-huh" is never a turn; "what next?" is the next turn."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    uh_huh = speech_fixtures.speech("uh-huh", "espeak", "en-us")
+    what_next = speech_fixtures.speech("What next?", "espeak", "en-us")
+    mic = np.concatenate([speech_fixtures.silence(900), uh_huh, speech_fixtures.silence(2000)])
+    later = np.concatenate([what_next, speech_fixtures.silence(1500)])
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+        await receive_while(client, asyncio.create_task(stream_mic(client, mic_pcm16(later))))
+        created = await client.wait_for("response.created",
+                                        lambda e: e["response"]["id"] != outcome.response_id,
+                                        timeout=30)
+        await client.wait_for("response.output_audio.delta",
+                              lambda e: e["response_id"] == created["response"]["id"])
+    assert [e["reason"] for e in outcome.paused] == ["speech_started"]
+    assert [e["reason"] for e in outcome.resumed] == ["backchannel"]
+    assert outcome.paused[0]["audio_end_ms"] <= outcome.resumed[0]["audio_end_ms"]
+    assert outcome.resumed[0]["audio_end_ms"] < 1800, "resumed where it paused, near 900 ms"
+    assert outcome.status == "completed"
+    assert outcome.heard == SETTINGS_REPLY.removeprefix("say: ")
+    assert len(outcome.backchannels) == 1
+    transcripts = client.of_type("conversation.item.input_audio_transcription.completed")
+    assert len(transcripts) == 1 and "next" in transcripts[0]["transcript"].lower()
+    turns = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
+    assert turns == [("user", SETTINGS_REPLY, False),
+                     ("assistant", SETTINGS_REPLY.removeprefix("say: "), False),
+                     ("user", transcripts[0]["transcript"], False)]
+
+
+async def test_wait_over_a_reply_cuts_it_at_the_paused_position(start_server) -> None:
+    """A real interruption ("wait") pauses the reply, then cuts it where it paused and is
+    answered: the heard text ends at the paused position, the next prompt sees "wait"."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    wait = speech_fixtures.speech("wait", "espeak", "en-us")
+    mic = np.concatenate([speech_fixtures.silence(1300), wait, speech_fixtures.silence(2500)])
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+        transcript = await client.wait_for(
+            "conversation.item.input_audio_transcription.completed", timeout=30)
+        created = await client.wait_for("response.created",
+                                        lambda e: e["response"]["id"] != outcome.response_id,
+                                        timeout=30)
+        await client.wait_for("response.output_audio.delta",
+                              lambda e: e["response_id"] == created["response"]["id"])
+    assert [e["reason"] for e in outcome.paused] == ["speech_started"]
+    assert outcome.resumed == [] and outcome.backchannels == []
+    assert outcome.status == "cancelled"
+    cleared = client.of_type("output_audio_buffer.cleared", response_id=outcome.response_id)
+    assert cleared[0]["reason"] == "interruption"
+    words = SETTINGS_REPLY.removeprefix("say: ").split()
+    assert outcome.paused[0]["audio_end_ms"] <= outcome.played_ms
+    assert outcome.heard == " ".join(words[: outcome.played_ms // 400])
+    assert "wait" in transcript["transcript"].lower()
+    turns = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
+    assert turns[-2:] == [("assistant", outcome.heard, True),
+                          ("user", transcript["transcript"], False)]
+
+
+async def test_interruption_mode_cancel_keeps_cancelling_at_once(start_server) -> None:
+    """`session.interruption.mode = "cancel"`: speech cancels the reply with no pause."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    uh_huh = speech_fixtures.speech("uh-huh", "espeak", "en-us")
+    mic = np.concatenate([speech_fixtures.silence(900), uh_huh, speech_fixtures.silence(2000)])
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, {"mode": "cancel"})
+        updated = client.of_type("session.updated")[-1]
+    assert updated["session"]["interruption"]["mode"] == "cancel"
+    assert outcome.paused == [] and outcome.status == "cancelled"

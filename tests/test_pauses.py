@@ -1,0 +1,170 @@
+"""Pause, then decide, in the sans-I/O session: pauses stop sending, resumes continue exactly
+where sending stopped, the timeout rule, cuts at the paused position, `session.interruption`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from server.realtime.effects import Transcribe
+from server.realtime.session import Session, SessionConfig
+from tests import speech_fixtures
+from tests.pausing_page import mic_pcm16
+from tests.test_session import start_reply, types
+
+
+def send(target: Session, **event: Any) -> list[dict[str, Any]]:
+    target.receive(json.dumps(event))
+    return target.take_events()
+
+REPLY = "one two three four five six seven eight nine ten eleven twelve."
+
+
+def paused_session(**interruption: Any) -> tuple[Session, str]:
+    """A session under server VAD whose client ACKed 400 ms of a 4800 ms reply (800 ms sent),
+    then spoke (speech started at input 0 ms, clock 400 ms): the reply is paused."""
+    session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
+    send(session, type="session.update", **{"session": {
+        "audio": {"input": {"turn_detection": {"type": "server_vad"}}},
+        **({"interruption": interruption} if interruption else {})}})
+    rid = start_reply(session, REPLY, 4800)
+    session.pull_outbound(now_ms=0.0)
+    session.set_clock(400.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=400)
+    session.pull_outbound(now_ms=400.0)
+    session.take_events()
+    session.on_speech_started(0)
+    return session, rid
+
+
+def sent_ends(events: list[dict[str, Any]]) -> list[int]:
+    return [e["audio_end_ms"] for e in events if e["type"] == "response.output_audio.delta"]
+
+
+def test_speech_pauses_the_reply_and_nothing_more_is_sent() -> None:
+    session, rid = paused_session()
+    events = session.take_events()
+    assert types(events) == ["input_audio_buffer.speech_started", "response.paused"]
+    assert events[1] | {"event_id": None} == {
+        "type": "response.paused", "event_id": None, "response_id": rid,
+        "item_id": session.responses[rid].item_id, "audio_end_ms": 400,
+        "reason": "speech_started"}
+    assert session.pull_outbound(now_ms=2000.0) == 400.0 + 2500, "the timeout is the deadline"
+    assert sent_ends(session.take_events()) == []
+    assert session.responses[rid].active
+
+
+def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn() -> None:
+    session, rid = paused_session()
+    session.take_events()
+    uh_huh = mic_pcm16(speech_fixtures.place(speech_fixtures.speech("uh-huh", "espeak",
+                                                                    "en-us"), 300, 300))
+    session.input_turns.audio.append(uh_huh)
+    session.on_speech_paused(700)
+    item_id = session.input_turns.speech_turn[0]
+    session.set_clock(1200.0)
+    session.on_prepared_transcription(item_id, "Uh-uh.")
+    events = session.take_events()
+    assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
+    assert events[0]["transcript"] == "Uh-uh." and events[0]["rule"] == "murmur_h"
+    assert (events[1]["reason"], events[1]["audio_end_ms"], events[1]["paused_ms"]) == (
+        "backchannel", 400, 800)
+    history = [(item.role, item.id) for item in session.history]
+    session.on_speech_stopped(700)
+    assert types(session.take_events()) == ["input_audio_buffer.speech_stopped"]
+    assert not [e for e in session.take_effects() if isinstance(e, Transcribe)]
+    assert [(item.role, item.id) for item in session.history] == history
+    session.set_clock(1300.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=500)
+    session.pull_outbound(now_ms=1300.0)
+    assert sent_ends(session.take_events()) == [900], "continues after the 800 ms sent"
+
+
+def test_a_never_word_cuts_at_the_paused_position() -> None:
+    session, rid = paused_session()
+    session.take_events()
+    wait = mic_pcm16(speech_fixtures.place(speech_fixtures.speech("wait", "espeak", "en-us"),
+                                           300, 300))
+    session.input_turns.audio.append(wait)
+    session.on_speech_paused(700)
+    session.on_prepared_transcription(session.input_turns.speech_turn[0], "Wait.")
+    events = session.take_events()
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    done = next(e for e in events if e["type"] == "response.done")
+    assert done["response"]["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
+def test_speech_longer_than_a_backchannel_cuts_without_waiting_for_words() -> None:
+    session, _ = paused_session(max_backchannel_ms=800)
+    session.take_events()
+    session.input_turns.audio.append(bytes(24000 * 2 * 1100 // 1000))
+    session.pauses.appended(session.input_turns.audio.end_ms)
+    assert session.take_events() == [], "800 + the 300 ms tail: could still pause"
+    session.input_turns.audio.append(bytes(24000 * 2 * 20 // 1000))
+    session.pauses.appended(session.input_turns.audio.end_ms)
+    events = session.take_events()
+    cleared = next(e for e in events if e["type"] == "output_audio_buffer.cleared")
+    assert cleared["reason"] == "speech_continued"
+
+
+@pytest.mark.parametrize(("turn", "expected"), [(False, "response.resumed"),
+                                                (True, "output_audio_buffer.cleared")])
+def test_the_timeout_resumes_without_speech_and_cuts_over_undecided_speech(
+        turn: bool, expected: str) -> None:
+    """The client's VAD paused the reply: with no server VAD turn (a cough) the timeout
+    resumes; with a turn still undecided it cuts."""
+    session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
+    rid = start_reply(session, REPLY, 4800)
+    session.pull_outbound(now_ms=0.0)
+    session.set_clock(1000.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=400)
+    events = send(session, type="barge_in", response_id=rid, audio_end_ms=450, source="vad",
+                  pause=True)
+    assert [(e["type"], e["reason"], e["audio_end_ms"]) for e in events] == [
+        ("response.paused", "barge_in", 450)]
+    if turn:
+        send(session, type="session.update",
+             **{"session": {"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}})
+        session.on_speech_started(0)
+        session.pauses.attach_turn(session.input_turns.speech_turn[0], 0)
+    assert session.pull_outbound(now_ms=3000.0) == 3500.0
+    session.take_events()
+    session.pull_outbound(now_ms=3500.0)
+    events = session.take_events()
+    assert expected in types(events)
+    reason = next(e for e in events if e["type"] == expected)["reason"]
+    assert reason == "timeout"
+
+
+def test_session_interruption_is_validated_and_reported() -> None:
+    session = Session()
+    events = send(session, type="session.update", **{"session": {"interruption": {
+        "mode": "cancel", "pause_timeout_ms": 4000}}})
+    assert events[0]["session"]["interruption"] == {
+        "mode": "cancel", "pause_timeout_ms": 4000, "max_backchannel_ms": 1000,
+        "language": "en"}
+    for bad, param in (({"mode": "maybe"}, "session.interruption.mode"),
+                       ({"pause_timeout_ms": 5}, "session.interruption.pause_timeout_ms"),
+                       ({"language": "xx"}, "session.interruption.language"),
+                       ({"colour": 1}, "session.interruption.colour"),
+                       ([], "session.interruption")):
+        events = send(session, type="session.update", **{"session": {"interruption": bad}})
+        assert [(e["type"], e["error"]["param"]) for e in events] == [("error", param)]
+    assert session.pauses.settings.mode == "cancel"
+
+
+def test_a_pause_never_settles_the_history() -> None:
+    """ACKs while paused (the client played everything it had) do not cut the reply: the
+    calibration never cuts on a pause that resumes."""
+    session, rid = paused_session()
+    session.responses[rid].generation_ended = True
+    session.set_clock(1500.0)
+    events = send(session, type="playback.ack", response_id=rid, played_ms=800)
+    assert "conversation.item.heard" not in types(events) or not any(
+        e.get("interrupted") for e in events)
+    assert not session.history.get(session.responses[rid].item_id).interrupted
+    assert np.isfinite(session.pull_outbound(now_ms=1500.0))
