@@ -1,6 +1,7 @@
 """Piper's phoneme words aligned to the written words: a mismatch costs only the words around it
 (issue 12 item 2), on synthetic phoneme words and on real Piper audio."""
 
+# ruff: noqa: RUF001  (IPA phonemes are the test data)
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@ against espeak-ng's own word events for the same text."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -190,5 +191,5 @@ def test_text_the_voice_spells_out_gets_ordered_marks_over_every_unit(
     units = text_units(text)
     assert marks[0].char_start == units[0].start and marks[-1].char_end == units[-1].end
     assert all(a.char_end <= b.char_start and a.end_ms <= b.start_ms
-               for a, b in zip(marks, marks[1:], strict=False))
+               for a, b in itertools.pairwise(marks))
     assert {unit.start for unit in units} >= {mark.char_start for mark in marks}
