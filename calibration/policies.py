@@ -113,9 +113,9 @@ class MarksEvidence:
 
     Attributes:
         proven: cut (snapped down to a unit boundary) before which every word was fully played.
-        started: cut after which no word had started: the start of the first exact mark that
-            starts at or after played_ms, else the end of the last mark (text after the marks
-            was never synthesised); never below `proven`.
+        started: cut (snapped down to a unit boundary) after which no word had started: the
+            start of the first exact mark that starts at or after played_ms, else the end of
+            the last mark (text after the marks was never synthesised); never below `proven`.
         exact: True when no estimated mark could lie in the played audio after `proven` (the
             marks decide alone); False when estimated marks leave the cut open in [proven,
             started].
@@ -157,7 +157,7 @@ def marks_evidence(snapshot: HeardTextSnapshot) -> MarksEvidence | None:
         m.estimated and m.char_end > proven_end and m.start_ms < played and m.char_start < started
         for m in ordered
     )
-    return MarksEvidence(proven, max(started, proven), exact)
+    return MarksEvidence(proven, max(units.snap_down(text, started), proven), exact)
 
 
 def _marks_cut(snapshot: HeardTextSnapshot) -> int | None:
