@@ -116,9 +116,8 @@ class MarksEvidence:
         started: cut (snapped down to a unit boundary) after which no word had started: the
             start of the first exact mark that starts at or after played_ms, else the end of
             the last mark (text after the marks was never synthesised); never below `proven`.
-        exact: True when no estimated mark could lie in the played audio after `proven` (the
-            marks decide alone); False when estimated marks leave the cut open in [proven,
-            started].
+        exact: True when no estimated mark lies between `proven` and `started` (the marks
+            decide alone); False when estimated marks leave the cut open in [proven, started].
     """
 
     proven: int
@@ -154,8 +153,7 @@ def marks_evidence(snapshot: HeardTextSnapshot) -> MarksEvidence | None:
             started = min(started, mark.char_start)
     proven = units.snap_down(text, proven_end)
     exact = not any(
-        m.estimated and m.char_end > proven_end and m.start_ms < played and m.char_start < started
-        for m in ordered
+        m.estimated and m.char_end > proven_end and m.char_start < started for m in ordered
     )
     return MarksEvidence(proven, max(units.snap_down(text, started), proven), exact)
 
