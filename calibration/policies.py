@@ -71,14 +71,14 @@ ASR_MS_PER_SYLLABLE = 150
 ASR_TAIL_FRAME_MS = 20
 """Frame length, in ms, of the level measurement of `next_unit_left_untranscribed`."""
 
-RATIO_SHORTFALL_PERCENT = 10
+RATIO_SHORTFALL_PERCENT = 5
 """Share of played_ms the ratio policy leaves out, so that its estimate errs short: speech
-rate drifts inside a reply (Piper says numbers and ids slower than plain words), so the
-played share of the audio may be ahead of the played share of the words."""
-
-RATIO_MARGIN_MS = 400
-"""Audio (one spoken word under the uniform timing rule) the ratio policy leaves out besides
-RATIO_SHORTFALL_PERCENT; see benchmarks/bench_calibration.py for the past-start counts."""
+rate drifts inside a reply (Piper says numbers and ids slower than plain words), so the played
+share of the audio may be ahead of the played share of the words. At most 5: the public
+interruption case F19 ("2 + 2 = 4. Anything else?", no marks, cut at 1700 ms, "4" starting at
+1600 ms) must keep "2 + 2 =". Covers a steady drift of about 2.5 % (a word 2.5 % longer early
+and shorter late); `auto` uses ratio only when a reply has no word marks at all. Table 1e of
+benchmarks/bench_calibration.py counts the cuts past the started word on Piper."""
 
 WORD_WEIGHT = 8
 """Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
@@ -232,7 +232,7 @@ def _ratio_cut(snapshot: HeardTextSnapshot) -> int | None:
     if complete is None or complete <= 0:
         return None
     text_units = units.text_units(snapshot.text)
-    played = snapshot.played_ms * (100 - RATIO_SHORTFALL_PERCENT) // 100 - RATIO_MARGIN_MS
+    played = snapshot.played_ms * (100 - RATIO_SHORTFALL_PERCENT) // 100
     count = _ratio_count(text_units, played, complete)
     count = min(count, max(0, len(text_units) - 1))
     return units.cut_after_units(snapshot.text, text_units, count)
@@ -245,8 +245,7 @@ def ratio_policy() -> HistoryCalibrationPolicy:
     uniform timing rule of contracts.md); the fraction played / complete_audio_duration_ms of
     the total weight is snapped DOWN to whole units, and the final unit is always withheld (the
     reply was not fully heard, else it would not be calibrated; REFERENCE.md 5.3 step 5). Needs
-    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT and RATIO_MARGIN_MS, so the
-    estimate errs short. Refuses (None) when the complete duration is unknown: a partial
+    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT, so the estimate errs short. Refuses (None) when the complete duration is unknown: a partial
     duration must never be the denominator of the full text (REFERENCE.md 3.11).
     """
 
@@ -522,7 +521,6 @@ __all__ = [
     "AUTO_ASR_TIMEOUT_S",
     "CJK_WEIGHT",
     "POLICY_NAMES",
-    "RATIO_MARGIN_MS",
     "RATIO_SHORTFALL_PERCENT",
     "WORD_WEIGHT",
     "MarksEvidence",
