@@ -245,8 +245,9 @@ def ratio_policy() -> HistoryCalibrationPolicy:
     uniform timing rule of contracts.md); the fraction played / complete_audio_duration_ms of
     the total weight is snapped DOWN to whole units, and the final unit is always withheld (the
     reply was not fully heard, else it would not be calibrated; REFERENCE.md 5.3 step 5). Needs
-    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT, so the estimate errs short. Refuses (None) when the complete duration is unknown: a partial
-    duration must never be the denominator of the full text (REFERENCE.md 3.11).
+    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT, so the estimate errs short.
+    Refuses (None) when the complete duration is unknown: a partial duration must never be the
+    denominator of the full text (REFERENCE.md 3.11).
     """
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
