@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from server.speech.segmenter import (
     _WORD,
     FIRST_PIECE_MAX_WORDS,
+    FIRST_PIECE_SPLIT_WORDS,
     MAX_PIECE_WORDS,
     SpeechSegmenter,
 )
@@ -184,10 +185,10 @@ def test_run_on_text_is_split_into_short_pieces_with_a_short_first_one() -> None
     text = " ".join(words[index % len(words)] for index in range(600))
     pieces = segments(text)
     assert "".join(pieces) == text
-    assert _word_count(pieces[0]) == FIRST_PIECE_MAX_WORDS
+    assert _word_count(pieces[0]) == FIRST_PIECE_SPLIT_WORDS
     assert all(_word_count(piece) <= MAX_PIECE_WORDS for piece in pieces)
     assert all(piece.endswith(" ") for piece in pieces[:-1])
-    assert len(pieces) == 1 + -(-(600 - FIRST_PIECE_MAX_WORDS) // MAX_PIECE_WORDS)
+    assert len(pieces) == 1 + -(-(600 - FIRST_PIECE_SPLIT_WORDS) // MAX_PIECE_WORDS)
 
 
 def test_long_sentences_split_at_clause_marks_then_conjunctions() -> None:
@@ -212,7 +213,7 @@ def test_unpunctuated_cjk_is_split_between_characters() -> None:
     text = "\u4f60\u597d" * 20
     pieces = segments(text)
     assert "".join(pieces) == text
-    assert [len(piece) for piece in pieces] == [8, 16, 16]
+    assert [len(piece) for piece in pieces] == [6, 16, 16, 2]
 
 
 def test_one_token_longer_than_the_limit_is_kept_whole() -> None:
