@@ -130,8 +130,8 @@ def marks_evidence(snapshot: HeardTextSnapshot) -> MarksEvidence | None:
     lies outside the text.
 
     Exact marks are trusted as far as they reach: a word is fully played when its exact mark
-    ends by played_ms, and so is every word before an exact mark that started before played_ms
-    (audio is spoken in text order). An estimated mark (proportional timing) counts only
+    ends by played_ms, and so is every marked word before an exact mark that started before
+    played_ms (audio is spoken in text order). An estimated mark (proportional timing) counts only
     through such a later exact mark, never by its own times: estimated stretches are bounded
     by the exact marks around them.
     """
@@ -142,15 +142,16 @@ def marks_evidence(snapshot: HeardTextSnapshot) -> MarksEvidence | None:
     ordered = sorted(marks, key=lambda m: m.char_start)
     proven_end = 0
     started = ordered[-1].char_end
+    before_end = 0
     for mark in ordered:
-        if mark.estimated:
-            continue
-        if mark.end_ms <= played:
-            proven_end = max(proven_end, mark.char_end)
-        elif mark.start_ms < played:
-            proven_end = max(proven_end, mark.char_start)
-        else:
-            started = min(started, mark.char_start)
+        if not mark.estimated:
+            if mark.end_ms <= played:
+                proven_end = max(proven_end, mark.char_end)
+            elif mark.start_ms < played:
+                proven_end = max(proven_end, before_end)
+            else:
+                started = min(started, mark.char_start)
+        before_end = max(before_end, mark.char_end)
     proven = units.snap_down(text, proven_end)
     exact = not any(
         m.estimated and m.char_end > proven_end and m.char_start < started for m in ordered
