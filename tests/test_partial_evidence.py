@@ -17,7 +17,7 @@ from calibration.policies import auto_policy, marks_evidence, marks_policy, rati
 from calibration.word_marks import WordMark
 from server.speech.segmenter import SpeechSegmenter
 from tests.conftest import loaded_synthesizer
-from tests.test_token_whole_cuts import heard_after_barge_in
+from tests.realtime_client import RealtimeClient
 
 
 class SlowTranscriber:
@@ -111,8 +111,15 @@ async def test_piper_barge_in_after_read_keeps_the_fully_played_sentence(
     """Issue 12 item 3: `It is fixed. Read CVE-2024-3094 now.`, Piper, barge-in at 1247 ms
     (after "Read") gave "" instead of "It is fixed."."""
     server = await start_server(tts="piper", calibration=calibration)
-    heard = await heard_after_barge_in(server, "It is fixed. Read CVE-2024-3094 now.", 1247)
-    assert heard in ("It is fixed.", "It is fixed. Read")
+    async with RealtimeClient.connect(server.ws_url) as client:
+        response_id, item_id = await client.prompt("say: It is fixed. Read CVE-2024-3094 now.")
+        await client.wait_for("response.output_audio.delta")
+        await client.ack(response_id, 0)  # at once: a client that reports playback
+        await client.wait_audio_until(response_id, 1247, timeout=60)
+        await client.ack(response_id, 1247)
+        await client.barge_in(response_id, 1247)
+        heard = await client.heard(item_id, lambda e: e["method"] != "none", timeout=30)
+    assert heard["text"] in ("It is fixed.", "It is fixed. Read")
 
 
 # ------------------------------------------------------------------ a long run-on on real Piper
