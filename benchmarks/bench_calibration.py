@@ -16,6 +16,12 @@ faster-whisper tiny.en), `ratio` and `auto` policies, and the baselines other sy
 the whole text; drop the turn; whole TTS segments whose audio fully played; a syllable-rate
 estimate at LiveKit's 3.83 syllables/s).
 
+Table 0 counts the word marks of the corpus that are exact (Piper's own phoneme alignment, not
+interpolated). Table 1e adds the fallbacks of `auto` (ASR timing out, with the marks, without
+marks, with every mark estimated) and reports for every product row its cuts past the started
+cut and, on the history cut the controller stores (`calibration.units.token_cut` of the result),
+whether it is inside [fully played, started] and keeps every written token whole.
+
 Part 2 (interactive, real server): a `server.app.DemoServer` on 127.0.0.1 with Piper and the
 `marks` or `asr` policy; one session plays `say:` replies from the corpus on a simulated real-time
 clock, ACKs every 150 ms, barges in at a random moment, and sends the next prompt 300 ms later.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -94,6 +101,9 @@ BARGE_WINDOW_S = (0.5, 10.0)
 length minus 0.3 s), so a long reply costs at most 10 s of real time."""
 
 TARGET_MARKS_INSIDE = 100.0
+TARGET_EXACT_MARKS = 99.0
+FALLBACK_ASR_TIMEOUT_S = 0.01
+"""ASR budget of the `auto` fallback rows: their transcriber never answers in time."""
 TARGET_ASR_INSIDE = 97.0
 TARGET_WAIT_P95_MS = {"marks": 20.0, "asr": 600.0}
 
@@ -308,6 +318,37 @@ def recorded_asr_method(recorder: RecordingTranscriber) -> Method:
         return await run(cut)
 
     return method
+
+
+class TimedOutTranscriber:
+    """A `Transcriber` that never answers within `auto`'s budget (its fallbacks then decide)."""
+
+    async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
+        """Wait longer than any budget of this benchmark."""
+        await asyncio.sleep(60)
+        return ""
+
+
+def fallback_method(marks: str) -> Method:
+    """`auto` with an ASR that times out, on the cut's snapshot with its marks as they are
+    (`marks="kept"`), removed (`"none"`: the ratio fallback) or all flagged estimated
+    (`"estimated"`: the proven-marks fallback)."""
+    policy = auto_policy(TimedOutTranscriber(), asr_timeout_s=FALLBACK_ASR_TIMEOUT_S)
+
+    async def run(cut: Cut) -> int | None:
+        snap = snapshot_for(cut)
+        if marks == "none":
+            snap = dataclasses.replace(snap, word_marks=())
+        elif marks == "estimated":
+            snap = dataclasses.replace(snap, word_marks=tuple(
+                dataclasses.replace(mark, estimated=True) for mark in snap.word_marks))
+        result = await policy.calibrate(snap)
+        cross_check = getattr(result, "cross_check", None)
+        if isinstance(cross_check, asyncio.Future):
+            cross_check.cancel()
+        return result
+
+    return run
 
 
 async def keep_all(cut: Cut) -> int:
@@ -738,6 +779,7 @@ class OfflineResult:
     outcomes: dict[str, list[Outcome]]
     scores: dict[str, Score]
     common: dict[str, Score]
+    spoken: Sequence[SpokenReply]
 
 
 async def offline(args: argparse.Namespace, spoken: Sequence[SpokenReply],
@@ -754,6 +796,9 @@ async def offline(args: argparse.Namespace, spoken: Sequence[SpokenReply],
         "asr": (recorded_asr_method(recorder), asr_cuts),
         "ratio": (policy_method(ratio_policy()), cuts),
         "auto": (policy_method(auto_policy(transcriber)), cuts),
+        "auto: asr times out": (fallback_method("kept"), cuts),
+        "auto: no marks, asr times out": (fallback_method("none"), cuts),
+        "auto: marks estimated, asr times out": (fallback_method("estimated"), cuts),
         "keep whole text": (keep_all, cuts),
         "drop turn": (drop_turn, cuts),
         "whole segments": (whole_segments, cuts),
@@ -778,12 +823,84 @@ async def offline(args: argparse.Namespace, spoken: Sequence[SpokenReply],
     print_table(f"1b. The same rows on the asr cuts only ({len(keys)} cuts)", ACCURACY_HEADERS,
                 [accuracy_row(name, s) for name, s in common.items()])
     print_categories(spoken, outcomes)
+    print_token_whole(outcomes)
     reasons = asr_diagnosis(outcomes["asr"], recorder)
     print_table(f"1d. asr outcomes by cause (margin = {ASR_SAFETY_MARGIN_MS} ms withheld from "
                 "ASR)", ("outcome", "cuts", "% of asr cuts"),
                 [[reason, n, 100.0 * n / max(len(outcomes["asr"]), 1)]
                  for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])])
-    return OfflineResult(outcomes, scores, common)
+    return OfflineResult(outcomes, scores, common, spoken)
+
+
+PRODUCT_ROWS = ("marks", "asr", "ratio", "auto", "auto: asr times out",
+                "auto: no marks, asr times out", "auto: marks estimated, asr times out")
+
+
+def token_whole(text: str, cut: int) -> bool:
+    """True when `cut` splits no written token: it is 0 (nothing kept), or what follows it up to
+    the next whitespace holds no letter or digit, or it sits before a CJK character (a token of
+    its own)."""
+    if cut <= 0 or cut >= len(text) or text[cut].isspace() or units.is_cjk_char(text[cut]):
+        return True
+    rest = text[cut:].split(maxsplit=1)[0]
+    return not any(ch.isalnum() for ch in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryScore:
+    """A product row judged on the history cut (`units.token_cut` of each answered result)."""
+
+    answered: int
+    past_started: int
+    inside_pct: float
+    token_whole_pct: float
+
+
+def history_score(outcomes: Sequence[Outcome]) -> HistoryScore:
+    """Past-start count of the raw results; inside% and token-whole% of the history cuts, with
+    the fully played bound token-whole too (a token counts as heard when every piece ended)."""
+    answered = [o for o in outcomes if o.result is not None]
+    inside = whole = 0
+    for o in answered:
+        text = o.cut.spoken.reply.text
+        stored = units.token_cut(text, o.result)
+        inside += units.token_cut(text, o.cut.fully) <= stored <= o.cut.started
+        whole += token_whole(text, stored)
+    total = max(len(answered), 1)
+    return HistoryScore(len(answered), sum(o.result > o.cut.started for o in answered),
+                        100.0 * inside / total, 100.0 * whole / total)
+
+
+def print_token_whole(outcomes: dict[str, list[Outcome]]) -> None:
+    """Table 1e: every product row incl. auto's fallbacks on the history cut."""
+    rows = []
+    for name in PRODUCT_ROWS:
+        h = history_score(outcomes[name])
+        rows.append([name, len(outcomes[name]), h.answered, h.past_started, h.inside_pct,
+                     h.token_whole_pct])
+    print_table("1e. Product rows incl. auto's fallbacks (ASR timing out): cuts past the started "
+                "cut (raw result), and the history cut (token_cut) inside [fully, started] and "
+                "token-whole", ("row", "cuts", "answered", "past-start", "hist inside%",
+                                "token-whole%"), rows)
+
+
+def mark_coverage(spoken: Sequence[SpokenReply]) -> tuple[int, int]:
+    """(exact marks, all marks) of the corpus."""
+    marks = [mark for item in spoken for mark in item.marks]
+    return sum(not mark.estimated for mark in marks), len(marks)
+
+
+def print_mark_coverage(spoken: Sequence[SpokenReply]) -> None:
+    """Table 0: exact (Piper-aligned) vs estimated word marks per category."""
+    by_category: dict[str, list[SpokenReply]] = {}
+    for item in spoken:
+        by_category.setdefault(item.reply.category, []).append(item)
+    rows = []
+    for category, items in [*by_category.items(), ("all", list(spoken))]:
+        exact, total = mark_coverage(items)
+        rows.append([category, total, exact, total - exact, 100.0 * exact / max(total, 1)])
+    print_table("0. Word marks: exact (Piper's phoneme alignment) vs estimated (interpolated)",
+                ("category", "marks", "exact", "estimated", "exact%"), rows)
 
 
 def print_categories(spoken: Sequence[SpokenReply], outcomes: dict[str, list[Outcome]]) -> None:
@@ -846,9 +963,21 @@ def tally(values: Sequence[str]) -> str:
 def targets(result: OfflineResult, flows: dict[str, FlowResult]) -> None:
     """Print table 3: every target with what was measured and PASS/FAIL."""
     marks, asr, auto = result.scores["marks"], result.scores["asr"], result.common["auto"]
+    exact, total = mark_coverage(result.spoken)
+    history = {name: history_score(result.outcomes[name]) for name in PRODUCT_ROWS}
+    marks_history = history["marks"]
     best = max(result.common[name].inside_history_pct for name in ("marks", "asr", "ratio"))
     wait_p95 = {p: float(np.percentile(flows[p].probe.waits_ms[1:], 95)) for p in flows}
     checks = [
+        (f"exact word marks >= {TARGET_EXACT_MARKS:.0f}% (whole corpus)",
+         f"{100.0 * exact / max(total, 1):.2f}% ({total - exact} of {total} estimated)",
+         100.0 * exact >= TARGET_EXACT_MARKS * total),
+        ("marks: history cuts inside [fully, started] and token-whole == 100%",
+         f"{marks_history.inside_pct:.2f}% / {marks_history.token_whole_pct:.2f}%",
+         marks_history.inside_pct >= 100.0 and marks_history.token_whole_pct >= 100.0),
+        ("every policy incl. auto fallbacks: cuts past the started cut == 0",
+         " ".join(f"{name}={h.past_started}" for name, h in history.items()),
+         all(h.past_started == 0 for h in history.values())),
         ("marks: inside% of answered == 100, words beyond == 0.00",
          f"{marks.inside_answered_pct:.2f}% / {marks.words_beyond:.2f}",
          marks.inside_answered_pct >= TARGET_MARKS_INSIDE and marks.words_beyond == 0),
@@ -874,6 +1003,8 @@ async def bench(args: argparse.Namespace) -> None:
     """Run both parts and print every table."""
     began = time.perf_counter()
     corpus = load_corpus()
+    if args.categories:
+        corpus = [reply for reply in corpus if reply.category in args.categories.split(",")]
     if args.replies:
         corpus = corpus[: args.replies]
     synthesizer = create_synthesizer("piper", deterministic=True)
@@ -887,8 +1018,9 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"corpus: {len(spoken)} replies ({sum(item.long for item in spoken)} over "
           f"{LONG_WORDS} words), {sum(len(item.reply.text.split()) for item in spoken)} words, "
           f"{sum(item.total_ms for item in spoken) / 1000:.0f} s of Piper audio (deterministic)")
+    print_mark_coverage(spoken)
     result = await offline(args, spoken, transcriber)
-    flows = await interactive_part(args, synthesizer, spoken)
+    flows = {} if args.offline_only else await interactive_part(args, synthesizer, spoken)
     targets(result, flows)
     print(f"\ntotal run time {time.perf_counter() - began:.0f} s")
 
@@ -906,6 +1038,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="interactive barge-ins per policy (default 12)")
     parser.add_argument("--replies", type=int, default=0,
                         help="use only the first N corpus replies (0: all; for a quick look)")
+    parser.add_argument("--categories", default="",
+                        help="use only the replies of these comma-separated corpus categories")
+    parser.add_argument("--offline-only", action="store_true",
+                        help="skip part 2 (the interactive server run)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(bench(args))

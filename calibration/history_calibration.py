@@ -136,13 +136,18 @@ class CalibrationSession(Protocol):
 
 @dataclass(slots=True)
 class _Audio:
-    """One reply's recording: PCM chunks, their byte size and rate, marks, validity."""
+    """One reply's recording: PCM chunks, their byte size and rate, marks, validity.
+
+    `audio_dropped`: the PCM went over the retention limit and was released; the marks are kept
+    (a few dozen bytes per word), so a marks-based policy still works for any reply length.
+    """
 
     chunks: list[bytes] = field(default_factory=list)
     size: int = 0
     sample_rate_hz: int = 0
     marks: list[WordMark] = field(default_factory=list)
     valid: bool = True
+    audio_dropped: bool = False
 
 
 def _is_int(value: object) -> bool:
@@ -157,7 +162,8 @@ class HistoryCalibration:
         policy: the calibration policy; its callable becomes `calibrate`, its
             `requires_audio` becomes `requires_audio`.
         max_bytes: retained output PCM across all replies of the session, in bytes (> 0;
-            default 8 MiB, about 87 s of 24 kHz float32 mono).
+            default 8 MiB, about 87 s of 24 kHz float32 mono); beyond it the PCM of the oldest
+            replies is released and their word marks are kept.
         timeout_s: per-callback deadline and total `before_prompt` wait, in seconds (> 0,
             finite; default 1 s).
         on_applied: called as `on_applied(response_id, result, elapsed_ms)` after the session
@@ -231,8 +237,6 @@ class HistoryCalibration:
                 return
             recording = self.audio[response_id] = _Audio()
         reason = self._append(recording, output)
-        if recording.valid and recording.size > self.max_bytes:
-            reason = "audio_limit"
         if reason is not None:
             self._invalidate(response_id, recording, reason)
         self._evict()
@@ -245,7 +249,7 @@ class HistoryCalibration:
             return None
         recording.marks.extend(output.get("marks") or ())
         pcm = output.get("pcm_f32le") or b""
-        if not self.requires_audio or not pcm:
+        if not self.requires_audio or not pcm or recording.audio_dropped:
             return None
         rate = output.get("sample_rate_hz")
         if (
@@ -271,10 +275,19 @@ class HistoryCalibration:
         recording.size = 0
 
     def _evict(self) -> None:
-        """Discard whole replies, oldest first, while over the byte or recording limit."""
-        while self.audio and (
-            self.retained_bytes > self.max_bytes or len(self.audio) > MAX_RECORDINGS
-        ):
+        """Release PCM, oldest reply first, while over the byte limit (the replies keep their
+        marks, `_Audio.audio_dropped`), then discard whole replies, oldest first, while over the
+        recording limit."""
+        for response_id, recording in self.audio.items():
+            if self.retained_bytes <= self.max_bytes:
+                break
+            if recording.size:
+                logger.info("history audio dropped response=%s reason=audio_limit "
+                            "(marks kept)", response_id)
+                recording.chunks.clear()
+                recording.size = 0
+                recording.audio_dropped = True
+        while len(self.audio) > MAX_RECORDINGS:
             self.discard(next(iter(self.audio)))
 
     def discard(self, response_id: str) -> None:
@@ -317,7 +330,8 @@ class HistoryCalibration:
                 continue
             if (
                 not recording.valid
-                or (self.requires_audio and recording.size == 0)
+                or (self.requires_audio and recording.size == 0
+                    and not (recording.audio_dropped and recording.marks))
                 or view.cutoff_ms <= 0
                 or (view.playback_active and not include_playing)
             ):

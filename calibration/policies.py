@@ -13,6 +13,7 @@ import logging
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -70,6 +71,15 @@ ASR_MS_PER_SYLLABLE = 150
 ASR_TAIL_FRAME_MS = 20
 """Frame length, in ms, of the level measurement of `next_unit_left_untranscribed`."""
 
+RATIO_SHORTFALL_PERCENT = 5
+"""Share of played_ms the ratio policy leaves out, so that its estimate errs short: speech
+rate drifts inside a reply (Piper says numbers and ids slower than plain words), so the played
+share of the audio may be ahead of the played share of the words. At most 5: the public
+interruption case F19 ("2 + 2 = 4. Anything else?", no marks, cut at 1700 ms, "4" starting at
+1600 ms) must keep "2 + 2 =". Covers a steady drift of about 2.5 % (a word 2.5 % longer early
+and shorter late); `auto` uses ratio only when a reply has no word marks at all. Table 1e of
+benchmarks/bench_calibration.py counts the cuts past the started word on Piper."""
+
 WORD_WEIGHT = 8
 """Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
 
@@ -97,19 +107,63 @@ def _heard_mark_end(marks: Sequence[WordMark], end_ms: int) -> tuple[int, bool]:
     return heard_end, estimated
 
 
-def _marks_cut(snapshot: HeardTextSnapshot) -> int | None:
-    """The cut of policy "marks" (code points); None when the marks cannot decide.
+@dataclass(frozen=True, slots=True)
+class MarksEvidence:
+    """What a reply's word marks prove about a playback position (code points into the text).
 
-    Heard words are the marks (in text order) whose `end_ms <= played_ms`; the cut is their end
-    snapped down to a unit boundary. None when there are no marks, a mark lies outside the
-    text, or any heard mark is `estimated`. Text after the last mark counts as unheard (for a
-    cancelled generation it was never synthesised).
+    Attributes:
+        proven: cut (snapped down to a unit boundary) before which every word was fully played.
+        started: cut (snapped down to a unit boundary) after which no word had started: the
+            start of the first exact mark that starts at or after played_ms, else the end of
+            the last mark (text after the marks was never synthesised); never below `proven`.
+        exact: True when no estimated mark lies between `proven` and `started` (the marks
+            decide alone); False when estimated marks leave the cut open in [proven, started].
+    """
+
+    proven: int
+    started: int
+    exact: bool
+
+
+def marks_evidence(snapshot: HeardTextSnapshot) -> MarksEvidence | None:
+    """The cut the marks prove at `snapshot.played_ms`; None when there are no marks or a mark
+    lies outside the text.
+
+    Exact marks are trusted as far as they reach: a word is fully played when its exact mark
+    ends by played_ms, and so is every marked word before an exact mark that started before
+    played_ms (audio is spoken in text order). An estimated mark (proportional timing) counts only
+    through such a later exact mark, never by its own times: estimated stretches are bounded
+    by the exact marks around them.
     """
     text, marks = snapshot.text, snapshot.word_marks
     if not marks or any(not 0 <= m.char_start <= m.char_end <= len(text) for m in marks):
         return None
-    heard_end, estimated = _heard_mark_end(marks, snapshot.played_ms)
-    return None if estimated else units.snap_down(text, heard_end)
+    played = snapshot.played_ms
+    ordered = sorted(marks, key=lambda m: m.char_start)
+    proven_end = 0
+    started = ordered[-1].char_end
+    before_end = 0
+    for mark in ordered:
+        if not mark.estimated:
+            if mark.end_ms <= played:
+                proven_end = max(proven_end, mark.char_end)
+            elif mark.start_ms < played:
+                proven_end = max(proven_end, before_end)
+            else:
+                started = min(started, mark.char_start)
+        before_end = max(before_end, mark.char_end)
+    proven = units.snap_down(text, proven_end)
+    exact = not any(
+        m.estimated and m.char_end > proven_end and m.char_start < started for m in ordered
+    )
+    return MarksEvidence(proven, max(units.snap_down(text, started), proven), exact)
+
+
+def _marks_cut(snapshot: HeardTextSnapshot) -> int | None:
+    """The cut of policy "marks" (code points): `marks_evidence(...).proven`; None when the
+    marks cannot decide (no marks, or a mark outside the text)."""
+    evidence = marks_evidence(snapshot)
+    return None if evidence is None else evidence.proven
 
 
 def _agreeing_asr_cuts(snapshot: HeardTextSnapshot) -> set[int]:
@@ -137,10 +191,11 @@ def _agreeing_asr_cuts(snapshot: HeardTextSnapshot) -> set[int]:
 def marks_policy() -> HistoryCalibrationPolicy:
     """Policy "marks": the TTS's own word timings from the streamed synthesis run.
 
-    A word counts as heard when its mark's `end_ms <= played_ms` (marks round ends up, so a
-    partly rendered word never counts). Needs no audio. Returns HeardCut(method="marks"), or
-    None when the snapshot has no marks or an estimated mark in the heard region (see
-    `_marks_cut`).
+    A word counts as heard when its exact mark's `end_ms <= played_ms` (marks round ends up, so
+    a partly rendered word never counts), and so does every word before an exact mark that
+    started; estimated marks never extend the cut by their own times (`marks_evidence`), so the
+    cut is the longest prefix of fully played words the marks prove. Needs no audio. Returns
+    HeardCut(method="marks"), or None when the snapshot has no marks or a mark outside the text.
     """
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
@@ -178,7 +233,8 @@ def _ratio_cut(snapshot: HeardTextSnapshot) -> int | None:
     if complete is None or complete <= 0:
         return None
     text_units = units.text_units(snapshot.text)
-    count = _ratio_count(text_units, snapshot.played_ms, complete)
+    played = snapshot.played_ms * (100 - RATIO_SHORTFALL_PERCENT) // 100
+    count = _ratio_count(text_units, played, complete)
     count = min(count, max(0, len(text_units) - 1))
     return units.cut_after_units(snapshot.text, text_units, count)
 
@@ -187,11 +243,12 @@ def ratio_policy() -> HistoryCalibrationPolicy:
     """Policy "ratio": played / complete duration spread over the units' spoken-word weights.
 
     Each unit weighs `len(spoken)` words (a CJK / kana / Hangul unit 0.625 = 250/400, the
-    uniform timing rule of contracts.md); the fraction played_ms / complete_audio_duration_ms of
+    uniform timing rule of contracts.md); the fraction played / complete_audio_duration_ms of
     the total weight is snapped DOWN to whole units, and the final unit is always withheld (the
     reply was not fully heard, else it would not be calibrated; REFERENCE.md 5.3 step 5). Needs
-    no audio. Refuses (None) when the complete duration is unknown: a partial duration must
-    never be the denominator of the full text (REFERENCE.md 3.11).
+    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT, so the estimate errs short.
+    Refuses (None) when the complete duration is unknown: a partial duration must never be the
+    denominator of the full text (REFERENCE.md 3.11).
     """
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
@@ -360,7 +417,8 @@ def asr_policy(transcriber: Transcriber) -> HistoryCalibrationPolicy:
 def auto_policy(
     transcriber: Transcriber | None, *, asr_timeout_s: float = AUTO_ASR_TIMEOUT_S
 ) -> HistoryCalibrationPolicy:
-    """Policy "auto": marks when trustworthy, else ASR (if configured), else ratio.
+    """Policy "auto": marks when they decide, else ASR (if configured) within the marks'
+    bounds, else the marks' proven cut, else ratio.
 
     Every ASR attempt here is bounded by `asr_timeout_s` seconds (keep it below the
     controller's `timeout_s`); a failure or timeout counts as a refusal.
@@ -368,26 +426,33 @@ def auto_policy(
     cross-checked by ASR in the background (`HeardCut.cross_check`, awaited by the session
     layer): `marks_agree` reports whether the ASR cut agrees with the marks for the same
     evidence (`_agreeing_asr_cuts`: the marks at played_ms - ASR_SAFETY_MARGIN_MS), None when
-    ASR refused. Without trustworthy marks, ASR decides; when it refuses, ratio decides (None
-    without a complete duration). Raises ValueError for a non-positive or non-finite budget.
+    ASR refused. When estimated marks leave the cut open (`MarksEvidence.exact` False), ASR
+    decides, clamped to [proven, started] of `marks_evidence`; when it refuses or times out,
+    the proven cut stands (method "marks"): no fallback claims a word the marks do not prove.
+    Without marks, ASR decides; when it refuses, ratio decides (erring short, None without a
+    complete duration). Raises ValueError for a non-positive or non-finite budget.
     """
     if not math.isfinite(asr_timeout_s) or asr_timeout_s <= 0:
         raise ValueError("asr_timeout_s must be a positive finite number")
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
-        marks_cut = _marks_cut(snapshot)
+        evidence = marks_evidence(snapshot)
         has_audio = transcriber is not None and bool(snapshot.pcm_f32le)
-        if marks_cut is not None:
+        if evidence is not None and (evidence.exact or not has_audio):
             if not has_audio:
-                return HeardCut(marks_cut, method="marks")
+                return HeardCut(evidence.proven, method="marks")
             cross_check = asyncio.ensure_future(
                 _cross_check(snapshot, transcriber, asr_timeout_s)
             )
-            return HeardCut(marks_cut, method="marks", cross_check=cross_check)
+            return HeardCut(evidence.proven, method="marks", cross_check=cross_check)
         if has_audio:
             transcript, asr_cut = await _bounded_asr(snapshot, transcriber, asr_timeout_s)
+            if asr_cut is not None and evidence is not None:
+                asr_cut = min(max(asr_cut, evidence.proven), evidence.started)
             if asr_cut is not None:
                 return HeardCut(asr_cut, method="asr", asr_text=transcript)
+        if evidence is not None:
+            return HeardCut(evidence.proven, method="marks")
         ratio_cut = _ratio_cut(snapshot)
         return None if ratio_cut is None else HeardCut(ratio_cut, method="ratio")
 
@@ -458,11 +523,14 @@ __all__ = [
     "AUTO_ASR_TIMEOUT_S",
     "CJK_WEIGHT",
     "POLICY_NAMES",
+    "RATIO_SHORTFALL_PERCENT",
     "WORD_WEIGHT",
+    "MarksEvidence",
     "asr_evidence",
     "asr_policy",
     "auto_policy",
     "make_policy",
+    "marks_evidence",
     "marks_policy",
     "next_unit_left_untranscribed",
     "ratio_policy",

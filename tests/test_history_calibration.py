@@ -123,17 +123,39 @@ def test_constructor_rejects_non_positive_limits() -> None:
     )
 
 
-async def test_case1_bounded_retention_evicts_whole_replies_oldest_first() -> None:
+async def test_case1_bounded_retention_releases_audio_oldest_first_and_keeps_marks() -> None:
     session, calibrate = FakeSession(), Recorder()
     ctl = controller(session, calibrate, max_bytes=16)
     for index in range(40):
         rid = f"resp_{index}"
         session.add(rid)
-        ctl.record(rid, {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE})
+        ctl.record(rid, {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE,
+                         "marks": [WordMark(0, 5, 0, 100)]})
         assert ctl.audio[rid].size == 8
         assert ctl.retained_bytes <= 16
-    assert list(ctl.audio) == ["resp_38", "resp_39"]
+    assert list(ctl.audio) == ["resp_36", "resp_37", "resp_38", "resp_39"]
+    assert [ctl.audio[rid].audio_dropped for rid in ctl.audio] == [True, True, False, False]
+    assert all(ctl.audio[rid].marks == [WordMark(0, 5, 0, 100)] for rid in ctl.audio)
     assert not calibrate.snapshots and not ctl.tasks
+
+
+async def test_a_reply_over_the_limit_keeps_its_marks_and_is_calibrated_from_them() -> None:
+    """Issue 12 item 1: a long reply's recording went over `max_bytes` and lost its marks."""
+    session, calibrate = FakeSession(), Recorder()
+    ctl = controller(session, calibrate, max_bytes=16)
+    reply = session.add("resp_long", generating=True)
+    for index in range(10):
+        ctl.record("resp_long", {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE,
+                                 "marks": [WordMark(index * 6, index * 6 + 5, index * 100,
+                                                    index * 100 + 90)]})
+    recording = ctl.audio["resp_long"]
+    assert recording.audio_dropped and recording.size == 0 and len(recording.marks) == 10
+    reply.generating, reply.cutoff_ms = False, 250
+    ctl.request_ready()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    (snapshot,) = calibrate.snapshots
+    assert snapshot.pcm_f32le == b"" and len(snapshot.word_marks) == 10
 
 
 async def test_recording_count_is_capped_at_four_including_tombstones() -> None:
@@ -148,20 +170,17 @@ async def test_recording_count_is_capped_at_four_including_tombstones() -> None:
     assert list(ctl.audio) == ["resp_0", "resp_1", "resp_2", "resp_3"]
 
 
-async def test_case2_3_evicted_while_generating_ignored_then_forgotten() -> None:
+async def test_case2_3_audio_released_while_generating_is_not_resumed() -> None:
     session, calibrate = FakeSession(), Recorder()
     ctl = controller(session, calibrate, max_bytes=16)
-    live = session.add("resp_live", generating=True)
+    session.add("resp_live", generating=True)
     ctl.record("resp_live", {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE})
     for rid in ("resp_a", "resp_b"):
         session.add(rid)
         ctl.record(rid, {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE})
-    assert "resp_live" not in ctl.audio and ctl.evicted == {"resp_live"}
+    assert ctl.audio["resp_live"].audio_dropped and ctl.audio["resp_live"].size == 0
     ctl.record("resp_live", {"pcm_f32le": b"\0" * 8, "sample_rate_hz": RATE})
-    assert "resp_live" not in ctl.audio, "a suffix must not start a new recording"
-    live.generating = False
-    ctl.record("resp_b", {"pcm_f32le": b"", "sample_rate_hz": RATE})
-    assert ctl.evicted == set()
+    assert ctl.audio["resp_live"].size == 0, "a suffix must not start a new recording"
 
 
 async def test_case4_discard_while_generating_ignores_later_output() -> None:

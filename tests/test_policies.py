@@ -123,11 +123,11 @@ async def test_marks_end_equal_played_counts_end_one_later_does_not() -> None:
     assert await heard(policy.calibrate(snapshot(TEXT, 801, marks=marks)), TEXT) == "Hello world."
 
 
-async def test_marks_refuse_without_marks_or_with_estimated_heard_marks() -> None:
+async def test_marks_refuse_without_marks_and_prove_nothing_from_estimated_marks() -> None:
     policy = marks_policy()
     assert await policy.calibrate(snapshot(TEXT, 1000, complete=5600)) is None
     estimated = uniform_marks(TEXT, estimated=True)
-    assert await policy.calibrate(snapshot(TEXT, 1000, marks=estimated)) is None
+    assert await heard(policy.calibrate(snapshot(TEXT, 1000, marks=estimated)), TEXT) == ""
     mixed = uniform_marks(TEXT)[:2] + estimated[2:]
     assert await heard(policy.calibrate(snapshot(TEXT, 900, marks=mixed)), TEXT) == "Hello world."
 
@@ -167,6 +167,7 @@ async def test_marks_cases_file(text: str, played: int, expected: str) -> None:
 
 
 async def test_ratio_f15_numbers_without_timings() -> None:
+    # played 2300 ms less 5 %: 2185 ms of 8000
     cut = await ratio_policy().calibrate(snapshot(F15, 2300, complete=8000))
     assert isinstance(cut, HeardCut) and cut.method == "ratio"
     assert F15[:cut] == "1, 2, 3, 4, 5,"
@@ -185,7 +186,7 @@ async def test_ratio_refuses_without_complete_duration() -> None:
     assert await policy.calibrate(snapshot(F15, 2300, complete=0)) is None
 
 
-async def test_ratio_withholds_the_final_unit_and_snaps_down() -> None:
+async def test_ratio_withholds_the_final_unit_snaps_down_and_errs_short() -> None:
     policy = ratio_policy()
     text = "one two three four"
     assert await heard(policy.calibrate(snapshot(text, 1600, complete=1600)), text) == (
@@ -194,19 +195,20 @@ async def test_ratio_withholds_the_final_unit_and_snaps_down() -> None:
     assert await heard(policy.calibrate(snapshot(text, 9999, complete=1600)), text) == (
         "one two three"
     )
-    assert await heard(policy.calibrate(snapshot(text, 799, complete=1600)), text) == "one"
-    assert await heard(policy.calibrate(snapshot(text, 800, complete=1600)), text) == "one two"
+    # played' = played * 0.95: 800 ms of audio (two words) need played 843 ms
+    assert await heard(policy.calibrate(snapshot(text, 842, complete=1600)), text) == "one"
+    assert await heard(policy.calibrate(snapshot(text, 843, complete=1600)), text) == "one two"
     assert await heard(policy.calibrate(snapshot("word", 500, complete=400)), "word") == ""
 
 
 async def test_ratio_weights_spoken_words_and_cjk_units() -> None:
     policy = ratio_policy()
     text = "OK 你好"
-    assert await heard(policy.calibrate(snapshot(text, 649, complete=900)), text) == "OK"
-    assert await heard(policy.calibrate(snapshot(text, 650, complete=900)), text) == "OK 你"
+    assert await heard(policy.calibrate(snapshot(text, 684, complete=900)), text) == "OK"
+    assert await heard(policy.calibrate(snapshot(text, 685, complete=900)), text) == "OK 你"
     money = "$9.05 is the price today."
-    assert await heard(policy.calibrate(snapshot(money, 2000, complete=3600)), money) == "$9.05"
-    assert await heard(policy.calibrate(snapshot(money, 1999, complete=3600)), money) == ""
+    assert await heard(policy.calibrate(snapshot(money, 2106, complete=3600)), money) == "$9.05"
+    assert await heard(policy.calibrate(snapshot(money, 2105, complete=3600)), money) == ""
 
 
 # ------------------------------------------------------------------ asr
@@ -377,12 +379,14 @@ async def test_auto_prefers_exact_marks() -> None:
     assert TEXT[:cut] == "Hello world."
 
 
-async def test_auto_falls_back_to_ratio_then_refuses() -> None:
+async def test_auto_keeps_what_marks_prove_then_falls_back_to_ratio_then_refuses() -> None:
     policy = auto_policy(None)
     estimated = uniform_marks(F15, estimated=True)
     cut = await policy.calibrate(snapshot(F15, 2300, marks=estimated, complete=8000))
+    assert cut.method == "marks" and F15[:cut] == ""
+    cut = await policy.calibrate(snapshot(F15, 2300, complete=8000))
     assert cut.method == "ratio" and F15[:cut] == "1, 2, 3, 4, 5,"
-    assert await policy.calibrate(snapshot(F15, 2300, marks=estimated)) is None
+    assert await policy.calibrate(snapshot(F15, 2300)) is None
 
 
 async def test_auto_uses_asr_without_trustworthy_marks() -> None:

@@ -31,7 +31,7 @@ async def reply(*turns: ConversationTurn) -> str:
 
 
 def sentence_count(text: str) -> int:
-    segmenter = SpeechSegmenter(first_clause=False)
+    segmenter = SpeechSegmenter(first_clause=False, split_long=False)
     return len(segmenter.feed(text) + segmenter.flush())
 
 

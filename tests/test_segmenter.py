@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.speech.segmenter import SpeechSegmenter
+from server.speech.segmenter import (
+    _WORD,
+    FIRST_PIECE_MAX_WORDS,
+    FIRST_PIECE_SPLIT_WORDS,
+    MAX_PIECE_WORDS,
+    SpeechSegmenter,
+)
 
 
 def segments(text: str, *, first_clause: bool = True) -> list[str]:
@@ -60,6 +66,14 @@ def test_first_clause_is_emitted_before_its_sentence_ends() -> None:
 )
 def test_first_clause_needs_three_words_and_a_real_clause_mark(text: str, first: str) -> None:
     assert segments(text)[0] == first
+
+
+def test_without_splits_a_long_sentence_stays_one_span() -> None:
+    text = " ".join(["word"] * 40) + ". Next."
+    assert segments(text, first_clause=False) != [text[:-5], "Next."]
+    segmenter = SpeechSegmenter(first_clause=False, split_long=False)
+    assert segmenter.feed(text) + segmenter.flush() == [(0, len(text) - 5), (len(text) - 5,
+                                                                              len(text))]
 
 
 def test_without_first_clause_every_segment_is_a_sentence() -> None:
@@ -159,3 +173,67 @@ def test_spans_cover_the_text_and_do_not_depend_on_delta_boundaries(
     assert all(start < end for start, end in spans)
     assert all(a[1] == b[0] for a, b in pairwise(spans))
     assert all(text[start:end].strip() for start, end in spans[:-1])
+
+
+def _word_count(piece: str) -> int:
+    return len(_WORD.findall(piece))
+
+
+def test_run_on_text_is_split_into_short_pieces_with_a_short_first_one() -> None:
+    """Issue 12 item 1: 600 unpunctuated words were one piece (64.6 s to first audio, 3.7 GB)."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    text = " ".join(words[index % len(words)] for index in range(600))
+    pieces = segments(text)
+    assert "".join(pieces) == text
+    assert _word_count(pieces[0]) == FIRST_PIECE_SPLIT_WORDS
+    assert all(_word_count(piece) <= MAX_PIECE_WORDS for piece in pieces)
+    assert all(piece.endswith(" ") for piece in pieces[:-1])
+    assert len(pieces) == 1 + -(-(600 - FIRST_PIECE_SPLIT_WORDS) // MAX_PIECE_WORDS)
+
+
+def test_long_sentences_split_at_clause_marks_then_conjunctions() -> None:
+    text = ("We left early, the train was late, the rain kept falling on the old station roof "
+            "for hours while we waited there with nothing to do. Ok.")
+    assert segments(text) == [
+        "We left early, ",
+        "the train was late, ",
+        "the rain kept falling on the old station roof for hours ",
+        "while we waited there with nothing to do. ",
+        "Ok.",
+    ]
+
+
+def test_a_long_first_sentence_ends_its_first_piece_before_an_early_conjunction() -> None:
+    text = ("The tide rises twice a day because the moon pulls the water toward it and the earth "
+            "turns beneath that bulge. Next.")
+    assert segments(text)[0] == "The tide rises twice a day "
+
+
+def test_unpunctuated_cjk_is_split_between_characters() -> None:
+    text = "\u4f60\u597d" * 20
+    pieces = segments(text)
+    assert "".join(pieces) == text
+    assert [len(piece) for piece in pieces] == [6, 16, 16, 2]
+
+
+def test_one_token_longer_than_the_limit_is_kept_whole() -> None:
+    token = "a-" * 30 + "b"
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed("Look " + token) == [(0, 5)]
+    assert segmenter.feed(" c d") == [(5, 5 + len(token) + 1)]
+    assert segmenter.flush() == [(5 + len(token) + 1, len("Look " + token + " c d"))]
+
+
+@given(words=st.lists(st.sampled_from(["word", "and", "3.5", "x,", "\u4f60", "\u4f60\u597d"]),
+                      min_size=1, max_size=80),
+       data=st.data())
+def test_pieces_stay_short_and_independent_of_deltas(words: list[str], data: st.DataObject) -> None:
+    text = " ".join(words)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=10))
+    spans = spans_fed_in_pieces(text, cuts)
+    assert spans == spans_fed_in_pieces(text, [])
+    assert "".join(text[start:end] for start, end in spans) == text
+    for index, (start, end) in enumerate(spans):
+        limit = FIRST_PIECE_MAX_WORDS if index == 0 else MAX_PIECE_WORDS
+        assert _word_count(text[start:end]) <= limit
+        assert end == len(text) or text[end - 1].isspace() or "\u4f60" in text[end - 1 : end + 1]

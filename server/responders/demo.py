@@ -41,7 +41,7 @@ class DemoResponder:
     async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
         """Yield `reply_text(prompt)` sentence by sentence, each with its trailing whitespace."""
         reply = self.reply_text(prompt)
-        segmenter = SpeechSegmenter(first_clause=False)
+        segmenter = SpeechSegmenter(first_clause=False, split_long=False)
         for start, end in segmenter.feed(reply) + segmenter.flush():
             yield reply[start:end]
 

@@ -4,6 +4,10 @@ The library is libespeak-ng 1.52 shipped by `espeakng-loader`, driven in synchro
 synth callback (no audio device). Its data directory is the one bundled with `piper-tts`, so that
 the words espeak-ng reports are those of the dictionary Piper's own phonemizer uses.
 
+Phoneme events are switched on in IPA (`espeak_ng_SetPhonemeEvents(1, 1)`): each PHONEME event
+carries one IPA phoneme in `id.string`, after the WORD event of the word it belongs to, so every
+word comes with its phonemes (what `piper_tts` aligns Piper's phoneme words to).
+
 Measured here: WORD events carry a 1-based `text_position` counted in code points (also for
 non-ASCII and astral characters) and the event's `sample` index; a number or abbreviation is
 reported as several WORD events inside the written token ("$42.50" gives six); SENTENCE events
@@ -16,7 +20,7 @@ import ctypes
 import importlib.util
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ _EVENT_WORD = 1
 _EVENT_SENTENCE = 2
 _EVENT_END = 5
 _EVENT_MSG_TERMINATED = 6
+_EVENT_PHONEME = 7
 _WORD_END_EVENTS = frozenset({_EVENT_WORD, _EVENT_SENTENCE, _EVENT_END, _EVENT_MSG_TERMINATED})
 _INT16_SCALE = 32768.0
 DEFAULT_VOICE = "en-us"
@@ -75,12 +80,15 @@ class EspeakWord:
         sentence: 0-based index of the sentence (SENTENCE events) the word belongs to.
         start_sample: first sample of the word (22050 Hz timeline of the synthesis).
         end_sample: the next word, sentence or clause boundary (exclusive).
+        phonemes: the IPA phonemes espeak-ng said for the word (NFC, with stress marks; "" for
+            a word it does not speak, such as the "-" inside "2024-3094").
     """
 
     char_start: int
     sentence: int
     start_sample: int
     end_sample: int
+    phonemes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,7 @@ class EspeakEngine:
             ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
         )
         self._lib.espeak_SetVoiceByName.argtypes = (ctypes.c_char_p,)
+        self._lib.espeak_ng_SetPhonemeEvents.argtypes = (ctypes.c_int, ctypes.c_int)
         self._lib.espeak_Synth.argtypes = (
             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
             ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
@@ -117,11 +126,11 @@ class EspeakEngine:
         rate = self._lib.espeak_Initialize(
             _AUDIO_OUTPUT_SYNCHRONOUS, 0, str(_data_dir()).encode(), _INITIALIZE_DONT_EXIT
         )
-        if rate <= 0:
+        if rate <= 0 or self._lib.espeak_ng_SetPhonemeEvents(1, 1) != _EE_OK:
             raise RuntimeError("libespeak-ng failed to initialize")
         self.sample_rate_hz: int = rate
         self._pcm: list[np.ndarray] = []
-        self._events: list[tuple[int, int, int]] = []
+        self._events: list[tuple[int, int, int, str]] = []
         self._callback = _SynthCallback(self._on_synth)
         self._lib.espeak_SetSynthCallback(self._callback)
 
@@ -151,38 +160,57 @@ class EspeakEngine:
 
     def _on_synth(self, wav: Any, count: int, events: Any) -> int:
         """libespeak-ng callback (ctypes pointers to int16 samples and to an event list ending in
-        LIST_TERMINATED): collect samples and (type, text_position, sample) events."""
+        LIST_TERMINATED): collect samples and (type, text_position, sample, phoneme) events
+        (phoneme: the IPA of a PHONEME event, else "")."""
         if count > 0 and wav:
             samples = np.ctypeslib.as_array(wav, shape=(count,))
             self._pcm.append(samples.astype(np.float32) / _INT16_SCALE)
         index = 0
         while events[index].type != _EVENT_LIST_TERMINATED:
             event = events[index]
-            self._events.append((event.type, event.text_position, event.sample))
+            phoneme = ""
+            if event.type == _EVENT_PHONEME:
+                phoneme = bytes(event.id.string).split(b"\0")[0].decode("utf-8", "replace")
+            self._events.append((event.type, event.text_position, event.sample, phoneme))
             index += 1
         return 0
 
 
-def _words(events: list[tuple[int, int, int]], total_samples: int) -> Iterator[EspeakWord]:
-    """Turn raw (type, 1-based text position, sample) events into words with end samples."""
+def _words(events: list[tuple[int, int, int, str]], total_samples: int) -> list[EspeakWord]:
+    """Turn raw (type, 1-based text position, sample, phoneme) events into words with end
+    samples and phonemes (those of the PHONEME events up to the next WORD or SENTENCE event)."""
     boundary_after: list[int] = []
     boundary = total_samples
-    for kind, _, sample in reversed(events):
+    for kind, _, sample, _ in reversed(events):
         boundary_after.append(boundary)
         if kind in _WORD_END_EVENTS:
             boundary = sample
     boundary_after.reverse()
     sentence = -1
-    for (kind, position, sample), end in zip(events, boundary_after, strict=True):
-        if kind == _EVENT_SENTENCE:
+    words: list[EspeakWord] = []
+    phonemes: list[str] = []
+
+    def close_word() -> None:
+        if words and phonemes:
+            words[-1] = replace(words[-1], phonemes="".join(phonemes))
+        phonemes.clear()
+
+    for (kind, position, sample, phoneme), end in zip(events, boundary_after, strict=True):
+        if kind == _EVENT_PHONEME:
+            phonemes.append(phoneme)
+        elif kind == _EVENT_SENTENCE:
+            close_word()
             sentence += 1
         elif kind == _EVENT_WORD:
-            yield EspeakWord(
+            close_word()
+            words.append(EspeakWord(
                 char_start=max(position - 1, 0),
                 sentence=max(sentence, 0),
                 start_sample=sample,
                 end_sample=max(end, sample),
-            )
+            ))
+    close_word()
+    return words
 
 
 def _data_dir() -> Path:

@@ -7,10 +7,12 @@ to the chunk length (leading "^" and trailing "$" hold the silence). Piper's pho
 espeak-ng's WORD events one to one, also for numbers and abbreviations ("$42.50" gives six words
 on both sides), when the text is made speakable first (no emoji, markup or ellipsis).
 
-Word marks of a chunk: split its alignments into words at space / punctuation phonemes, pair
-them with the espeak-ng words of the same sentence (whose text positions name the written token),
-and snap to written units. When the counts differ the sentence gets proportional marks
-(`estimated=True`).
+Word marks of a chunk: split its alignments into words at space / punctuation phonemes, align
+them with the espeak-ng words of the same sentence (whose text positions name the written token
+and whose phoneme events give their phonemes) by a word-level sequence alignment on the phonemes
+(`word_alignment.align_words`), and snap to written units. Words that match are exact; only the
+words between two matches are interpolated (`estimated=True`), so one mismatch (espeak-ng's
+clause split gluing two words, a "-" read as "dash") costs only the words around it.
 
 Stopping: a sentence is one ONNX run (measured: 1.2 s of CPU for a 27-word sentence, 9 s of
 audio, on this machine when idle). A stop terminates that run through onnxruntime's
@@ -34,10 +36,10 @@ from piper import PiperVoice, SynthesisConfig
 from piper.const import BOS, EOS, PAD
 from piper.voice import PhonemeAlignment
 
-from calibration.word_marks import WordMark
 from server.speech.espeak_tts import espeak_engine
 from server.speech.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
+from server.speech.word_alignment import PhonemeWord, align_words
 
 _NON_WORD_PHONEMES = frozenset({BOS, EOS, PAD, " "})
 _WARM_UP_TEXT = "Hello there, this is a warm up."
@@ -64,23 +66,23 @@ def count_words(phonemes: Sequence[str]) -> int:
     return count
 
 
-def word_sample_spans(alignments: Sequence[PhonemeAlignment]) -> list[tuple[int, int]]:
-    """Sample spans [start, end) of the phoneme words of one chunk, from its first sample."""
-    spans: list[tuple[int, int]] = []
+def phoneme_words(alignments: Sequence[PhonemeAlignment]) -> list[PhonemeWord]:
+    """The phoneme words of one chunk with their phonemes' sample spans (from its first
+    sample)."""
+    words: list[list[tuple[str, int, int]]] = []
     position = 0
     inside = False
     for alignment in alignments:
         end = position + int(alignment.num_samples)
         if is_word_phoneme(alignment.phoneme):
-            if inside:
-                spans[-1] = (spans[-1][0], end)
-            else:
-                spans.append((position, end))
+            if not inside:
+                words.append([])
+            words[-1].append((alignment.phoneme, position, end))
             inside = True
         else:
             inside = False
         position = end
-    return spans
+    return [PhonemeWord(tuple(word)) for word in words]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +182,9 @@ class PiperSynthesizer:
     def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
         """Yield one chunk per sentence of `text`; nothing when it has nothing speakable.
 
-        Marks: char offsets into `text`, ms from the chunk's first sample; exact when the Piper
-        and espeak-ng word lists of the sentence match one to one, else `estimated`.
+        Marks: char offsets into `text`, ms from the chunk's first sample; exact where Piper's
+        phoneme words align with espeak-ng's words (`word_alignment.align_words`), `estimated`
+        between such anchors.
         `stop`: checked before each sentence; setting it terminates the sentence being
         synthesized (its audio is dropped) and the generator ends, voice lock released.
 
@@ -206,6 +209,7 @@ class PiperSynthesizer:
         )
         locator = WordLocator(speakable)
         word_units = locator.word_units([word.char_start for word in espeak_words])
+        next_word = 0
         while not stop.is_set():
             options = onnxruntime.RunOptions()
             with self._lock, stop.interrupting(functools.partial(_terminate, options)):
@@ -221,26 +225,24 @@ class PiperSynthesizer:
             if chunk is None:
                 return
             plan = next(plans)
-            units = word_units[plan.first : plan.stop]
             pcm = chunk.audio_float_array
             if chunk.phoneme_alignments is None:
+                units = word_units[plan.first : plan.stop]
                 marks = locator.proportional_marks(units, 0, len(pcm), self.sample_rate_hz)
+                next_word = plan.stop
             else:
-                marks = self._chunk_marks(locator, units, plan.paired, chunk.phoneme_alignments)
+                first = plan.first if plan.paired else next_word
+                words = espeak_words[first : plan.stop if plan.paired else len(espeak_words)]
+                timings, aligned = align_words(
+                    [word.phonemes for word in words], phoneme_words(chunk.phoneme_alignments),
+                    free_end=not plan.paired,
+                )
+                next_word = first + aligned
+                marks = locator.timed_marks(
+                    word_units[first:next_word], [(t.start, t.end) for t in timings],
+                    [not t.exact for t in timings], self.sample_rate_hz,
+                )
             yield SpeechChunk(pcm=pcm, marks=marks)
-
-    def _chunk_marks(
-        self, locator: WordLocator, units: Sequence[tuple[int, int]], paired: bool,
-        alignments: Sequence[PhonemeAlignment],
-    ) -> tuple[WordMark, ...]:
-        """Exact marks when the chunk's phoneme words pair one to one with its espeak-ng words,
-        else proportional marks over the speech (first word start to last word end)."""
-        spans = word_sample_spans(alignments)
-        if paired and len(spans) == len(units):
-            return locator.exact_marks(units, spans, self.sample_rate_hz)
-        if not spans:
-            return ()
-        return locator.proportional_marks(units, spans[0][0], spans[-1][1], self.sample_rate_hz)
 
 
 def _terminate(options: onnxruntime.RunOptions) -> None:

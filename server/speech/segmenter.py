@@ -1,7 +1,10 @@
-"""Split a streamed reply into the pieces handed to TTS: the first clause early, then sentences.
+"""Split a streamed reply into the pieces handed to TTS: a short first piece, then sentences, and
+inside an over-long sentence clauses or, failing those, runs of words.
 
 Sans-I/O: a plain object fed with text deltas; it returns code-point spans into the reply's full
-text (the concatenation of every delta fed so far).
+text (the concatenation of every delta fed so far). Pieces end only between written tokens
+(after whitespace, or between two CJK characters), so a piece boundary never splits a token and
+the reply text (which word marks index) is not changed.
 """
 
 from __future__ import annotations
@@ -35,9 +38,41 @@ _ABBREVIATIONS = frozenset(
 )
 _INITIALISM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 
+# Words a long piece may be split before: a clause starts there (coordinating and common
+# subordinating conjunctions, relative pronouns).
+_CONJUNCTIONS = (
+    "and", "but", "or", "nor", "so", "yet", "because", "although", "though", "while",
+    "whereas", "which", "who", "whose", "where", "when", "unless", "until", "since", "if",
+)
+_CONJUNCTION = re.compile(rf"(?<=\s)(?:{'|'.join(_CONJUNCTIONS)})(?=\s)", re.IGNORECASE)
+_WHITESPACE = re.compile(r"\s+")
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
+
 FIRST_CLAUSE_MIN_WORDS = 3
 """Words before a clause mark that may end the first span early: shorter fragments ("Yes,")
-sound clipped when synthesised alone (project design: first clause early, after >= 3 words)."""
+sound clipped when synthesised alone (project design: first clause early, after >= 3 words).
+Also the fewest words before a split inside an over-long sentence."""
+
+FIRST_PIECE_MAX_WORDS = 8
+"""Most words of the first piece of a reply. Piper's time to the first audio grows with the
+piece's length (it synthesizes a piece in one ONNX run): measured on this 2-core machine under
+shared load with `PYTHONPATH=. python /tmp/st_piper_speed.py` (warm, deterministic voice, best of
+3): 3 / 5 / 8 / 12 words took 333 / 493 / 903 / 2361 ms for 0.95 / 1.71 / 2.51 / 3.73 s of audio;
+DESIGN.md section 6 gives RTF about 0.05 and 0.17-0.22 s for a first sentence on a quiet
+machine, so 8 words (about 2.5 s of audio) cost about 125 ms of synthesis there. 8 keeps the
+usual opening sentence ("Yes, I can help you place your order.") whole."""
+
+FIRST_PIECE_SPLIT_WORDS = 6
+"""Most words of a first piece that has to be cut out of its sentence (no clause mark or
+sentence end within FIRST_PIECE_MAX_WORDS): its prosody is already broken there, so it is as
+short as the usual opening clause (measured above: 6 words, about 2 s of audio, cost 613 ms
+under load against 903 ms for 8; on a quiet machine RTF 0.05 makes that about 100 ms)."""
+
+MAX_PIECE_WORDS = 16
+"""Most words of any later piece (about 5 s of Piper audio, measured above: 16 words gave
+4.73 s). A longer sentence is split at its last clause mark, else before its last conjunction,
+else after its 16th word. Bounds Piper's memory and time per ONNX run whatever the reply's
+length (one 600-word sentence took 64.6 s and 3.7 GB as one run, issue 12)."""
 
 
 class SpeechSegmenter:
@@ -47,12 +82,19 @@ class SpeechSegmenter:
     been called; each span includes the whitespace that follows it. The first span ends at the
     first clause boundary (",", ";", ":", a dash, or their CJK forms) after at least
     FIRST_CLAUSE_MIN_WORDS words, or at the first sentence end, whichever comes first, so that
-    TTS can start early; every later span is a whole sentence. A sentence ends at . ! ? or an
-    ellipsis followed by whitespace, at a CJK full stop, exclamation or question mark (no
-    whitespace needed), or at a line break. A period after a known abbreviation ("Dr.", "Mr."),
-    after an initialism ("e.g.", "U.S.A."), inside a number ("3.5", "$9.05"), or followed by a
-    lower-case word ends no sentence; nor does punctuation right after whitespace or an opening
-    quote ('"... 7, 6,"').
+    TTS can start early; every later span is a whole sentence. A span never holds more than
+    FIRST_PIECE_MAX_WORDS (first span) or MAX_PIECE_WORDS (later spans) words (letter/digit
+    runs; a CJK character is one word) unless one written token alone has more: an over-long
+    first span ends before its first conjunction ("and", "because", "which"...) after at least
+    FIRST_CLAUSE_MIN_WORDS and at most FIRST_PIECE_SPLIT_WORDS words, else after its
+    FIRST_PIECE_SPLIT_WORDS-th word; an over-long later
+    span ends at its last clause boundary, else before its last conjunction (both after at least
+    FIRST_CLAUSE_MIN_WORDS words), else after its last word within the limit. A sentence ends
+    at . ! ? or an ellipsis followed by whitespace, at a CJK full stop, exclamation or question
+    mark (no whitespace needed), or at a line break. A period after a known abbreviation
+    ("Dr.", "Mr."), after an initialism ("e.g.", "U.S.A."), inside a number ("3.5", "$9.05"), or
+    followed by a lower-case word ends no sentence; nor does punctuation right after whitespace
+    or an opening quote ('"... 7, 6,"').
 
     A boundary is emitted only once the next non-whitespace character has arrived (or at
     `flush()`), so the trailing whitespace is complete and the spans do not depend on how the
@@ -61,13 +103,16 @@ class SpeechSegmenter:
 
     Args:
         first_clause: emit the first span early at a clause boundary (default True); when False
-            every span is a whole sentence.
+            the first span is a sentence too (or a piece of one, see `split_long`).
+        split_long: split over-long spans as above (default True); when False no span is split
+            for its length (whole sentences, e.g. for a responder streaming sentence by sentence).
     """
 
-    def __init__(self, *, first_clause: bool = True) -> None:
+    def __init__(self, *, first_clause: bool = True, split_long: bool = True) -> None:
         self._text = ""
         self._start = 0
         self._clause = first_clause
+        self._split_long = split_long
 
     def feed(self, delta: str) -> list[tuple[int, int]]:
         """Add a text delta; return the spans (code points, end exclusive) completed by it."""
@@ -91,7 +136,12 @@ class SpeechSegmenter:
     def _next_boundary(self) -> int | None:
         """Exclusive end of the next complete span after self._start, or None if not known yet."""
         text, start = self._text, self._start
-        for match in _BOUNDARY.finditer(text, start):
+        first = self._clause
+        limit = FIRST_PIECE_MAX_WORDS if first else MAX_PIECE_WORDS
+        overflow = _word_start(text, start, limit) if self._split_long else None
+        # Scan only up to the words beyond the limit: a boundary after them does not matter, and
+        # a run-on reply is not rescanned to its end for every piece.
+        for match in _BOUNDARY.finditer(text, start, len(text) if overflow is None else overflow):
             if match.end() == len(text):
                 return None
             before = text[start : match.start()]
@@ -106,7 +156,65 @@ class SpeechSegmenter:
             if match.group("latin") is not None and not _ends_sentence(text, start, match):
                 continue
             return match.end()
-        return None
+        if overflow is None:
+            return None
+        return _split(text, start, overflow, first=first)
+
+
+def _word_start(text: str, start: int, words: int) -> int | None:
+    """Offset of the first word after the first `words` words of text[start:] (None: none yet)."""
+    for count, match in enumerate(_WORD.finditer(text, start)):
+        if count == words:
+            return match.start()
+    return None
+
+
+def _split(text: str, start: int, overflow: int, *, first: bool) -> int | None:
+    """End of an over-long span that starts at `start` and whose words beyond the limit begin at
+    `overflow` (see `SpeechSegmenter`); None when one token runs past the limit and its end has
+    not arrived yet."""
+
+    def long_enough(end: int) -> bool:
+        return len(_WORD.findall(text, start, end)) >= FIRST_CLAUSE_MIN_WORDS
+
+    if not first:
+        clauses = [
+            match.end()
+            for match in _BOUNDARY.finditer(text, start, overflow)
+            if match.group("clause") is not None and long_enough(match.start())
+        ]
+        if clauses:
+            return clauses[-1]
+    if first:
+        overflow = _word_start(text, start, FIRST_PIECE_SPLIT_WORDS) or overflow
+    conjunctions = [
+        match.start()
+        for match in _CONJUNCTION.finditer(text, start, overflow)
+        if long_enough(match.start())
+    ]
+    if conjunctions:
+        return conjunctions[0] if first else conjunctions[-1]
+    words = _word_ends(text, start, overflow)
+    if words:
+        return words[-1]
+    later = _word_ends(text, overflow, len(text))
+    return later[0] if later and later[0] < len(text) else None
+
+
+def _word_ends(text: str, start: int, stop: int) -> list[int]:
+    """Offsets in (start, stop) (stop < len(text)) or at stop where a span may end: after a
+    whitespace run, or between two CJK characters."""
+    ends = [
+        match.end()
+        for match in _WHITESPACE.finditer(text, start, stop)
+        if match.start() > start and match.end() < len(text)
+    ]
+    ends += [
+        match.end()
+        for match in _CJK_CHAR.finditer(text, start, stop)
+        if match.end() < len(text) and _CJK_CHAR.match(text, match.end())
+    ]
+    return sorted(end for end in ends if start < end <= stop)
 
 
 def _ends_sentence(text: str, start: int, match: re.Match[str]) -> bool:

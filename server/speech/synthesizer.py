@@ -191,17 +191,33 @@ class WordLocator:
         Raises:
             ValueError: the two lists differ in length.
         """
+        return self.timed_marks(word_units, sample_spans, [False] * len(sample_spans),
+                                sample_rate_hz)
+
+    def timed_marks(
+        self, word_units: Sequence[tuple[int, int]], sample_spans: Sequence[tuple[int, int]],
+        estimated: Sequence[bool], sample_rate_hz: int,
+    ) -> tuple[WordMark, ...]:
+        """Like `exact_marks`, with `estimated[i]` telling whether word i's span is an estimate;
+        a mark is estimated when any of its words is. () when the text has no units.
+
+        Raises:
+            ValueError: the three lists differ in length.
+        """
         if not self._units:
             return ()
-        if len(word_units) != len(sample_spans):
+        if not len(word_units) == len(sample_spans) == len(estimated):
             raise ValueError("every engine word needs exactly one sample span")
-        groups: list[tuple[int, int, int, int]] = []
-        for (first, last), (start, end) in zip(word_units, sample_spans, strict=True):
+        groups: list[tuple[int, int, int, int, bool]] = []
+        for (first, last), (start, end), guess in zip(
+            word_units, sample_spans, estimated, strict=True
+        ):
             if groups and groups[-1][0] == first:
-                groups[-1] = (first, max(last, groups[-1][1]), groups[-1][2], end)
+                previous = groups[-1]
+                groups[-1] = (first, max(last, previous[1]), previous[2], end, previous[4] or guess)
             else:
-                groups.append((first, last, start, end))
-        return self._marks(groups, sample_rate_hz, estimated=False)
+                groups.append((first, last, start, end, guess))
+        return self._marks(groups, sample_rate_hz)
 
     def proportional_marks(
         self, word_units: Sequence[tuple[int, int]], start_sample: int, end_sample: int,
@@ -220,26 +236,26 @@ class WordLocator:
         weights = [max(len(self._units[unit].spoken), 1) for unit in chosen]
         total = sum(weights)
         span = end_sample - start_sample
-        groups: list[tuple[int, int, int, int]] = []
+        groups: list[tuple[int, int, int, int, bool]] = []
         done = 0
         for unit, weight in zip(chosen, weights, strict=True):
             start = start_sample + span * done // total
             done += weight
-            groups.append((unit, unit, start, start_sample + span * done // total))
-        return self._marks(groups, sample_rate_hz, estimated=True)
+            groups.append((unit, unit, start, start_sample + span * done // total, True))
+        return self._marks(groups, sample_rate_hz)
 
     def _unit_text(self, index: int) -> str:
         unit = self._units[index]
         return self._speakable.original[unit.start : unit.end]
 
     def _marks(
-        self, groups: Sequence[tuple[int, int, int, int]], sample_rate_hz: int, *, estimated: bool
+        self, groups: Sequence[tuple[int, int, int, int, bool]], sample_rate_hz: int
     ) -> tuple[WordMark, ...]:
-        """(first unit, last unit, start sample, end sample) groups to marks. End rounds up
-        (never claims a partly rendered word); a start that would fall before the previous end
-        (a shared boundary sample) is moved to that end, so marks never overlap."""
+        """(first unit, last unit, start sample, end sample, estimated) groups to marks. End
+        rounds up (never claims a partly rendered word); a start that would fall before the
+        previous end (a shared boundary sample) is moved to that end, so marks never overlap."""
         marks: list[WordMark] = []
-        for first, last, start, end in groups:
+        for first, last, start, end, estimated in groups:
             start_ms, end_ms = samples_to_ms(start, end, sample_rate_hz)
             if marks:
                 start_ms = max(start_ms, marks[-1].end_ms)
