@@ -24,7 +24,7 @@ Sans-I/O: plain objects and numpy. Constants and the measurements behind them ar
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -88,7 +88,47 @@ could start a turn: its band levels are then mostly the noise floor."""
 MIC_RATE_HZ = 16_000
 """Rate of the microphone stream `EchoDetector` takes (the VAD's)."""
 
-_KEEP_MS = MAX_SPAN_MS + LEAD_IN_MS + 1000
+NOISE_HISTORY_MS = 4000
+"""Microphone levels kept for the noise floor estimate (ms): long enough that speech, even
+dense speech, leaves pauses and closures in it."""
+
+NOISE_PERCENTILE = 5.0
+"""The microphone's noise floor in each band: this percentile of its levels over
+`NOISE_HISTORY_MS` (a minimum-statistics estimate, after R. Martin, "Noise power spectral
+density estimation based on optimal smoothing and minimum statistics", IEEE Trans. Speech and
+Audio Processing 9(5), 2001, without the bias compensation: the margin below covers it)."""
+
+NOISE_MARGIN_DB = 6.0
+"""Band levels less than this above the noise floor are raised to it, in the microphone and in
+the reference mapped onto the microphone's level: what the noise masks is not compared. Without
+it an echo 15 dB over a pink noise floor correlated 0.5-0.86 (its quiet frames are the noise's
+random levels, the reference's are its own); with it 0.9 and above."""
+
+REVERB_DECAY_DB_PER_FRAME = 60.0 * FRAME_MS / 500
+"""Decay of the reverberant reference (dB per frame): a room with a 500 ms reverberation time
+(RT60, the time sound takes to decay by 60 dB; living rooms and offices are 300-600 ms). The
+reference is compared dry and with this tail (every level at least the previous frame's minus
+the decay), and the better match counts: the room keeps the end of every word, and of the
+reply, sounding after the reply's audio fell silent."""
+
+WEAK_ECHO_CORRELATION = 0.5
+"""A stretch correlating at least this well with the reply is echo when nothing in it is
+unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
+echo only 5 dB over a -50 dBFS RMS pink noise floor correlated 0.69-0.92 with zero excess; a
+person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo."""
+
+EXCESS_DB = 6.0
+"""A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
+else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
+20-40 ms of the onset and 10-18 dB later."""
+
+UNEXPLAINED_SHARE = 0.1
+"""Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
+
+EXCESS_GAIN_RANGE_DB = 20.0
+"""Reference frames within this of the reference's loudest (per band) set the echo's gain."""
+
+_KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS)
 
 
 class BandEnvelope:
@@ -184,7 +224,7 @@ class EchoReference:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class EchoMatch:
     """The best match of a microphone stretch with the reply.
 
@@ -192,10 +232,23 @@ class EchoMatch:
         correlation: normalized correlation in [-1, 1] (0.0 when nothing could be compared).
         lag_ms: how far the microphone was behind the estimated playing position at that
             correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
+        excess_db: per compared frame, how far the microphone rose above the echo (the
+            reference at that lag, at the gain the echo has) plus the noise floor (dB, >= 0):
+            what someone else in the room added (`_excess_db`).
+        first_ms: stream position (ms) where the first compared frame's step begins; frame i
+            covers [first_ms + 10 i, first_ms + 10 i + 10).
     """
 
     correlation: float
     lag_ms: int
+    excess_db: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    first_ms: int = 0
+
+    def unexplained_share(self, from_ms: int) -> float:
+        """Share of the compared frames from `from_ms` on whose `excess_db` reaches
+        `EXCESS_DB` (0.0 when there are none)."""
+        excess = self.excess_db[max(0, (from_ms - self.first_ms) // FRAME_MS):]
+        return float(np.mean(excess >= EXCESS_DB)) if excess.size else 0.0
 
 
 class EchoDetector:
@@ -272,24 +325,99 @@ class EchoDetector:
         count = hi - lo
         first_ref = self._first + lo + shift - max_lag
         block = reference.levels(first_ref, count + max_lag - min_lag)
-        mic = _centered(self._levels[lo:hi])
-        windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
-        windows = np.moveaxis(windows, -1, 1)
-        windows = np.maximum(windows, block.max() - DYNAMIC_RANGE_DB)
-        windows = windows - windows.mean(axis=1, keepdims=True)
-        numerator = np.einsum("lnb,nb->l", windows, mic)
-        energy = np.einsum("lnb,lnb->l", windows, windows) * float(np.sum(mic * mic))
-        scores = np.where(energy > 1e-9, numerator / np.sqrt(np.maximum(energy, 1e-9)), 0.0)
-        best = int(np.argmax(scores))
-        return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
+        floor = self.noise_floor() + NOISE_MARGIN_DB
+        mic = self._levels[lo:hi]
+        mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
+        mic = mic - mic.mean(axis=0)
+        raw = self._levels[lo:hi]
+        best, aligned = EchoMatch(0.0, 0), block[:count]
+        for candidate in (block, _reverberant(block)):
+            match = _best_lag(candidate, mic, raw.max(axis=0), floor, max_lag)
+            if match.correlation > best.correlation:
+                best = match
+                index = max_lag - match.lag_ms // FRAME_MS
+                aligned = candidate[index:index + count]
+        excess = _excess_db(raw, aligned, floor)
+        return EchoMatch(best.correlation, best.lag_ms, excess, (self._first + lo) * FRAME_MS)
+
+    def noise_floor(self) -> np.ndarray:
+        """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
+        the levels of the last `NOISE_HISTORY_MS`; `SILENCE_DB` before 1 s was heard."""
+        recent = self._levels[-(NOISE_HISTORY_MS // FRAME_MS):]
+        if len(recent) < 1000 // FRAME_MS:
+            return np.full(len(BAND_EDGES_HZ) - 1, SILENCE_DB)
+        return np.percentile(recent, NOISE_PERCENTILE, axis=0)
 
     def is_echo(self, start_ms: int, end_ms: int) -> bool:
         """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
-        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`."""
-        return self.match(start_ms, end_ms).correlation >= ECHO_CORRELATION
+        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
+        `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
+        levels (less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them)."""
+        match = self.match(start_ms, end_ms)
+        if match.correlation >= ECHO_CORRELATION:
+            return True
+        return (match.correlation >= WEAK_ECHO_CORRELATION
+                and match.unexplained_share(start_ms) < UNEXPLAINED_SHARE)
 
 
-def _centered(levels: np.ndarray) -> np.ndarray:
-    """`levels` with the `DYNAMIC_RANGE_DB` floor, minus each band's mean."""
-    floored = np.maximum(levels, levels.max() - DYNAMIC_RANGE_DB)
-    return floored - floored.mean(axis=0)
+def _reverberant(levels: np.ndarray) -> np.ndarray:
+    """`levels` (frames, bands) with a reverberant tail: each frame at least the previous
+    one's level minus `REVERB_DECAY_DB_PER_FRAME` (a running maximum of level + decay x frame,
+    minus decay x frame)."""
+    ramp = REVERB_DECAY_DB_PER_FRAME * np.arange(len(levels))[:, None]
+    return np.maximum.accumulate(levels + ramp, axis=0) - ramp
+
+
+def _best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.ndarray,
+              max_lag: int) -> EchoMatch:
+    """The lag (within `block`) at which the reference correlates best with `mic`.
+
+    Args:
+        block: reference levels (count + lags - 1, bands): the window of lag index i is
+            block[i : i + count].
+        mic: the microphone's levels (count, bands), floored and centred per band.
+        mic_top: the microphone's loudest level per band before flooring (dB).
+        floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
+        max_lag: the lag (frames) of window 0.
+
+    Each window is mapped to the microphone's level (per band, its loudest frame to the
+    microphone's loudest), floored where that mapping puts it under `floor` and within
+    `DYNAMIC_RANGE_DB` of its own loudest, centred per band and correlated (Pearson's r).
+    """
+    count = len(mic)
+    windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
+    windows = np.moveaxis(windows, -1, 1)
+    gain = mic_top - windows.max(axis=1)
+    windows = np.maximum(windows, np.maximum(floor - gain, block.max() - DYNAMIC_RANGE_DB)[
+        :, None, :])
+    windows = windows - windows.mean(axis=1, keepdims=True)
+    numerator = np.einsum("lnb,nb->l", windows, mic)
+    energy = np.einsum("lnb,lnb->l", windows, windows) * float(np.sum(mic * mic))
+    scores = np.where(energy > 1e-9, numerator / np.sqrt(np.maximum(energy, 1e-9)), 0.0)
+    best = int(np.argmax(scores))
+    return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
+
+
+def _excess_db(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per frame, how far the microphone rises above what the echo and the noise explain (dB,
+    mean over bands of the positive part).
+
+    Args:
+        mic: the microphone's levels (frames, bands).
+        aligned: the reference's levels at the best lag (frames, bands).
+        floor: the noise floor plus `NOISE_MARGIN_DB` per band.
+
+    The echo's gain per band is the 25th percentile of microphone minus reference over the
+    frames where the reference is within `EXCESS_GAIN_RANGE_DB` of its loudest and the
+    microphone above `floor` (a low percentile: frames where someone talks over the echo raise
+    the difference, never lower it); a band without such frames has no audible echo. The
+    explained level is the echo's (reference plus gain) plus the floor, in power.
+    """
+    audible = (aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB) & (mic >= floor)
+    gain = np.full(mic.shape[1], -np.inf)
+    for band in range(mic.shape[1]):
+        differences = (mic - aligned)[audible[:, band], band]
+        if differences.size:
+            gain[band] = np.percentile(differences, 25.0)
+    explained = 10.0 * np.log10(10.0 ** ((aligned + gain) / 10.0) + 10.0 ** (floor / 10.0))
+    return np.maximum(mic - explained, 0.0).mean(axis=1)

@@ -58,8 +58,10 @@ class InputSpeechDetector:
         """Run VAD over appended PCM16 LE mono; return the turn events it completes.
 
         `assistant_playing` raises the detection threshold against the assistant's own voice
-        leaking into the microphone (`TurnDetectionConfig.echo_threshold`) and turns on the echo
-        gate, which compares the microphone with `reference`, the envelope of the reply being
+        leaking into the microphone (`TurnDetectionConfig.echo_threshold`), and so does a
+        `playback_ms` with its `reference` after playback ended (the echo's tail: the session
+        gives them for `server.listening.echo.ECHO_TAIL_MS` after the last ACK). The echo
+        gate compares the microphone with `reference`, the envelope of the reply being
         played, around `playback_ms`, the reply position (ms) estimated to be playing when this
         audio arrived (`EchoDetector.feed`; either None: nothing to compare, the gate stays
         open). Event positions are on the input timeline (ms).
@@ -67,7 +69,8 @@ class InputSpeechDetector:
         samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         pcm_16k = self._resampler.resample_chunk(samples)
         self._echo.feed(pcm_16k, playback_ms, reference)
-        self._turns.assistant_playing = assistant_playing
+        self._turns.assistant_playing = assistant_playing or (
+            playback_ms is not None and reference is not None)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
