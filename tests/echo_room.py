@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,8 @@ SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
               "silence_duration_ms": 500, "create_response": True, "interrupt_response": True}
 """The turn detection the page asks for (web/mic-control.js)."""
 TRANSCRIPT = "conversation.item.input_audio_transcription.completed"
+NOISE_MS = 60_000
+"""Noise floor generated per page; a longer session hears it again from its start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,8 @@ class Room:
     """The echo path from the page's loudspeaker to its microphone.
 
     Attributes:
-        echo_gain_db: level of the echo relative to the played audio (dB).
+        echo_gain_db: level of the echo relative to the played audio (dB); None: no echo (a
+            headset).
         echo_lag_ms: delay of the echo behind playback (ms): output + capture latency.
         noise_dbfs: RMS level of the pink noise floor (dBFS; None: digital silence).
         rt60_ms: reverberation time (ms) of an exponentially decaying noise tail added to the
@@ -53,7 +58,7 @@ class Room:
         seed: seed of the noise floor and the reverberant tail.
     """
 
-    echo_gain_db: float = -30.0
+    echo_gain_db: float | None = -30.0
     echo_lag_ms: int = 150
     noise_dbfs: float | None = -60.0
     rt60_ms: float = 0.0
@@ -63,6 +68,8 @@ class Room:
         """The echo path's impulse response at `RATE_HZ`, times the echo gain: a unit direct
         path, then (with `rt60_ms`) Gaussian noise decaying 60 dB over `rt60_ms`, scaled to the
         direct path's energy."""
+        if self.echo_gain_db is None:
+            return np.zeros(1, dtype=np.float32)
         gain = 10.0 ** (self.echo_gain_db / 20.0)
         if self.rt60_ms <= 0:
             return np.array([gain], dtype=np.float32)
@@ -78,14 +85,14 @@ class Room:
         samples = round(duration_ms * RATE_HZ / 1000)
         if self.noise_dbfs is None:
             return np.zeros(samples, dtype=np.float32)
-        rng = np.random.default_rng(self.seed)
-        pink = resample(fx.pink_noise(rng, duration_ms), fx.RATE_HZ, RATE_HZ)[:samples]
-        rms = float(np.sqrt(np.mean(pink.astype(np.float64) ** 2)))
-        return (pink * (10.0 ** (self.noise_dbfs / 20.0) / rms)).astype(np.float32)
+        pink = _pink_noise(self.seed, duration_ms)[:samples]
+        return (pink * 10.0 ** (self.noise_dbfs / 20.0)).astype(np.float32)
 
     def describe(self) -> str:
-        """A short label: "-30 dB, 150 ms, -60 dBFS" (+ ", RT60 300 ms")."""
+        """A short label: "-30 dB, 150 ms, -60 dBFS" (+ ", RT60 300 ms"), "no echo, -60 dBFS"."""
         noise = "no noise" if self.noise_dbfs is None else f"{self.noise_dbfs:.0f} dBFS"
+        if self.echo_gain_db is None:
+            return f"no echo, {noise}"
         text = f"{self.echo_gain_db:.0f} dB, {self.echo_lag_ms} ms, {noise}"
         return text + (f", RT60 {self.rt60_ms:.0f} ms" if self.rt60_ms else "")
 
@@ -132,7 +139,7 @@ class RoomPage:
         self.person = person
         self.person_at_ms = person_at_ms
         self._impulse = room.impulse_response()
-        self._noise = room.noise(120_000)
+        self._noise = room.noise(NOISE_MS)
         self._reply = np.zeros(0, dtype=np.float32)
         self._speaker: list[np.ndarray] = []
         self._speaker_samples = 0
@@ -294,8 +301,17 @@ class RoomPage:
                 onset_ms, _ = fx.active_span_ms(resample(self.person, RATE_HZ, fx.RATE_HZ))
                 self._result.person_onset_ms = at * 1000 / RATE_HZ + onset_ms
             heard += _window(self.person, start - at, count)
-        heard += _window(self._noise, start, count)
+        heard += _window(self._noise, start % self._noise.size, count)
         return np.clip(heard, -1.0, 1.0)
+
+
+@functools.cache
+def _pink_noise(seed: int, duration_ms: float) -> np.ndarray:
+    """Seeded pink noise at `RATE_HZ`, 0 dBFS RMS (read-only: shared by every caller)."""
+    pink = resample(fx.pink_noise(np.random.default_rng(seed), duration_ms), fx.RATE_HZ, RATE_HZ)
+    pink = pink / float(np.sqrt(np.mean(pink.astype(np.float64) ** 2)))
+    pink.setflags(write=False)
+    return pink
 
 
 def _window(signal: np.ndarray, first: int, count: int) -> np.ndarray:
@@ -305,3 +321,21 @@ def _window(signal: np.ndarray, first: int, count: int) -> np.ndarray:
     if hi > lo:
         out[lo - first:hi - first] = signal[lo:hi]
     return out
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of `text` (letters, digits, apostrophes), for word error rates."""
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def word_errors(reference: str, hypothesis: str) -> int:
+    """Substitutions + deletions + insertions turning `reference`'s words into `hypothesis`'s
+    (Levenshtein distance over `words`); the word error rate is this over the reference's
+    word count."""
+    ref, hyp = words(reference), words(hypothesis)
+    row = list(range(len(hyp) + 1))
+    for i, word in enumerate(ref, start=1):
+        previous, row = row, [i] + [0] * len(hyp)
+        for j, heard in enumerate(hyp, start=1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (word != heard))
+    return row[-1]

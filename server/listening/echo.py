@@ -16,7 +16,16 @@ unknown delay is searched over `LAG_RANGE_MS`.
 - `EchoReference` holds the envelope of one reply's audio, indexed by its position in the
   reply (ms), recorded by the I/O layer as the audio is queued for sending.
 - `EchoDetector` keeps the microphone's envelope at 16 kHz, each frame tagged with the reply
-  position the session estimated was playing when it arrived, and answers `is_echo`.
+  position the session estimated was playing when it arrived, and answers `is_echo` and
+  `voice_onset_ms`.
+
+A room adds two things the reply does not hold. Its noise floor: band levels near it are the
+noise's random levels, not the echo's, so both envelopes are floored at the microphone's noise
+floor (a minimum-statistics estimate) before they are compared. Its reverberation: the end of
+every word, and of the reply, keeps sounding after the reply's audio fell silent, so the
+reference is also compared with a decaying tail. And the level model behind the correlation
+says what a person adds: the microphone's excess over the echo (reference plus the echo's gain)
+plus the noise, per frame, which marks where someone else's voice begins.
 
 Sans-I/O: plain objects and numpy. Constants and the measurements behind them are with each.
 """
@@ -83,7 +92,8 @@ dBFS peak over that echo at about -25 dBFS peak: the correlation falls from 0.97
 onset to 0.5-0.8 within 100-250 ms; the turn started 180-474 ms after the onset (median 256;
 with 0.85: median 234, same worst case; with 0.7 and 0.6 the worst cases grew past 1.1 s). An
 echo at -50 dBFS peak without AGC, 15 dB over that noise floor, correlated down to 0.77 and
-could start a turn: its band levels are then mostly the noise floor."""
+could start a turn: its band levels are then mostly the noise floor (since then compared above
+the noise floor, `NOISE_MARGIN_DB`, with `WEAK_ECHO_CORRELATION` for what remains)."""
 
 MIC_RATE_HZ = 16_000
 """Rate of the microphone stream `EchoDetector` takes (the VAD's)."""
@@ -121,6 +131,13 @@ EXCESS_DB = 6.0
 """A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
 else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
 20-40 ms of the onset and 10-18 dB later."""
+
+ONSET_RUN_FRAMES = 3
+"""Consecutive frames above `EXCESS_DB` that mark a voice onset (30 ms)."""
+
+ONSET_EDGE_DB = 1.5
+"""Excess (dB) of the frames right before such a run that still belong to the voice: its
+rising edge, e.g. the breath of an "h"."""
 
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
@@ -304,15 +321,52 @@ class EchoDetector:
 
         The microphone frames are mapped to reply positions by the median of their tags
         (position - stream time; the median is robust to the jitter of append arrival); for
-        each lag the reference frames at those positions minus the lag are taken. Both stretches
-        get the `DYNAMIC_RANGE_DB` floor and lose each band's mean; the correlation is the sum
-        of their products over the root of the products of their sums of squares (Pearson's r
-        over all bands and frames with per-band means). Correlation 0.0 when fewer than
-        `MIN_FRAMES` frames are tagged, or either stretch is constant.
+        each lag the reference frames at those positions minus the lag are taken, dry and with
+        a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
+        `DYNAMIC_RANGE_DB` floor and the noise floor (`noise_floor` + `NOISE_MARGIN_DB`, for
+        the reference at the level the echo has: its loudest frame per band mapped to the
+        microphone's) and lose each band's mean; the correlation is the sum of their products
+        over the root of the products of their sums of squares (Pearson's r over all bands and
+        frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
+        tagged, or either stretch is constant. `excess_db` is computed at the best lag.
         """
-        reference = self._reference
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        hi = end_ms // FRAME_MS - self._first
+        return self._compare(lo, end_ms // FRAME_MS - self._first, 0)
+
+    def voice_onset_ms(self, from_ms: int, end_ms: int) -> int | None:
+        """Where a sound the reply does not explain begins, searching from `from_ms` to
+        `end_ms` (ms on this stream).
+
+        The echo's lag and gain are those of the `LEAD_IN_MS` before `from_ms` (the audio the
+        turn does not reach back into: echo, if anything); with them, the start of the first
+        run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo and the
+        noise (`EchoMatch.excess_db`) reaches `EXCESS_DB`, moved back over the frames right
+        before it that already rose `ONSET_EDGE_DB` above them (a soft onset). None when
+        nothing could be compared (no reply, too few tagged frames) or no such run exists:
+        nothing tells the person from the echo."""
+        hi = from_ms // FRAME_MS - self._first
+        lo = hi - LEAD_IN_MS // FRAME_MS
+        match = self._compare(max(lo, 0), hi, max(end_ms // FRAME_MS - self._first - hi, 0))
+        if match.correlation == 0.0 or match.excess_db.size == 0:
+            return None
+        first = max(0, (from_ms - match.first_ms) // FRAME_MS)
+        loud = match.excess_db[first:] >= EXCESS_DB
+        if loud.size < ONSET_RUN_FRAMES:
+            return None
+        runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
+        found = np.flatnonzero(runs)
+        if found.size == 0:
+            return None
+        index = first + int(found[0])
+        while index > first and match.excess_db[index - 1] >= ONSET_EDGE_DB:
+            index -= 1
+        return match.first_ms + index * FRAME_MS
+
+    def _compare(self, lo: int, hi: int, extra: int) -> EchoMatch:
+        """`match` over the kept frames [lo, hi) (indices into the kept levels), with
+        `excess_db` for those and the `extra` frames after them, at the lag and echo gain
+        found on [lo, hi)."""
+        reference = self._reference
         lo, hi = max(lo, 0), min(hi, len(self._levels))
         if reference is None or hi - lo < MIN_FRAMES:
             return EchoMatch(0.0, 0)
@@ -320,25 +374,28 @@ class EchoDetector:
         tagged = offsets[~np.isnan(offsets)]
         if tagged.size < MIN_FRAMES:
             return EchoMatch(0.0, 0)
+        extra = min(extra, len(self._levels) - hi)
         shift = round(float(np.median(tagged)) / FRAME_MS)
         min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
         count = hi - lo
         first_ref = self._first + lo + shift - max_lag
-        block = reference.levels(first_ref, count + max_lag - min_lag)
+        block = reference.levels(first_ref, count + extra + max_lag - min_lag)
         floor = self.noise_floor() + NOISE_MARGIN_DB
-        mic = self._levels[lo:hi]
+        raw = self._levels[lo:hi + extra]
+        mic = raw[:count]
         mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
         mic = mic - mic.mean(axis=0)
-        raw = self._levels[lo:hi]
-        best, aligned = EchoMatch(0.0, 0), block[:count]
+        best, aligned = EchoMatch(0.0, 0), block[:count + extra]
         for candidate in (block, _reverberant(block)):
-            match = _best_lag(candidate, mic, raw.max(axis=0), floor, max_lag)
+            match = _best_lag(candidate[:count + max_lag - min_lag], mic,
+                              raw[:count].max(axis=0), floor, max_lag)
             if match.correlation > best.correlation:
                 best = match
                 index = max_lag - match.lag_ms // FRAME_MS
-                aligned = candidate[index:index + count]
-        excess = _excess_db(raw, aligned, floor)
-        return EchoMatch(best.correlation, best.lag_ms, excess, (self._first + lo) * FRAME_MS)
+                aligned = candidate[index:index + count + extra]
+        gain = _echo_gain(raw[:count], aligned[:count], floor)
+        return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
+                         (self._first + lo) * FRAME_MS)
 
     def noise_floor(self) -> np.ndarray:
         """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
@@ -398,20 +455,18 @@ def _best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np
     return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
 
 
-def _excess_db(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """Per frame, how far the microphone rises above what the echo and the noise explain (dB,
-    mean over bands of the positive part).
+def _echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The echo's gain per band (dB, microphone over reference; -inf: no audible echo).
 
     Args:
         mic: the microphone's levels (frames, bands).
         aligned: the reference's levels at the best lag (frames, bands).
         floor: the noise floor plus `NOISE_MARGIN_DB` per band.
 
-    The echo's gain per band is the 25th percentile of microphone minus reference over the
-    frames where the reference is within `EXCESS_GAIN_RANGE_DB` of its loudest and the
-    microphone above `floor` (a low percentile: frames where someone talks over the echo raise
-    the difference, never lower it); a band without such frames has no audible echo. The
-    explained level is the echo's (reference plus gain) plus the floor, in power.
+    The 25th percentile of microphone minus reference over the frames where the reference is
+    within `EXCESS_GAIN_RANGE_DB` of its loudest and the microphone above `floor` (a low
+    percentile: frames where someone talks over the echo raise the difference, never lower
+    it); a band without such frames has no audible echo.
     """
     audible = (aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB) & (mic >= floor)
     gain = np.full(mic.shape[1], -np.inf)
@@ -419,5 +474,13 @@ def _excess_db(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.nd
         differences = (mic - aligned)[audible[:, band], band]
         if differences.size:
             gain[band] = np.percentile(differences, 25.0)
+    return gain
+
+
+def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
+               floor: np.ndarray) -> np.ndarray:
+    """Per frame, how far the microphone (frames, bands) rises above what the echo (`aligned`
+    reference levels plus `gain`) and the noise (`floor`) explain, added in power (dB, mean
+    over bands of the positive part)."""
     explained = 10.0 * np.log10(10.0 ** ((aligned + gain) / 10.0) + 10.0 ** (floor / 10.0))
     return np.maximum(mic - explained, 0.0).mean(axis=1)

@@ -7,8 +7,9 @@ streaming Silero VAD, and the `TurnDetector` state machine configured from the s
 (`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`). While a reply plays,
 `server.listening.echo.EchoDetector` follows
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
-the reply being played is the assistant's own voice, not a person. Positions are ms on the
-session's input timeline.
+the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
+turn's audio starts where the person's sound rises above the echo, not with the echo before it.
+Positions are ms on the session's input timeline.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class InputSpeechDetector:
         ))
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo
+        self._turns.voice_onset = self._echo.voice_onset_ms
 
     def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
              reference: EchoReference | None = None) -> list[TurnEvent]:

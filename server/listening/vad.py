@@ -291,6 +291,10 @@ ONSET_LOOKBACK_MS = 64
 """How far the speech start reaches back over windows >= threshold - hysteresis right before
 the first window >= threshold (the soft start of "Wait" scores 0.41 in the window before)."""
 
+VOICE_ONSET_MARGIN_MS = 40
+"""Audio kept before the voice onset the echo detector locates (ms): its 10 ms frames analyse
+30 ms, and the first sound of a word may be fainter than the echo under it."""
+
 MODULATION_FLOOR_DB = 30.0
 """Windows this far below the loudest recent one do not count for `min_level_range_db` (the
 silence right after a hum stops, which Silero still scores at about 0.6)."""
@@ -327,7 +331,11 @@ class TurnDetector:
     on the gate is asked on every window, each rejection moves the candidate's start to that
     window's end, and the turn starts once `min_speech_ms` of speech passed the gate on every
     window (so a cough over the echo does not start one), reaching back over no echo (only
-    `prefix_padding_ms` does).
+    `prefix_padding_ms` does). `voice_onset(from_ms, window_end_ms)` (set by the caller, None:
+    none) returns where the person's own sound begins after `from_ms`, or None when it cannot
+    tell: the turn's audio then starts at that onset less `VOICE_ONSET_MARGIN_MS`, if that is
+    later than the speech start minus `prefix_padding_ms` (never after the speech start), so
+    that a committed turn does not begin with the assistant's echo.
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
@@ -335,6 +343,7 @@ class TurnDetector:
         self.config = config or TurnDetectionConfig()
         self.assistant_playing = False
         self.echo_gate: Callable[[int, int], bool] | None = None
+        self.voice_onset: Callable[[int, int], int | None] | None = None
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
         self._start_ms: int | None = None
@@ -432,7 +441,18 @@ class TurnDetector:
             return None
         self._drop_candidate()
         self._speaking = True
-        return SpeechStarted(max(start_ms - self.config.prefix_padding_ms, 0))
+        return SpeechStarted(self._audio_start(start_ms, window_end_ms))
+
+    def _audio_start(self, start_ms: int, window_end_ms: int) -> int:
+        """The turn's audio start: the speech start minus the prefix padding, but not before
+        the person's voice onset (minus `VOICE_ONSET_MARGIN_MS`) when `voice_onset` finds one
+        there: the padding holds the person's own audio, not the assistant's echo before it."""
+        padded = max(start_ms - self.config.prefix_padding_ms, 0)
+        onset = (self.voice_onset(padded, window_end_ms) if self.voice_onset is not None
+                 else None)
+        if onset is None:
+            return padded
+        return max(padded, min(onset - VOICE_ONSET_MARGIN_MS, start_ms))
 
     def _gates_open(self, start_ms: int) -> bool:
         """The level gates over the recent windows; open while a recent level is unknown."""
