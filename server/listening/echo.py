@@ -293,11 +293,13 @@ class EchoDetector:
             pcm_16k: the new samples.
             playback_ms: reply position (ms) playing when the last of these samples arrived,
                 or None when no reply plays; earlier samples map to earlier positions.
-            reference: the envelope of that reply (None: nothing to compare with). Frames fed
-                with another reference before are forgotten as comparable.
+            reference: the envelope of that reply (None: nothing to compare with; these
+                frames are untagged, the earlier ones stay comparable with the previous
+                reference: a stretch reaching back into the echo's tail is still judged).
+                Frames fed with another reference before are forgotten as comparable.
         """
         samples = np.asarray(pcm_16k, dtype=np.float32).reshape(-1)
-        if reference is not self._reference:
+        if reference is not None and reference is not self._reference:
             self._offsets[:] = np.nan
             self._reference = reference
         end_ms = (self._received + samples.size) * 1000 / MIC_RATE_HZ
@@ -386,7 +388,10 @@ class EchoDetector:
         mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
         mic = mic - mic.mean(axis=0)
         best, aligned = EchoMatch(0.0, 0), block[:count + extra]
-        for candidate in (block, _reverberant(block)):
+        for reverberant in (False, True):
+            if reverberant and best.correlation >= ECHO_CORRELATION:
+                break  # the dry reference sufficed
+            candidate = _reverberant(block) if reverberant else block
             match = _best_lag(candidate[:count + max_lag - min_lag], mic,
                               raw[:count].max(axis=0), floor, max_lag)
             if match.correlation > best.correlation:
@@ -438,19 +443,22 @@ def _best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np
         max_lag: the lag (frames) of window 0.
 
     Each window is mapped to the microphone's level (per band, its loudest frame to the
-    microphone's loudest), floored where that mapping puts it under `floor` and within
-    `DYNAMIC_RANGE_DB` of its own loudest, centred per band and correlated (Pearson's r).
+    microphone's loudest), floored where that puts it under `floor`, and within
+    `DYNAMIC_RANGE_DB` of the block's loudest, then correlated with `mic` (Pearson's r with
+    per-band means; `mic` is centred, so the numerator needs no centred windows, and their
+    centred energy is the sum of squares minus count x mean^2).
     """
     count = len(mic)
     windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
-    windows = np.moveaxis(windows, -1, 1)
-    gain = mic_top - windows.max(axis=1)
-    windows = np.maximum(windows, np.maximum(floor - gain, block.max() - DYNAMIC_RANGE_DB)[
-        :, None, :])
-    windows = windows - windows.mean(axis=1, keepdims=True)
-    numerator = np.einsum("lnb,nb->l", windows, mic)
-    energy = np.einsum("lnb,lnb->l", windows, windows) * float(np.sum(mic * mic))
-    scores = np.where(energy > 1e-9, numerator / np.sqrt(np.maximum(energy, 1e-9)), 0.0)
+    floors = np.maximum(floor - (mic_top - windows.max(axis=2)),
+                        block.max() - DYNAMIC_RANGE_DB)
+    windows = np.maximum(windows, floors[:, :, None])
+    numerator = np.einsum("lbn,nb->l", windows, mic)
+    sums = windows.sum(axis=2)
+    centred = np.maximum(np.einsum("lbn,lbn->lb", windows, windows) - sums * sums / count,
+                         0.0).sum(axis=1)
+    energy = centred * float(np.sum(mic * mic))
+    scores = np.where(energy > 1e-6, numerator / np.sqrt(np.maximum(energy, 1e-6)), 0.0)
     best = int(np.argmax(scores))
     return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
 
@@ -463,18 +471,16 @@ def _echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.nd
         aligned: the reference's levels at the best lag (frames, bands).
         floor: the noise floor plus `NOISE_MARGIN_DB` per band.
 
-    The 25th percentile of microphone minus reference over the frames where the reference is
-    within `EXCESS_GAIN_RANGE_DB` of its loudest and the microphone above `floor` (a low
-    percentile: frames where someone talks over the echo raise the difference, never lower
-    it); a band without such frames has no audible echo.
+    The 25th percentile (the lower one, no interpolation) of microphone minus reference over
+    the frames where the reference is within `EXCESS_GAIN_RANGE_DB` of its loudest and the
+    microphone above `floor` (a low percentile: frames where someone talks over the echo raise
+    the difference, never lower it); a band without such frames has no audible echo.
     """
     audible = (aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB) & (mic >= floor)
-    gain = np.full(mic.shape[1], -np.inf)
-    for band in range(mic.shape[1]):
-        differences = (mic - aligned)[audible[:, band], band]
-        if differences.size:
-            gain[band] = np.percentile(differences, 25.0)
-    return gain
+    differences = np.sort(np.where(audible, mic - aligned, np.inf), axis=0)
+    counts = audible.sum(axis=0)
+    picked = differences[(np.maximum(counts, 1) - 1) // 4, np.arange(mic.shape[1])]
+    return np.where(counts > 0, picked, -np.inf)
 
 
 def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
