@@ -98,9 +98,12 @@ async def bounded(concurrency: int, jobs: Sequence[Awaitable[T]]) -> list[T]:
 async def in_room(url: str, room: Room, prompt: str, person: np.ndarray | None = None,
                   person_at_ms: float = 0.0) -> RoomResult:
     """One session at `url`: the page in `room` plays the reply to `prompt` (with `person`
-    speaking `person_at_ms` into it)."""
+    speaking `person_at_ms` into it). Progress goes to stderr."""
     async with RealtimeClient.connect(url) as client:
-        return await RoomPage(client, room, person, person_at_ms).run(prompt)
+        result = await RoomPage(client, room, person, person_at_ms).run(prompt)
+    print(f"{room.describe()}: speech starts {result.speech_started}, transcripts "
+          f"{result.transcripts}", file=sys.stderr, flush=True)
+    return result
 
 
 def person_audio(text: str, engine: str, voice: str | None) -> np.ndarray:

@@ -40,6 +40,10 @@ SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
               "silence_duration_ms": 500, "create_response": True, "interrupt_response": True}
 """The turn detection the page asks for (web/mic-control.js)."""
 TRANSCRIPT = "conversation.item.input_audio_transcription.completed"
+SETTLE_S = 60.0
+"""Longest wait for the person's turns to be transcribed after the reply ended (s)."""
+RESPONSE_WAIT_S = 1.0
+"""How long the page listens on for responses once every turn was transcribed (s)."""
 NOISE_MS = 60_000
 """Noise floor generated per page; a longer session hears it again from its start."""
 
@@ -156,9 +160,9 @@ class RoomPage:
 
     async def run(self, prompt: str, after_ms: float = 2500.0) -> RoomResult:
         """Turn on server VAD, stream the microphone, send `prompt` (typed) and play the reply
-        until it ends or is interrupted; keep listening `after_ms` more, then wait for the
-        transcripts of the turns the server committed and their responses. Returns what
-        happened."""
+        until it ends or is interrupted; keep listening `after_ms` more, and on until every
+        turn the server started has its transcript (or was deleted; at most `SETTLE_S`), and
+        `RESPONSE_WAIT_S` more for responses to them. Returns what happened."""
         client = self.client
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
@@ -171,14 +175,15 @@ class RoomPage:
                 "type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": prompt}]}})
             await client.send({"type": "response.create"})
-            last_ack = 0
-            while (self._finished_at is None
-                   or self._mic_samples < self._finished_at + after_ms * RATE_HZ / 1000):
+            last_ack, settled_at = 0, None
+            while settled_at is None or loop.time() < settled_at + RESPONSE_WAIT_S:
                 await asyncio.sleep(TICK_MS / 1000)
                 self._take_events()
                 now = round((loop.time() - started) * RATE_HZ)
                 self._play_until(now)
                 await self._listen_until(now)
+                if settled_at is None and self._settled(after_ms):
+                    settled_at = loop.time()
                 if self._response_id is None or self._play_from is None:
                     continue
                 if self._finished_at is None and self._finished():
@@ -188,7 +193,6 @@ class RoomPage:
                         ACK_INTERVAL_MS * RATE_HZ // 1000):
                     last_ack = now
                     await client.ack(self._response_id, self.played_ms())
-            await self._await_transcripts()
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
@@ -206,19 +210,18 @@ class RoomPage:
         while True:
             await self.client.drain(0.05)
 
-    async def _await_transcripts(self) -> None:
-        """Wait until every committed turn has its transcript (or was deleted), then 1 s for a
-        response to any of them."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30.0
-        while loop.time() < deadline:
-            committed = {e["item_id"] for e in self.client.of_type("input_audio_buffer.committed")}
-            settled = ({e["item_id"] for e in self.client.of_type(TRANSCRIPT)}
-                       | {e["item_id"] for e in self.client.of_type("conversation.item.deleted")})
-            if committed <= settled:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)
+    def _settled(self, after_ms: float) -> bool:
+        """The reply ended `after_ms` ago and every turn started has its transcript or was
+        deleted (or `SETTLE_S` passed since the reply ended)."""
+        if self._finished_at is None:
+            return False
+        listened = (self._mic_samples - self._finished_at) / RATE_HZ
+        if listened < after_ms / 1000:
+            return False
+        started = {e["item_id"] for e in self.client.of_type("input_audio_buffer.speech_started")}
+        settled = ({e["item_id"] for e in self.client.of_type(TRANSCRIPT)}
+                   | {e["item_id"] for e in self.client.of_type("conversation.item.deleted")})
+        return started <= settled or listened >= SETTLE_S
 
     def _take_events(self) -> None:
         """Queue new reply audio; note interruptions, turns and later responses."""

@@ -142,6 +142,11 @@ rising edge, e.g. the breath of an "h"."""
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
 
+EXCESS_SLACK_FRAMES = 5
+"""The echo explains a microphone frame with its loudest level within this many frames
+(50 ms): the position the session estimates is playing jitters with the ACKs and appends
+(measured over loopback on a loaded machine: tags spread over 100-400 ms within a second)."""
+
 EXCESS_GAIN_RANGE_DB = 20.0
 """Reference frames within this of the reference's loudest (per band) set the echo's gain."""
 
@@ -250,8 +255,8 @@ class EchoMatch:
         lag_ms: how far the microphone was behind the estimated playing position at that
             correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
         excess_db: per compared frame, how far the microphone rose above the echo (the
-            reference at that lag, at the gain the echo has) plus the noise floor (dB, >= 0):
-            what someone else in the room added (`_excess_db`).
+            reference at that lag, at the gain the echo has in the lead-in) plus the noise
+            floor (dB, >= 0): what someone else in the room added (`_excess_db`).
         first_ms: stream position (ms) where the first compared frame's step begins; frame i
             covers [first_ms + 10 i, first_ms + 10 i + 10).
     """
@@ -333,7 +338,9 @@ class EchoDetector:
         tagged, or either stretch is constant. `excess_db` is computed at the best lag.
         """
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        return self._compare(lo, end_ms // FRAME_MS - self._first, 0)
+        lead = start_ms // FRAME_MS - self._first - max(lo, 0)
+        return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
+                             lead if lead >= MIN_FRAMES // 2 else None)
 
     def voice_onset_ms(self, from_ms: int, end_ms: int) -> int | None:
         """Where a sound the reply does not explain begins, searching from `from_ms` to
@@ -364,10 +371,12 @@ class EchoDetector:
             index -= 1
         return match.first_ms + index * FRAME_MS
 
-    def _compare(self, lo: int, hi: int, extra: int) -> EchoMatch:
+    def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None
+                 ) -> EchoMatch:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
-        `excess_db` for those and the `extra` frames after them, at the lag and echo gain
-        found on [lo, hi)."""
+        `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
+        and the echo gain found on its first `gain_frames` (None: all): the lead-in before a
+        candidate, which a person talking over the echo has not reached yet."""
         reference = self._reference
         lo, hi = max(lo, 0), min(hi, len(self._levels))
         if reference is None or hi - lo < MIN_FRAMES:
@@ -398,7 +407,8 @@ class EchoDetector:
                 best = match
                 index = max_lag - match.lag_ms // FRAME_MS
                 aligned = candidate[index:index + count + extra]
-        gain = _echo_gain(raw[:count], aligned[:count], floor)
+        known = count if gain_frames is None else gain_frames
+        gain = _echo_gain(raw[:known], aligned[:known], floor)
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
                          (self._first + lo) * FRAME_MS)
 
@@ -486,7 +496,11 @@ def _echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.nd
 def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
                floor: np.ndarray) -> np.ndarray:
     """Per frame, how far the microphone (frames, bands) rises above what the echo (`aligned`
-    reference levels plus `gain`) and the noise (`floor`) explain, added in power (dB, mean
-    over bands of the positive part)."""
-    explained = 10.0 * np.log10(10.0 ** ((aligned + gain) / 10.0) + 10.0 ** (floor / 10.0))
+    reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
+    the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
+    mean over bands of the positive part)."""
+    slack = EXCESS_SLACK_FRAMES
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
+    explained = 10.0 * np.log10(10.0 ** ((echo + gain) / 10.0) + 10.0 ** (floor / 10.0))
     return np.maximum(mic - explained, 0.0).mean(axis=1)
