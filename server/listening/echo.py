@@ -340,22 +340,32 @@ class EchoDetector:
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
         lead = start_ms // FRAME_MS - self._first - max(lo, 0)
         return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
-                             lead if lead >= MIN_FRAMES // 2 else None)
+                             lead if lead >= MIN_FRAMES // 2 else None)[0]
 
-    def voice_onset_ms(self, from_ms: int, end_ms: int) -> int | None:
+    def voice_onset_ms(self, from_ms: int, end_ms: int,
+                       echo_until_ms: int | None = None) -> int | None:
         """Where a sound the reply does not explain begins, searching from `from_ms` to
         `end_ms` (ms on this stream).
 
-        The echo's lag and gain are those of the `LEAD_IN_MS` before `from_ms` (the audio the
-        turn does not reach back into: echo, if anything); with them, the start of the first
-        run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo and the
-        noise (`EchoMatch.excess_db`) reaches `EXCESS_DB`, moved back over the frames right
-        before it that already rose `ONSET_EDGE_DB` above them (a soft onset). None when
+        The echo's lag is that of the `LEAD_IN_MS` before `from_ms` (the playing position
+        drifts: the nearest echo aligns best), its gain that of the `LEAD_IN_MS` before
+        `echo_until_ms` when given and earlier (audio known to be no person's: before the
+        candidate's first speech window), else of the same lead-in. With them, the start of
+        the first run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo
+        and the noise (`EchoMatch.excess_db`) reaches `EXCESS_DB`, moved back over the frames
+        right before it that already rose `ONSET_EDGE_DB` above them (a soft onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
+        gain = None
+        if echo_until_ms is not None and echo_until_ms < from_ms:
+            clean_hi = echo_until_ms // FRAME_MS - self._first
+            clean, clean_gain = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi, 0)
+            if clean.correlation > 0.0:
+                gain = clean_gain
         hi = from_ms // FRAME_MS - self._first
         lo = hi - LEAD_IN_MS // FRAME_MS
-        match = self._compare(max(lo, 0), hi, max(end_ms // FRAME_MS - self._first - hi, 0))
+        match, _ = self._compare(max(lo, 0), hi, max(end_ms // FRAME_MS - self._first - hi, 0),
+                                 gain=gain)
         if match.correlation == 0.0 or match.excess_db.size == 0:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
@@ -371,20 +381,22 @@ class EchoDetector:
             index -= 1
         return match.first_ms + index * FRAME_MS
 
-    def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None
-                 ) -> EchoMatch:
+    def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
+                 gain: np.ndarray | None = None) -> tuple[EchoMatch, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
-        and the echo gain found on its first `gain_frames` (None: all): the lead-in before a
-        candidate, which a person talking over the echo has not reached yet."""
+        and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
+        the lead-in before a candidate, which a person talking over the echo has not reached
+        yet. Returns the match and the echo gain used."""
         reference = self._reference
         lo, hi = max(lo, 0), min(hi, len(self._levels))
+        nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if reference is None or hi - lo < MIN_FRAMES:
-            return EchoMatch(0.0, 0)
+            return EchoMatch(0.0, 0), nothing
         offsets = self._offsets[lo:hi]
         tagged = offsets[~np.isnan(offsets)]
         if tagged.size < MIN_FRAMES:
-            return EchoMatch(0.0, 0)
+            return EchoMatch(0.0, 0), nothing
         extra = min(extra, len(self._levels) - hi)
         shift = round(float(np.median(tagged)) / FRAME_MS)
         min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
@@ -407,10 +419,11 @@ class EchoDetector:
                 best = match
                 index = max_lag - match.lag_ms // FRAME_MS
                 aligned = candidate[index:index + count + extra]
-        known = count if gain_frames is None else gain_frames
-        gain = _echo_gain(raw[:known], aligned[:known], floor)
+        if gain is None:
+            known = count if gain_frames is None else gain_frames
+            gain = _echo_gain(raw[:known], aligned[:known], floor)
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
-                         (self._first + lo) * FRAME_MS)
+                         (self._first + lo) * FRAME_MS), gain
 
     def noise_floor(self) -> np.ndarray:
         """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
