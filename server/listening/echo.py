@@ -132,12 +132,17 @@ EXCESS_DB = 6.0
 else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
 20-40 ms of the onset and 10-18 dB later."""
 
+ONSET_EXCESS_DB = 10.0
+"""Excess (dB) that marks a voice onset, higher than `EXCESS_DB`: the echo's gain measured
+before the candidate (`EchoDetector.voice_onset_ms`) may be a few dB off later on (measured
+over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB)."""
+
 ONSET_RUN_FRAMES = 3
-"""Consecutive frames above `EXCESS_DB` that mark a voice onset (30 ms)."""
+"""Consecutive frames above `ONSET_EXCESS_DB` that mark a voice onset (30 ms)."""
 
 ONSET_EDGE_DB = 1.5
-"""Excess (dB) of the frames right before such a run that still belong to the voice: its
-rising edge, e.g. the breath of an "h"."""
+"""The frames right before such a run whose excess rises toward it, from at least this (dB),
+still belong to the voice: its rising edge, e.g. the breath of an "h"."""
 
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
@@ -352,8 +357,9 @@ class EchoDetector:
         `echo_until_ms` when given and earlier (audio known to be no person's: before the
         candidate's first speech window), else of the same lead-in. With them, the start of
         the first run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo
-        and the noise (`EchoMatch.excess_db`) reaches `EXCESS_DB`, moved back over the frames
-        right before it that already rose `ONSET_EDGE_DB` above them (a soft onset). None when
+        and the noise (`EchoMatch.excess_db`) reaches `ONSET_EXCESS_DB`, moved back over the
+        frames right before it whose excess rises toward it from `ONSET_EDGE_DB` (a soft
+        onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
         gain = None
@@ -369,7 +375,7 @@ class EchoDetector:
         if match.correlation == 0.0 or match.excess_db.size == 0:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
-        loud = match.excess_db[first:] >= EXCESS_DB
+        loud = match.excess_db[first:] >= ONSET_EXCESS_DB
         if loud.size < ONSET_RUN_FRAMES:
             return None
         runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
@@ -377,7 +383,8 @@ class EchoDetector:
         if found.size == 0:
             return None
         index = first + int(found[0])
-        while index > first and match.excess_db[index - 1] >= ONSET_EDGE_DB:
+        excess = match.excess_db
+        while index > first and ONSET_EDGE_DB <= excess[index - 1] < excess[index]:
             index -= 1
         return match.first_ms + index * FRAME_MS
 
