@@ -250,7 +250,8 @@ def test_the_echo_over_a_noise_floor_and_its_tail_never_starts_a_turn(room: Room
     """The reply's echo at -30 / -20 dB, 150-400 ms late, over -60 / -50 dBFS RMS pink noise
     (5-15 dB under the echo), with and without a reverberant tail, to 2.5 s after the reply
     ended: no turn. Before the noise-floor model and the reverberant reference, all but the
-    first started one here (the first, the issue's room, did over the protocol)."""
+    first started one here (measured with a 300 ms tail; the first, the issue's room, did over
+    the protocol)."""
     assert turn_starts(room_microphone(room)) == []
 
 
