@@ -114,7 +114,6 @@ class RoomResult:
         responses: ids of the responses created after the first.
         person_onset_ms: microphone position (ms) of the person's first sample at -40 dBFS or
             louder (None without a person).
-        microphone: everything the microphone sent (24 kHz).
     """
 
     speech_started: list[int] = field(default_factory=list)
@@ -123,7 +122,6 @@ class RoomResult:
     interrupted_at_ms: int | None = None
     responses: list[str] = field(default_factory=list)
     person_onset_ms: float | None = None
-    microphone: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
 
 class RoomPage:
@@ -147,7 +145,6 @@ class RoomPage:
         self._reply = np.zeros(0, dtype=np.float32)
         self._speaker: list[np.ndarray] = []
         self._speaker_samples = 0
-        self._microphone: list[np.ndarray] = []
         self._mic_samples = 0
         self._played = 0
         self._play_from: int | None = None
@@ -199,7 +196,6 @@ class RoomPage:
         self._take_events()
         result = self._result
         result.played_ms = self.played_ms()
-        result.microphone = np.concatenate(self._microphone)
         return result
 
     def played_ms(self) -> int:
@@ -283,7 +279,6 @@ class RoomPage:
         step = APPEND_MS * RATE_HZ // 1000
         while self._mic_samples + step <= now:
             chunk = self._hear(self._mic_samples, step)
-            self._microphone.append(chunk)
             self._mic_samples += step
             await self.client.send({"type": "input_audio_buffer.append",
                                     "audio": base64.b64encode(fx.to_pcm16(chunk)).decode()})
