@@ -91,6 +91,12 @@ def with_noise_floor(pcm: np.ndarray, rng: np.random.Generator, dbfs: float) -> 
     return (pcm + floor).astype(np.float32)
 
 
+def pink_noise(rng: np.random.Generator, duration_ms: float) -> np.ndarray:
+    """Stationary pink noise (-3 dB/octave from 20 Hz to 8 kHz) for `duration_ms`, peak 1.0
+    (scale it to a level with `at_peak_dbfs`, or by its RMS)."""
+    return _shaped_noise(rng, round(duration_ms * RATE_HZ / 1000), 20.0, RATE_HZ / 2, -3.0)
+
+
 def _shaped_noise(rng: np.random.Generator, samples: int, low_hz: float, high_hz: float,
                   slope_db_per_octave: float = 0.0) -> np.ndarray:
     """Gaussian noise with a flat (or sloped, e.g. -3 dB/octave = pink) spectrum limited to

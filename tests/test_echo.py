@@ -30,6 +30,7 @@ from server.listening.vad import SpeechStarted
 from server.realtime.session import Session, SessionConfig
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
+from tests.echo_room import Room
 
 REPLY = ("Sure. The museum opens at nine in the morning and closes at six, except on Mondays "
          "when it stays closed all day.")
@@ -64,6 +65,24 @@ def microphone(delay_ms: float, gain_db: float, boost_db: float = 0.0,
         mic = np.concatenate((mic, np.zeros(max(0, at + person.size - mic.size), np.float32)))
         mic[at : at + person.size] += person
     return np.clip(fx.with_noise_floor(mic, np.random.default_rng(4), -70.0), -1.0, 1.0)
+
+
+def room_microphone(room: Room, person: np.ndarray | None = None,
+                    person_at_ms: float = 0.0) -> np.ndarray:
+    """16 kHz microphone in `room` (tests/echo_room.py): the reply played from `LEAD_MS` through
+    the room's echo path and its noise floor, 2.5 s past the reply's end, plus `person`
+    (16 kHz) at `person_at_ms`."""
+    echo = np.convolve(reply_24k(), room.impulse_response())
+    lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
+    total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
+    mic = np.zeros(total, dtype=np.float32)
+    mic[lead:lead + echo.size] += echo
+    mic += room.noise(total * 1000 / OUTPUT_RATE_HZ + 10)[:total]
+    mic = resample(mic, OUTPUT_RATE_HZ, fx.RATE_HZ)
+    if person is not None:
+        at = round(person_at_ms * fx.RATE_HZ / 1000)
+        mic[at:at + person.size] += person[:mic.size - at]
+    return np.clip(mic, -1.0, 1.0)
 
 
 def playing_position(mic_ms: float, rng: np.random.Generator) -> int | None:
@@ -197,7 +216,43 @@ def test_a_person_over_the_echo_starts_a_turn(text: str, engine: str, voice: str
     assert min(after) < ECHO_CORRELATION
     started = turn_starts(mic)
     assert len(started) == 1
-    assert onset_ms - 600 <= started[0].audio_start_ms <= onset_ms
+    assert onset_ms - 100 <= started[0].audio_start_ms <= onset_ms
+
+
+@pytest.mark.parametrize(("text", "engine", "voice", "dbfs"), PEOPLE)
+def test_the_turn_audio_starts_at_the_voice_not_with_the_echo(
+        text: str, engine: str, voice: str | None, dbfs: float) -> None:
+    """The issue's kind: a person over the reply's -30 dB echo over a -60 dBFS noise floor.
+    The turn's audio starts within 100 ms before the person's voice onset (not the 300 ms prefix
+    padding of echo before it), and the echo detector places that onset within 30 ms."""
+    person = fx.at_peak_dbfs(fx.speech(text, engine, voice), dbfs)
+    person_at_ms = LEAD_MS + 1500
+    mic = room_microphone(Room(-30.0, 150, -60.0), person, person_at_ms)
+    onset_ms = person_at_ms + fx.active_span_ms(person)[0]
+    started = turn_starts(mic)
+    assert len(started) == 1
+    assert onset_ms - 100 <= started[0].audio_start_ms <= onset_ms
+    detector, recorded, rng = EchoDetector(), reference(), np.random.default_rng(1)
+    step = fx.RATE_HZ * APPEND_MS // 1000
+    for start in range(0, round((onset_ms + 400) * fx.RATE_HZ / 1000), step):
+        end_ms = (start + step) * 1000 // fx.RATE_HZ
+        detector.feed(mic[start:start + step], playing_position(end_ms, rng), recorded)
+    found = detector.voice_onset_ms(int(onset_ms) - 300, int(onset_ms) + 300)
+    assert found is not None and abs(found - onset_ms) <= 30
+
+
+ROOMS = [Room(-30.0, 150, -60.0), Room(-30.0, 400, -50.0), Room(-30.0, 250, -50.0),
+         Room(-20.0, 400, -60.0, rt60_ms=400.0), Room(-30.0, 150, None, rt60_ms=400.0)]
+
+
+@pytest.mark.parametrize("room", ROOMS, ids=Room.describe)
+def test_the_echo_over_a_noise_floor_and_its_tail_never_starts_a_turn(room: Room) -> None:
+    """The reply's echo at -30 / -20 dB, 150-400 ms late, over -60 / -50 dBFS RMS pink noise
+    (5-15 dB under the echo), with and without a reverberant tail, to 2.5 s after the reply
+    ended: no turn. Before the noise-floor model and the reverberant reference, all but the
+    first started one here (measured with a 300 ms tail; the first, the issue's room, did over
+    the protocol)."""
+    assert turn_starts(room_microphone(room)) == []
 
 
 # --- the playing position the session estimates --------------------------------------------

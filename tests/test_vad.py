@@ -17,6 +17,7 @@ from faster_whisper.vad import get_vad_model
 
 from server.listening.vad import (
     SILENCE_DBFS,
+    VOICE_ONSET_MARGIN_MS,
     WINDOW_MS,
     WINDOW_SAMPLES,
     SileroStreamingVad,
@@ -378,6 +379,32 @@ def test_echo_gate_holds_a_candidate_until_min_speech_passed_it_throughout() -> 
     assert [end // WINDOW_MS for _, end in asked] == list(range(8, 29))
     # 20 * 32 + 250 ms of speech the gate passed ends in window 28
     assert events == [(28 * WINDOW_MS, SpeechStarted(20 * WINDOW_MS - 300))]
+
+
+@pytest.mark.parametrize(("onset_ms", "audio_start_ms"), [
+    (None, 40 * WINDOW_MS - 300),  # no onset found: the prefix padding
+    (40 * WINDOW_MS - 100, 40 * WINDOW_MS - 100 - VOICE_ONSET_MARGIN_MS),
+    (40 * WINDOW_MS - 300, 40 * WINDOW_MS - 300),  # never before the padded start
+    (45 * WINDOW_MS, 45 * WINDOW_MS - VOICE_ONSET_MARGIN_MS),  # the speech start lay on echo
+])
+def test_the_turn_audio_starts_at_the_voice_onset_not_with_the_echo_before_it(
+        onset_ms: int | None, audio_start_ms: int) -> None:
+    """`voice_onset` (the echo detector's in the server) is asked from the padded start to the
+    window that starts the turn, told where the candidate's speech began (before the gate moved
+    its start: no person there); the turn's audio holds the person's own audio from their
+    onset, not the echo before it."""
+    asked: list[tuple[int, int, int | None]] = []
+
+    def voice_onset(from_ms: int, end_ms: int, echo_until_ms: int | None) -> int | None:
+        asked.append((from_ms, end_ms, echo_until_ms))
+        return onset_ms
+
+    detector = TurnDetector()
+    detector.echo_gate = lambda start_ms, end_ms: end_ms <= 40 * WINDOW_MS
+    detector.voice_onset = voice_onset
+    events = feed(detector, [0.0] * 20 + [0.95] * 50, levels=[-90.0] * 20 + [-60.0, -50.0] * 25)
+    assert events == [(48 * WINDOW_MS, SpeechStarted(audio_start_ms))]
+    assert asked == [(40 * WINDOW_MS - 300, 48 * WINDOW_MS, 20 * WINDOW_MS)]
 
 
 def test_a_short_break_in_the_echo_does_not_start_a_turn() -> None:

@@ -16,7 +16,16 @@ unknown delay is searched over `LAG_RANGE_MS`.
 - `EchoReference` holds the envelope of one reply's audio, indexed by its position in the
   reply (ms), recorded by the I/O layer as the audio is queued for sending.
 - `EchoDetector` keeps the microphone's envelope at 16 kHz, each frame tagged with the reply
-  position the session estimated was playing when it arrived, and answers `is_echo`.
+  position the session estimated was playing when it arrived, and answers `is_echo` and
+  `voice_onset_ms`.
+
+A room adds two things the reply does not hold. Its noise floor: band levels near it are the
+noise's random levels, not the echo's, so both envelopes are floored at the microphone's noise
+floor (a minimum-statistics estimate) before they are compared. Its reverberation: the end of
+every word, and of the reply, keeps sounding after the reply's audio fell silent, so the
+reference is also compared with a decaying tail. And the level model behind the correlation
+says what a person adds: the microphone's excess over the echo (reference plus the echo's gain)
+plus the noise, per frame, which marks where someone else's voice begins.
 
 Sans-I/O: plain objects and numpy. Constants and the measurements behind them are with each.
 """
@@ -24,7 +33,7 @@ Sans-I/O: plain objects and numpy. Constants and the measurements behind them ar
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -83,12 +92,70 @@ dBFS peak over that echo at about -25 dBFS peak: the correlation falls from 0.97
 onset to 0.5-0.8 within 100-250 ms; the turn started 180-474 ms after the onset (median 256;
 with 0.85: median 234, same worst case; with 0.7 and 0.6 the worst cases grew past 1.1 s). An
 echo at -50 dBFS peak without AGC, 15 dB over that noise floor, correlated down to 0.77 and
-could start a turn: its band levels are then mostly the noise floor."""
+could start a turn: its band levels are then mostly the noise floor (since then compared above
+the noise floor, `NOISE_MARGIN_DB`, with `WEAK_ECHO_CORRELATION` for what remains)."""
 
 MIC_RATE_HZ = 16_000
 """Rate of the microphone stream `EchoDetector` takes (the VAD's)."""
 
-_KEEP_MS = MAX_SPAN_MS + LEAD_IN_MS + 1000
+NOISE_HISTORY_MS = 4000
+"""Microphone levels kept for the noise floor estimate (ms): long enough that speech, even
+dense speech, leaves pauses and closures in it."""
+
+NOISE_PERCENTILE = 5.0
+"""The microphone's noise floor in each band: this percentile of its levels over
+`NOISE_HISTORY_MS` (a minimum-statistics estimate, after R. Martin, "Noise power spectral
+density estimation based on optimal smoothing and minimum statistics", IEEE Trans. Speech and
+Audio Processing 9(5), 2001, without the bias compensation: the margin below covers it)."""
+
+NOISE_MARGIN_DB = 6.0
+"""Band levels less than this above the noise floor are raised to it, in the microphone and in
+the reference mapped onto the microphone's level: what the noise masks is not compared. Without
+it an echo 15 dB over a pink noise floor correlated 0.5-0.86 (its quiet frames are the noise's
+random levels, the reference's are its own); with it 0.9 and above."""
+
+REVERB_DECAY_DB_PER_FRAME = 60.0 * FRAME_MS / 500
+"""Decay of the reverberant reference (dB per frame): a room with a 500 ms reverberation time
+(RT60, the time sound takes to decay by 60 dB; living rooms and offices are 300-600 ms). The
+reference is compared dry and with this tail (every level at least the previous frame's minus
+the decay), and the better match counts: the room keeps the end of every word, and of the
+reply, sounding after the reply's audio fell silent."""
+
+WEAK_ECHO_CORRELATION = 0.5
+"""A stretch correlating at least this well with the reply is echo when nothing in it is
+unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
+echo only 5 dB over a -50 dBFS RMS pink noise floor correlated 0.69-0.92 with zero excess; a
+person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo."""
+
+EXCESS_DB = 6.0
+"""A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
+else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
+20-40 ms of the onset and 10-18 dB later."""
+
+ONSET_EXCESS_DB = 10.0
+"""Excess (dB) that marks a voice onset, higher than `EXCESS_DB`: the echo's gain measured
+before the candidate (`EchoDetector.voice_onset_ms`) may be a few dB off later on (measured
+over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB)."""
+
+ONSET_RUN_FRAMES = 3
+"""Consecutive frames above `ONSET_EXCESS_DB` that mark a voice onset (30 ms)."""
+
+ONSET_EDGE_DB = 1.5
+"""The frames right before such a run whose excess rises toward it, from at least this (dB),
+still belong to the voice: its rising edge, e.g. the breath of an "h"."""
+
+UNEXPLAINED_SHARE = 0.1
+"""Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
+
+EXCESS_SLACK_FRAMES = 5
+"""The echo explains a microphone frame with its loudest level within this many frames
+(50 ms): the position the session estimates is playing jitters with the ACKs and appends
+(measured over loopback on a loaded machine: tags spread over 100-400 ms within a second)."""
+
+EXCESS_GAIN_RANGE_DB = 20.0
+"""Reference frames within this of the reference's loudest (per band) set the echo's gain."""
+
+_KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS)
 
 
 class BandEnvelope:
@@ -184,7 +251,7 @@ class EchoReference:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class EchoMatch:
     """The best match of a microphone stretch with the reply.
 
@@ -192,10 +259,23 @@ class EchoMatch:
         correlation: normalized correlation in [-1, 1] (0.0 when nothing could be compared).
         lag_ms: how far the microphone was behind the estimated playing position at that
             correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
+        excess_db: per compared frame, how far the microphone rose above the echo (the
+            reference at that lag, at the gain the echo has in the lead-in) plus the noise
+            floor (dB, >= 0): what someone else in the room added (`_excess_db`).
+        first_ms: stream position (ms) where the first compared frame's step begins; frame i
+            covers [first_ms + 10 i, first_ms + 10 i + 10).
     """
 
     correlation: float
     lag_ms: int
+    excess_db: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    first_ms: int = 0
+
+    def unexplained_share(self, from_ms: int) -> float:
+        """Share of the compared frames from `from_ms` on whose `excess_db` reaches
+        `EXCESS_DB` (0.0 when there are none)."""
+        excess = self.excess_db[max(0, (from_ms - self.first_ms) // FRAME_MS):]
+        return float(np.mean(excess >= EXCESS_DB)) if excess.size else 0.0
 
 
 class EchoDetector:
@@ -223,11 +303,13 @@ class EchoDetector:
             pcm_16k: the new samples.
             playback_ms: reply position (ms) playing when the last of these samples arrived,
                 or None when no reply plays; earlier samples map to earlier positions.
-            reference: the envelope of that reply (None: nothing to compare with). Frames fed
-                with another reference before are forgotten as comparable.
+            reference: the envelope of that reply (None: nothing to compare with; these
+                frames are untagged, the earlier ones stay comparable with the previous
+                reference: a stretch reaching back into the echo's tail is still judged).
+                Frames fed with another reference before are forgotten as comparable.
         """
         samples = np.asarray(pcm_16k, dtype=np.float32).reshape(-1)
-        if reference is not self._reference:
+        if reference is not None and reference is not self._reference:
             self._offsets[:] = np.nan
             self._reference = reference
         end_ms = (self._received + samples.size) * 1000 / MIC_RATE_HZ
@@ -251,45 +333,194 @@ class EchoDetector:
 
         The microphone frames are mapped to reply positions by the median of their tags
         (position - stream time; the median is robust to the jitter of append arrival); for
-        each lag the reference frames at those positions minus the lag are taken. Both stretches
-        get the `DYNAMIC_RANGE_DB` floor and lose each band's mean; the correlation is the sum
-        of their products over the root of the products of their sums of squares (Pearson's r
-        over all bands and frames with per-band means). Correlation 0.0 when fewer than
-        `MIN_FRAMES` frames are tagged, or either stretch is constant.
+        each lag the reference frames at those positions minus the lag are taken, dry and with
+        a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
+        `DYNAMIC_RANGE_DB` floor and the noise floor (`noise_floor` + `NOISE_MARGIN_DB`, for
+        the reference at the level the echo has: its loudest frame per band mapped to the
+        microphone's) and lose each band's mean; the correlation is the sum of their products
+        over the root of the products of their sums of squares (Pearson's r over all bands and
+        frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
+        tagged, or either stretch is constant. `excess_db` is computed at the best lag.
         """
-        reference = self._reference
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        hi = end_ms // FRAME_MS - self._first
+        lead = start_ms // FRAME_MS - self._first - max(lo, 0)
+        return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
+                             lead if lead >= MIN_FRAMES // 2 else None)[0]
+
+    def voice_onset_ms(self, from_ms: int, end_ms: int,
+                       echo_until_ms: int | None = None) -> int | None:
+        """Where a sound the reply does not explain begins, searching from `from_ms` to
+        `end_ms` (ms on this stream).
+
+        The echo's lag is that of the `LEAD_IN_MS` before `from_ms` (the playing position
+        drifts: the nearest echo aligns best), its gain that of the `LEAD_IN_MS` before
+        `echo_until_ms` when given and earlier (audio known to be no person's: before the
+        candidate's first speech window), else of the same lead-in. With them, the start of
+        the first run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo
+        and the noise (`EchoMatch.excess_db`) reaches `ONSET_EXCESS_DB`, moved back over the
+        frames right before it whose excess rises toward it from `ONSET_EDGE_DB` (a soft
+        onset). None when
+        nothing could be compared (no reply, too few tagged frames) or no such run exists:
+        nothing tells the person from the echo."""
+        gain = None
+        if echo_until_ms is not None and echo_until_ms < from_ms:
+            clean_hi = echo_until_ms // FRAME_MS - self._first
+            clean, clean_gain = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi, 0)
+            if clean.correlation > 0.0:
+                gain = clean_gain
+        hi = from_ms // FRAME_MS - self._first
+        lo = hi - LEAD_IN_MS // FRAME_MS
+        match, _ = self._compare(max(lo, 0), hi, max(end_ms // FRAME_MS - self._first - hi, 0),
+                                 gain=gain)
+        if match.correlation == 0.0 or match.excess_db.size == 0:
+            return None
+        first = max(0, (from_ms - match.first_ms) // FRAME_MS)
+        loud = match.excess_db[first:] >= ONSET_EXCESS_DB
+        if loud.size < ONSET_RUN_FRAMES:
+            return None
+        runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
+        found = np.flatnonzero(runs)
+        if found.size == 0:
+            return None
+        index = first + int(found[0])
+        excess = match.excess_db
+        while index > first and ONSET_EDGE_DB <= excess[index - 1] < excess[index]:
+            index -= 1
+        return match.first_ms + index * FRAME_MS
+
+    def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
+                 gain: np.ndarray | None = None) -> tuple[EchoMatch, np.ndarray]:
+        """`match` over the kept frames [lo, hi) (indices into the kept levels), with
+        `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
+        and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
+        the lead-in before a candidate, which a person talking over the echo has not reached
+        yet. Returns the match and the echo gain used."""
+        reference = self._reference
         lo, hi = max(lo, 0), min(hi, len(self._levels))
+        nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if reference is None or hi - lo < MIN_FRAMES:
-            return EchoMatch(0.0, 0)
+            return EchoMatch(0.0, 0), nothing
         offsets = self._offsets[lo:hi]
         tagged = offsets[~np.isnan(offsets)]
         if tagged.size < MIN_FRAMES:
-            return EchoMatch(0.0, 0)
+            return EchoMatch(0.0, 0), nothing
+        extra = min(extra, len(self._levels) - hi)
         shift = round(float(np.median(tagged)) / FRAME_MS)
         min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
         count = hi - lo
         first_ref = self._first + lo + shift - max_lag
-        block = reference.levels(first_ref, count + max_lag - min_lag)
-        mic = _centered(self._levels[lo:hi])
-        windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
-        windows = np.moveaxis(windows, -1, 1)
-        windows = np.maximum(windows, block.max() - DYNAMIC_RANGE_DB)
-        windows = windows - windows.mean(axis=1, keepdims=True)
-        numerator = np.einsum("lnb,nb->l", windows, mic)
-        energy = np.einsum("lnb,lnb->l", windows, windows) * float(np.sum(mic * mic))
-        scores = np.where(energy > 1e-9, numerator / np.sqrt(np.maximum(energy, 1e-9)), 0.0)
-        best = int(np.argmax(scores))
-        return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
+        block = reference.levels(first_ref, count + extra + max_lag - min_lag)
+        floor = self.noise_floor() + NOISE_MARGIN_DB
+        raw = self._levels[lo:hi + extra]
+        mic = raw[:count]
+        mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
+        mic = mic - mic.mean(axis=0)
+        best, aligned = EchoMatch(0.0, 0), block[:count + extra]
+        for reverberant in (False, True):
+            if reverberant and best.correlation >= ECHO_CORRELATION:
+                break  # the dry reference sufficed
+            candidate = _reverberant(block) if reverberant else block
+            match = _best_lag(candidate[:count + max_lag - min_lag], mic,
+                              raw[:count].max(axis=0), floor, max_lag)
+            if match.correlation > best.correlation:
+                best = match
+                index = max_lag - match.lag_ms // FRAME_MS
+                aligned = candidate[index:index + count + extra]
+        if gain is None:
+            known = count if gain_frames is None else gain_frames
+            gain = _echo_gain(raw[:known], aligned[:known], floor)
+        return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
+                         (self._first + lo) * FRAME_MS), gain
+
+    def noise_floor(self) -> np.ndarray:
+        """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
+        the levels of the last `NOISE_HISTORY_MS`; `SILENCE_DB` before 1 s was heard."""
+        recent = self._levels[-(NOISE_HISTORY_MS // FRAME_MS):]
+        if len(recent) < 1000 // FRAME_MS:
+            return np.full(len(BAND_EDGES_HZ) - 1, SILENCE_DB)
+        return np.percentile(recent, NOISE_PERCENTILE, axis=0)
 
     def is_echo(self, start_ms: int, end_ms: int) -> bool:
         """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
-        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`."""
-        return self.match(start_ms, end_ms).correlation >= ECHO_CORRELATION
+        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
+        `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
+        levels (less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them)."""
+        match = self.match(start_ms, end_ms)
+        if match.correlation >= ECHO_CORRELATION:
+            return True
+        return (match.correlation >= WEAK_ECHO_CORRELATION
+                and match.unexplained_share(start_ms) < UNEXPLAINED_SHARE)
 
 
-def _centered(levels: np.ndarray) -> np.ndarray:
-    """`levels` with the `DYNAMIC_RANGE_DB` floor, minus each band's mean."""
-    floored = np.maximum(levels, levels.max() - DYNAMIC_RANGE_DB)
-    return floored - floored.mean(axis=0)
+def _reverberant(levels: np.ndarray) -> np.ndarray:
+    """`levels` (frames, bands) with a reverberant tail: each frame at least the previous
+    one's level minus `REVERB_DECAY_DB_PER_FRAME` (a running maximum of level + decay x frame,
+    minus decay x frame)."""
+    ramp = REVERB_DECAY_DB_PER_FRAME * np.arange(len(levels))[:, None]
+    return np.maximum.accumulate(levels + ramp, axis=0) - ramp
+
+
+def _best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.ndarray,
+              max_lag: int) -> EchoMatch:
+    """The lag (within `block`) at which the reference correlates best with `mic`.
+
+    Args:
+        block: reference levels (count + lags - 1, bands): the window of lag index i is
+            block[i : i + count].
+        mic: the microphone's levels (count, bands), floored and centred per band.
+        mic_top: the microphone's loudest level per band before flooring (dB).
+        floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
+        max_lag: the lag (frames) of window 0.
+
+    Each window is mapped to the microphone's level (per band, its loudest frame to the
+    microphone's loudest), floored where that puts it under `floor`, and within
+    `DYNAMIC_RANGE_DB` of the block's loudest, then correlated with `mic` (Pearson's r with
+    per-band means; `mic` is centred, so the numerator needs no centred windows, and their
+    centred energy is the sum of squares minus count x mean^2).
+    """
+    count = len(mic)
+    windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
+    floors = np.maximum(floor - (mic_top - windows.max(axis=2)),
+                        block.max() - DYNAMIC_RANGE_DB)
+    windows = np.maximum(windows, floors[:, :, None])
+    numerator = np.einsum("lbn,nb->l", windows, mic)
+    sums = windows.sum(axis=2)
+    centred = np.maximum(np.einsum("lbn,lbn->lb", windows, windows) - sums * sums / count,
+                         0.0).sum(axis=1)
+    energy = centred * float(np.sum(mic * mic))
+    scores = np.where(energy > 1e-6, numerator / np.sqrt(np.maximum(energy, 1e-6)), 0.0)
+    best = int(np.argmax(scores))
+    return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
+
+
+def _echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The echo's gain per band (dB, microphone over reference; -inf: no audible echo).
+
+    Args:
+        mic: the microphone's levels (frames, bands).
+        aligned: the reference's levels at the best lag (frames, bands).
+        floor: the noise floor plus `NOISE_MARGIN_DB` per band.
+
+    The 25th percentile (the lower one, no interpolation) of microphone minus reference over
+    the frames where the reference is within `EXCESS_GAIN_RANGE_DB` of its loudest and the
+    microphone above `floor` (a low percentile: frames where someone talks over the echo raise
+    the difference, never lower it); a band without such frames has no audible echo.
+    """
+    audible = (aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB) & (mic >= floor)
+    differences = np.sort(np.where(audible, mic - aligned, np.inf), axis=0)
+    counts = audible.sum(axis=0)
+    picked = differences[(np.maximum(counts, 1) - 1) // 4, np.arange(mic.shape[1])]
+    return np.where(counts > 0, picked, -np.inf)
+
+
+def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
+               floor: np.ndarray) -> np.ndarray:
+    """Per frame, how far the microphone (frames, bands) rises above what the echo (`aligned`
+    reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
+    the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
+    mean over bands of the positive part)."""
+    slack = EXCESS_SLACK_FRAMES
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
+    explained = 10.0 * np.log10(10.0 ** ((echo + gain) / 10.0) + 10.0 ** (floor / 10.0))
+    return np.maximum(mic - explained, 0.0).mean(axis=1)

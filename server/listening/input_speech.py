@@ -7,8 +7,9 @@ streaming Silero VAD, and the `TurnDetector` state machine configured from the s
 (`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`). While a reply plays,
 `server.listening.echo.EchoDetector` follows
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
-the reply being played is the assistant's own voice, not a person. Positions are ms on the
-session's input timeline.
+the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
+turn's audio starts where the person's sound rises above the echo, not with the echo before it.
+Positions are ms on the session's input timeline.
 """
 
 from __future__ import annotations
@@ -52,14 +53,17 @@ class InputSpeechDetector:
         ))
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo
+        self._turns.voice_onset = self._echo.voice_onset_ms
 
     def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
              reference: EchoReference | None = None) -> list[TurnEvent]:
         """Run VAD over appended PCM16 LE mono; return the turn events it completes.
 
         `assistant_playing` raises the detection threshold against the assistant's own voice
-        leaking into the microphone (`TurnDetectionConfig.echo_threshold`) and turns on the echo
-        gate, which compares the microphone with `reference`, the envelope of the reply being
+        leaking into the microphone (`TurnDetectionConfig.echo_threshold`), and so does a
+        `playback_ms` with its `reference` after playback ended (the echo's tail: the session
+        gives them for `server.listening.echo.ECHO_TAIL_MS` after the last ACK). The echo
+        gate compares the microphone with `reference`, the envelope of the reply being
         played, around `playback_ms`, the reply position (ms) estimated to be playing when this
         audio arrived (`EchoDetector.feed`; either None: nothing to compare, the gate stays
         open). Event positions are on the input timeline (ms).
@@ -67,7 +71,8 @@ class InputSpeechDetector:
         samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         pcm_16k = self._resampler.resample_chunk(samples)
         self._echo.feed(pcm_16k, playback_ms, reference)
-        self._turns.assistant_playing = assistant_playing
+        self._turns.assistant_playing = assistant_playing or (
+            playback_ms is not None and reference is not None)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)

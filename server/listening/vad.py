@@ -291,6 +291,10 @@ ONSET_LOOKBACK_MS = 64
 """How far the speech start reaches back over windows >= threshold - hysteresis right before
 the first window >= threshold (the soft start of "Wait" scores 0.41 in the window before)."""
 
+VOICE_ONSET_MARGIN_MS = 40
+"""Audio kept before the voice onset the echo detector locates (ms): its 10 ms frames analyse
+30 ms, and the first sound of a word may be fainter than the echo under it."""
+
 MODULATION_FLOOR_DB = 30.0
 """Windows this far below the loudest recent one do not count for `min_level_range_db` (the
 silence right after a hum stops, which Silero still scores at about 0.6)."""
@@ -327,7 +331,13 @@ class TurnDetector:
     on the gate is asked on every window, each rejection moves the candidate's start to that
     window's end, and the turn starts once `min_speech_ms` of speech passed the gate on every
     window (so a cough over the echo does not start one), reaching back over no echo (only
-    `prefix_padding_ms` does).
+    `prefix_padding_ms` does). `voice_onset(from_ms, window_end_ms, echo_until_ms)` (set by the
+    caller, None: none) returns where the person's own sound begins after `from_ms`, or None
+    when it cannot tell; `echo_until_ms` is where the candidate's speech began when the gate
+    moved its start past that (None otherwise). The turn's audio then starts at that onset
+    less `VOICE_ONSET_MARGIN_MS` when that is later than the speech start minus
+    `prefix_padding_ms`, so that a committed turn does not begin with the assistant's echo
+    (Silero scores that echo as speech too: the speech start may lie on it).
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
@@ -335,6 +345,7 @@ class TurnDetector:
         self.config = config or TurnDetectionConfig()
         self.assistant_playing = False
         self.echo_gate: Callable[[int, int], bool] | None = None
+        self.voice_onset: Callable[[int, int, int | None], int | None] | None = None
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
         self._start_ms: int | None = None
@@ -430,9 +441,27 @@ class TurnDetector:
             self._echo_held = True
             self._start_ms = window_end_ms
             return None
+        audio_start_ms = self._audio_start(start_ms, window_end_ms)
         self._drop_candidate()
         self._speaking = True
-        return SpeechStarted(max(start_ms - self.config.prefix_padding_ms, 0))
+        return SpeechStarted(audio_start_ms)
+
+    def _audio_start(self, start_ms: int, window_end_ms: int) -> int:
+        """The turn's audio start: the speech start minus the prefix padding, but not before
+        the person's voice onset (minus `VOICE_ONSET_MARGIN_MS`) when `voice_onset` finds one
+        there, even after the speech start: the padding holds the person's own audio, not the
+        assistant's echo before it. The audio before the candidate's first speech window
+        (when the echo gate moved the start past it) is no person's: `voice_onset` may
+        measure the echo there."""
+        padded = max(start_ms - self.config.prefix_padding_ms, 0)
+        if self.voice_onset is None:
+            return padded
+        first_ms = self._run_start_ms if self._run_start_ms is not None else start_ms
+        echo_until_ms = first_ms if first_ms < padded else None
+        onset = self.voice_onset(padded, window_end_ms, echo_until_ms)
+        if onset is None:
+            return padded
+        return max(padded, onset - VOICE_ONSET_MARGIN_MS)
 
     def _gates_open(self, start_ms: int) -> bool:
         """The level gates over the recent windows; open while a recent level is unknown."""

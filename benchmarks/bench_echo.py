@@ -1,0 +1,192 @@
+"""Echo benchmarks: the assistant's own voice coming back through the microphone of a room with
+a noise floor never becomes a user turn, and a person talking over that echo is transcribed as
+well as without it.
+
+Starts a real `server.app.DemoServer` (Piper, deterministic, `calibration=auto`, in-process
+faster-whisper) on 127.0.0.1 and drives it with `tests.echo_room.RoomPage` clients: each plays
+the demo page with server VAD in real time, its microphone hearing the reply's audio through a
+`tests.echo_room.Room` (echo gain, lag, reverberation, pink noise floor), from before the reply
+starts until 2.5 s after its final ACK (the echo's tail). Sessions run `--concurrency` at a time
+(default 1: the clients share the server's process and event loop, and a starved loop falls
+behind real time). The clients do not ping (a loop busy for seconds would close them).
+Prints the command, machine facts and one table per measurement with its target and PASS/FAIL;
+exit status 1 when a target fails. About 4 minutes on 2 quiet cores.
+
+1. Echo alone: per room, speech starts, user turns and responses to them (target: 0 turns).
+2. A person over the echo: each utterance (espeak-ng voices and Piper, -12 dBFS peak) spoken
+   1.5 s into a reply, once with the reply's echo at -30 dB over a -60 dBFS floor and once
+   without echo over the same floor; the word error rate of the person's transcript against
+   the sentence (target: with echo at most 5 points above without), and where the turn's audio
+   started relative to the person's voice onset.
+
+Run from the project root: `.venv/bin/python -m benchmarks.bench_echo` (it imports the `tests`
+helpers, so it must run as a module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from benchmarks.bench_server import print_run_header, verdict
+from benchmarks.tables import print_table
+from server.app import DemoServer
+from server.config import ServerConfig, build_services, server_options
+from server.speech.resampling import resample
+from tests import speech_fixtures as fx
+from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, word_errors, words
+from tests.realtime_client import RealtimeClient
+
+ECHO_PROMPT = "say: From a cursed kanji to a full chibi chorus line in a single evening."
+"""The issue's reply: its last word's echo came back after the final ACK and was answered."""
+
+ECHO_ROOMS = (
+    [Room(gain, lag, noise) for gain in (-30.0, -20.0) for noise in (-60.0, -50.0)
+     for lag in (150, 250, 400)]
+    + [Room(gain, lag, -60.0, rt60_ms=400.0) for gain in (-30.0, -20.0) for lag in (150, 400)]
+)
+"""Echo at -30 / -20 dB, 150-400 ms late, over -60 / -50 dBFS RMS pink noise; and with a
+400 ms reverberant tail."""
+
+PERSON_PROMPT = ("say: The museum opens at nine in the morning and closes at six in the evening. "
+                 "On Mondays it stays closed all day, and on Sundays the guided tours start at "
+                 "eleven.")
+"""A reply long enough to be playing when the person speaks."""
+
+PERSON_UTTERANCES = (
+    ("Hold on a second.", "espeak", "en-us"),
+    ("Wait, what time does it open?", "espeak", "en"),
+    ("Stop, that is not what I asked.", "espeak", "en-gb-x-rp"),
+    ("Can you slow down a little?", "espeak", "en-us+f3"),
+    ("Excuse me, how much does it cost?", "espeak", "en-us"),
+    ("Just a second, let me grab a pen.", "espeak", "en-us+f3"),
+    ("Actually, I need the weekend hours.", "espeak", "en-gb-x-rp"),
+    ("Hang on, is it open on Sunday?", "piper", None),
+    ("Tell me about the weather instead.", "piper", None),
+    ("What was the name of that street?", "piper", None),
+    ("Could you tell me about the planets?", "piper", None),
+    ("Please skip ahead to the opening hours.", "espeak", "en"),
+)
+"""Twelve interruptions: eight espeak-ng speakers (four voices), four Piper."""
+
+PERSON_AT_MS = 1500.0
+"""When the person starts, ms after the reply started playing."""
+PERSON_DBFS = -12.0
+"""The person's peak level."""
+PERSON_ROOMS = {"echo": Room(-30.0, 150, -60.0), "no echo": Room(None, 150, -60.0)}
+"""The person's two rooms: the reply's echo at -30 dB, or none, over the same floor."""
+WER_MARGIN_POINTS = 5.0
+"""Target: the word error rate over the echo at most this many points above without it."""
+
+T = TypeVar("T")
+
+
+async def bounded(concurrency: int, jobs: Sequence[Awaitable[T]]) -> list[T]:
+    """Await `jobs`, at most `concurrency` at a time; results in order."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def run(job: Awaitable[T]) -> T:
+        async with slots:
+            return await job
+
+    return list(await asyncio.gather(*(run(job) for job in jobs)))
+
+
+async def in_room(url: str, room: Room, prompt: str, person: np.ndarray | None = None,
+                  person_at_ms: float = 0.0) -> RoomResult:
+    """One session at `url`: the page in `room` plays the reply to `prompt` (with `person`
+    speaking `person_at_ms` into it). Progress goes to stderr."""
+    async with RealtimeClient.connect(url, ping_interval=None) as client:
+        result = await RoomPage(client, room, person, person_at_ms).run(prompt)
+    print(f"{room.describe()}: speech starts {result.speech_started}, transcripts "
+          f"{result.transcripts}", file=sys.stderr, flush=True)
+    return result
+
+
+def person_audio(text: str, engine: str, voice: str | None) -> np.ndarray:
+    """The utterance at `PERSON_DBFS` peak, at the page's rate."""
+    pcm = fx.at_peak_dbfs(fx.speech(text, engine, voice), PERSON_DBFS)
+    return resample(pcm, fx.RATE_HZ, RATE_HZ)
+
+
+async def report_echo(url: str, concurrency: int) -> bool:
+    """Table 1; True when no room created a user turn."""
+    results = await bounded(concurrency, [in_room(url, room, ECHO_PROMPT)
+                                          for room in ECHO_ROOMS])
+    rows = [(room.describe(), len(result.speech_started), len(result.transcripts),
+             len(result.responses), result.played_ms,
+             "; ".join(result.transcripts) or "-")
+            for room, result in zip(ECHO_ROOMS, results, strict=True)]
+    turns = sum(len(result.transcripts) for result in results)
+    rows.append(("total", sum(row[1] for row in rows), turns,
+                 sum(row[3] for row in rows), "", verdict(turns == 0)))
+    print_table("Echo alone, incl. 2.5 s after the final ACK (target: 0 user turns)",
+                ("room (echo gain, lag, noise RMS)", "speech starts", "user turns",
+                 "responses", "played ms", "transcripts"), rows)
+    return turns == 0
+
+
+async def report_person(url: str, concurrency: int) -> bool:
+    """Table 2; True when the word error rate over the echo is within the margin."""
+    jobs = []
+    for text, engine, voice in PERSON_UTTERANCES:
+        audio = person_audio(text, engine, voice)
+        jobs += [in_room(url, room, PERSON_PROMPT, audio, PERSON_AT_MS)
+                 for room in PERSON_ROOMS.values()]
+    results = await bounded(concurrency, jobs)
+    rows, errors, total = [], {name: 0 for name in PERSON_ROOMS}, 0
+    for index, (text, engine, voice) in enumerate(PERSON_UTTERANCES):
+        pair = dict(zip(PERSON_ROOMS, results[2 * index:2 * index + 2], strict=True))
+        total += len(words(text))
+        cells = []
+        for name, result in pair.items():
+            heard = result.transcripts[0] if result.transcripts else ""
+            errors[name] += word_errors(text, heard)
+            cells.append(heard or "-")
+        echo = pair["echo"]
+        lead = ("-" if not echo.speech_started or echo.person_onset_ms is None
+                else round(echo.person_onset_ms - echo.speech_started[0]))
+        rows.append((text, f"{engine} {voice or ''}".strip(), *cells, lead))
+    rates = {name: 100.0 * count / total for name, count in errors.items()}
+    ok = rates["echo"] - rates["no echo"] <= WER_MARGIN_POINTS
+    rows.append(("word error rate %", "", rates["echo"], rates["no echo"], verdict(ok)))
+    print_table(f"A person over the reply's echo (-30 dB, 150 ms, -60 dBFS), {PERSON_DBFS:.0f} "
+                f"dBFS peak at {PERSON_AT_MS:.0f} ms (target: WER with echo <= without + "
+                f"{WER_MARGIN_POINTS:.0f} points)",
+                ("utterance", "voice", "transcript (echo)", "transcript (no echo)",
+                 "turn audio before onset ms"), rows)
+    return ok
+
+
+async def bench(args: argparse.Namespace) -> bool:
+    config = ServerConfig(port=0, tts="piper", calibration="auto", deterministic=True)
+    services = await asyncio.to_thread(build_services, config)
+    demo = DemoServer(services, config.allow_origin, server_options(config))
+    await demo.start("127.0.0.1", 0)
+    url = f"ws://127.0.0.1:{demo.port()}/v1/realtime"
+    try:
+        echo_ok = await report_echo(url, args.concurrency)
+        person_ok = await report_person(url, args.concurrency)
+    finally:
+        assert demo.server is not None
+        demo.server.close()
+        await demo.server.wait_closed()
+    return echo_ok and person_ok
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="sessions at a time (default 1)")
+    args = parser.parse_args(argv)
+    print_run_header()
+    sys.exit(0 if asyncio.run(bench(args)) else 1)
+
+
+if __name__ == "__main__":
+    main()
