@@ -72,10 +72,10 @@ class LLMResponder:
         """Yield the model's reply as content deltas, as the server streams them.
 
         Raises:
-            ResponderError: the server could not be reached, answered an HTTP error, timed
-                out (`timeout_s`), broke off the stream, refused to answer (a `refusal` delta
-                or `finish_reason` "content_filter") or answered no text at all. Text already
-                yielded stays valid.
+            ResponderError: the server could not be reached or hung up, answered an HTTP
+                error, timed out (`timeout_s`), broke off the stream, refused to answer (a
+                `refusal` delta or `finish_reason` "content_filter") or answered no text at
+                all. Text already yielded stays valid.
         """
         settings = self.settings
         answered = False
@@ -105,7 +105,7 @@ class LLMResponder:
             raise ResponderError(
                 f"the LLM server did not answer within {settings.timeout_s:g} s") from exc
         except openai.APIConnectionError as exc:
-            raise ResponderError(f"cannot reach the LLM server at {settings.url}: "
+            raise ResponderError(f"no answer from the LLM server at {settings.url}: "
                                  f"{_cause(exc)}") from exc
         except httpx.TimeoutException as exc:
             raise ResponderError(
