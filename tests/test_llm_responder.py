@@ -108,6 +108,8 @@ async def test_the_model_receives_the_heard_prefix_and_the_note_after_an_interru
     server = await llm_server(start_server, proxy.url)
     async with RealtimeClient.connect(server.ws_url) as client:
         first_id, first_item = await client.prompt(STORY)
+        await client.wait_audio_until(first_id, 0, timeout=120)
+        await client.ack(first_id, 0)  # a client that reports playback: cuts go by its ACKs
         await client.wait_audio_until(first_id, 1500, timeout=120)
         await client.ack(first_id, 800)
         await client.barge_in(first_id, 800)
