@@ -48,7 +48,9 @@ def free_port() -> int:
 
 
 class LocalLLMServer:
-    """`with LocalLLMServer() as llm:` starts the server and waits until it answers;
+    """`with LocalLLMServer() as llm:` starts the server, waits until it answers and warms it
+    up with a one-token completion (the first one pages the model in: tens of seconds on a
+    busy machine, which no test timeout should absorb);
     `llm.origin` is "http://127.0.0.1:PORT", `llm.url` the API base (".../v1"). The server's
     output goes to a temporary log file (`log_text()`), shown when it fails to start."""
 
@@ -97,9 +99,14 @@ class LocalLLMServer:
                                    f"{self.log_text()[-4000:]}")
             try:
                 if httpx.get(f"{self.url}/models", timeout=2.0).status_code == 200:
-                    return
+                    break
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise TimeoutError(f"llama_cpp.server did not start within {START_TIMEOUT_S:g} s:\n"
-                           f"{self.log_text()[-4000:]}")
+        else:
+            raise TimeoutError(f"llama_cpp.server did not start within {START_TIMEOUT_S:g} s:\n"
+                               f"{self.log_text()[-4000:]}")
+        warm_up = httpx.post(f"{self.url}/chat/completions", timeout=START_TIMEOUT_S, json={
+            "model": MODEL_NAME, "max_tokens": 1,
+            "messages": [{"role": "user", "content": "Hello."}]})
+        warm_up.raise_for_status()
