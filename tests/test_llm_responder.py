@@ -83,7 +83,7 @@ async def test_tokens_stream_into_speech_before_the_model_finished(
 ) -> None:
     """Real Piper voice: the first audio leaves the demo while the model is still writing;
     the model got exactly the instructions and the user turn, with the configured sampling."""
-    server = await llm_server(start_server, proxy.url, tts="piper", llm_max_tokens=80)
+    server = await llm_server(start_server, proxy.url, tts="piper", llm_max_tokens=60)
     async with RealtimeClient.connect(server.ws_url) as client:
         await set_instructions(client, INSTRUCTIONS)
         response_id, _ = await client.prompt(STORY)
@@ -98,7 +98,7 @@ async def test_tokens_stream_into_speech_before_the_model_finished(
     assert request.body["messages"] == [{"role": "system", "content": INSTRUCTIONS},
                                         {"role": "user", "content": STORY}]
     assert (request.body["model"], request.body["stream"], request.body["max_tokens"],
-            request.body["temperature"]) == (MODEL_NAME, True, 80, 0.0)
+            request.body["temperature"]) == (MODEL_NAME, True, 60, 0.0)
     deltas = client.of_type("response.output_audio_transcript.delta", response_id=response_id)
     assert len(deltas) > 1
     assert "".join(e["delta"] for e in deltas) == transcript(response)
@@ -126,7 +126,7 @@ async def test_the_model_receives_the_heard_prefix_and_the_note_after_an_interru
                               lambda e: e["response_id"] == second_id, timeout=120)
         await client.ack(second_id, 0)
         await client.barge_in(second_id, 0)
-        unheard = await client.heard(second_item, lambda e: e["method"] != "none", timeout=60)
+        unheard = await client.heard(second_item, lambda e: e["interrupted"], timeout=60)
         assert unheard["text"] == ""
 
         third_id, _ = await client.prompt("Go on.")
