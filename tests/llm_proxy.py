@@ -38,7 +38,8 @@ class ChatRequest:
         body: the request's JSON body.
         received_s: when its body was read.
         first_byte_s: when the first response byte went to the client (None: never).
-        upstream_done_s: when the upstream server ended its response (the model finished).
+        upstream_done_s: when the upstream server ended its stream (the model finished): its
+            `data: [DONE]` event, else the end of its response.
         client_closed_s: when the client closed its connection before the response ended.
         ended: set once the proxy is done with the request, whichever way.
     """
@@ -161,8 +162,9 @@ class RecordingProxy:
                 if upstream not in readable:
                     continue
                 data = upstream.recv(65536)
+                if not data or b"data: [DONE]" in data:
+                    request.upstream_done_s = request.upstream_done_s or time.monotonic()
                 if not data:
-                    request.upstream_done_s = time.monotonic()
                     return
                 if request.first_byte_s is None:
                     request.first_byte_s = time.monotonic()
