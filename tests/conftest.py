@@ -71,9 +71,10 @@ class SlowSynthesizer:
 
 
 class RunningServer:
-    """A started demo server: its URLs and the responder that records prompts."""
+    """A started demo server: its URLs and the responder that records prompts (None for a
+    server whose replies come from an LLM: `llm_url`)."""
 
-    def __init__(self, demo: DemoServer, responder: RecordingResponder) -> None:
+    def __init__(self, demo: DemoServer, responder: RecordingResponder | None) -> None:
         self.demo = demo
         self.responder = responder
         self.http_url = f"http://127.0.0.1:{demo.port()}"
@@ -87,7 +88,8 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
     Starts a real `DemoServer` on 127.0.0.1 (free port) in this test's event loop; stops every
     server it started when the test ends. `tts_delay_s` wraps the voice in `SlowSynthesizer`,
     `wrap_tts` in whatever it returns for the loaded voice (fault injection, observation);
-    `input_transcriber` replaces the ASR of the person's turns (`build_services`).
+    `input_transcriber` replaces the ASR of the person's turns (`build_services`); with
+    `llm_url` the replies come from that LLM server (`LLMResponder`), not the demo responder.
     """
     started: list[DemoServer] = []
 
@@ -102,7 +104,7 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
             synthesizer = SlowSynthesizer(synthesizer, tts_delay_s)
         if wrap_tts is not None:
             synthesizer = wrap_tts(synthesizer)
-        responder = RecordingResponder()
+        responder = None if overrides.get("llm_url") else RecordingResponder()
         services = await asyncio.to_thread(
             build_services, config, synthesizer=synthesizer, responder=responder,
             input_transcriber=input_transcriber)

@@ -72,9 +72,15 @@ class Prompt:
         return messages
 
 
+class ResponderError(Exception):
+    """A responder could not write (the rest of) its reply; the message says why, for the
+    client's `error` event: no secrets, no user text."""
+
+
 class Responder(Protocol):
     """Produces the assistant's reply to a prompt."""
 
     def respond(self, prompt: Prompt) -> AsyncIterator[str]:
-        """Yield the reply as text deltas, sentence by sentence; they join to the reply."""
+        """Yield the reply as text deltas (sentences, or tokens as a model writes them); they
+        join to the reply. May raise `ResponderError`; closing the iterator stops the work."""
         ...
