@@ -186,13 +186,15 @@ async def test_failing_remote_asr_falls_back_to_ratio_and_keeps_history(
             await client.ack(response_id, 2000)
             await client.barge_in(response_id, 2000)
             heard = await client.heard(item_id, lambda e: e["method"] != "none", timeout=5)
-            assert (heard["method"], heard["text"]) == ("ratio", "one two three four five")
+            # ratio errs short: it leaves out 5 % of the played time (2000 ms -> 1900 ms), so
+            # the fifth word, which ends exactly at 2000 ms, is not claimed.
+            assert (heard["method"], heard["text"]) == ("ratio", "one two three four")
             assert endpoint.requests, "the ASR was asked first"
 
             first = await client.retrieve(first_item)
             second = await client.retrieve(item_id)
             assert first["content"][0]["transcript"] == "Good morning."
-            assert second["content"][0]["transcript"] == "one two three four five"
+            assert second["content"][0]["transcript"] == "one two three four"
 
             next_id, _ = await client.prompt("say: Shall I go on?")
             done = await play_fully(client, next_id)
@@ -200,7 +202,7 @@ async def test_failing_remote_asr_falls_back_to_ratio_and_keeps_history(
             turns = server.responder.prompts[-1].turns
             assert [(t.role, t.text) for t in turns[:4]] == [
                 ("user", "say: Good morning."), ("assistant", "Good morning."),
-                ("user", f"say: {counting}"), ("assistant", "one two three four five"),
+                ("user", f"say: {counting}"), ("assistant", "one two three four"),
             ]
 
 
