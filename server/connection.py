@@ -211,13 +211,12 @@ class Connection:
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
-            self.session.close()
-            self._apply_effects()
-            sender.cancel()
             tasks = [sender, *self._readers.values(), *self._generations.values(),
                      *self._background, *self._transcriptions]
             if self._prepared is not None:
                 tasks.append(self._prepared[1])
+            self.session.close()
+            self._apply_effects()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
