@@ -473,8 +473,9 @@ _CREATED_PREFIX = '{"type": "session.created"'
 class ProbedSocket:
     """Wraps a server `ServerConnection` to timestamp barge-ins and outgoing audio.
 
-    The server's `Connection` only iterates the socket and calls `send`; both are observed here
-    and forwarded unchanged, every other attribute is the wrapped connection's. The socket's
+    The server's `Connection` iterates the socket and frames its events with the socket's
+    protocol object (`server.outbound.send_events`); both are observed here and forwarded
+    unchanged, every other attribute is the wrapped connection's. The socket's
     `process_event` is wrapped too, to see a `barge_in` frame as soon as websockets parses it.
     """
 
@@ -517,8 +518,14 @@ class ProbedSocket:
         elif not parsed and probe.barge_dispatched_at is None:
             probe.barge_dispatched_at = now
 
-    async def send(self, message: str, **kwargs: Any) -> None:
-        """Record the event, then `ServerConnection.send` it unchanged."""
+    @property
+    def protocol(self) -> _ProbedProtocol:
+        """The connection's Sans-I/O protocol, whose `send_text` the server's
+        `send_events` frames every event with: each frame is recorded there."""
+        return _ProbedProtocol(self._inner.protocol, self._record)
+
+    def _record(self, message: str) -> None:
+        """Timestamp an outgoing server event (audio end, response.done, the session id)."""
         now = time.perf_counter()
         if message.startswith(_AUDIO_PREFIX):
             event = json.loads(message)
@@ -532,7 +539,23 @@ class ProbedSocket:
             probe.done_at, probe.done_status = now, response["status"]
         elif message.startswith(_CREATED_PREFIX):
             self._session_id = json.loads(message)["session"]["id"]
-        await self._inner.send(message, **kwargs)
+
+
+class _ProbedProtocol:
+    """A `websockets` protocol object whose `send_text` hands each frame's text to `record`
+    first; every other attribute is the wrapped protocol's."""
+
+    def __init__(self, inner: Any, record: Callable[[str], None]) -> None:
+        self._inner = inner
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def send_text(self, data: bytes, fin: bool = True) -> None:
+        """Record the frame, then frame it unchanged."""
+        self._record(data.decode())
+        self._inner.send_text(data, fin)
 
 
 class ProbedServer(DemoServer):
