@@ -135,7 +135,7 @@ async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
      3_750, "You"),
     # "... approved on Monday." and no "It"
     ("Your refund of $42.75 was approved on Monday. It usually takes 3 to 5 business days to "
-     "appear on your card, and you will get an email once it has been sent.", 4_550, "It"),
+     "appear on your card, and you will get an email once it has been sent.", 4_200, "It"),
 ])
 async def test_asr_refuses_when_the_recogniser_drops_a_word_played_whole(
     text: str, played_ms: int, dropped: str

@@ -53,14 +53,16 @@ FIRST_CLAUSE_MIN_WORDS = 3
 sound clipped when synthesised alone (project design: first clause early, after >= 3 words).
 Also the fewest words before a split inside an over-long sentence."""
 
-FIRST_PIECE_MAX_WORDS = 8
-"""Most words of the first piece of a reply. Piper's time to the first audio grows with the
-piece's length (it synthesizes a piece in one ONNX run): measured on this 2-core machine under
-shared load with `PYTHONPATH=. python /tmp/st_piper_speed.py` (warm, deterministic voice, best of
-3): 3 / 5 / 8 / 12 words took 333 / 493 / 903 / 2361 ms for 0.95 / 1.71 / 2.51 / 3.73 s of audio;
-DESIGN.md section 6 gives RTF about 0.05 and 0.17-0.22 s for a first sentence on a quiet
-machine, so 8 words (about 2.5 s of audio) cost about 125 ms of synthesis there. 8 keeps the
-usual opening sentence ("Yes, I can help you place your order.") whole."""
+FIRST_PIECE_MAX_WORDS = 12
+"""Most words of the first piece of a reply when it is a whole first clause or sentence.
+Piper's time to the first audio grows with the piece's length (it synthesizes a piece in one
+ONNX run): measured on this 2-core machine under shared load with a warm deterministic voice,
+best of 3, 3 / 5 / 8 / 12 words took 333 / 493 / 903 / 2361 ms for 0.95 / 1.71 / 2.51 / 3.73 s
+of audio; DESIGN.md section 6 gives RTF about 0.05 on a quiet machine, so 12 words cost about
+190 ms there. Not lower: a sentence cut out of its middle is spoken with a sentence's ending
+where it was cut ("The museum opened in 1998" alone is heard by tiny.en as "The museum opened
+in 1900, 1998", whole as written), which the listener hears and the ASR calibration mishears
+(tests/test_asr_on_piper.py refused 14 of 23 cuts with 8)."""
 
 FIRST_PIECE_SPLIT_WORDS = 6
 """Most words of a first piece that has to be cut out of its sentence (no clause mark or
