@@ -386,6 +386,8 @@ function sendBargeIn(responseId, playedMs, source, startedAt, silentAt, pause = 
 function stopForServer(responseId) {
   const stopping = playback.stop(responseId);
   if (!stopping || !mic.enabled) return;
+  // A reply this page paused by its own barge-in was timed then: the server's cut ends it.
+  if (state.bargeIns.some((event) => event.response_id === responseId)) return;
   // With the microphone on, the server stops a playing reply when its VAD heard speech.
   const { onsetT } = mic;
   stopping.then(({ silentAt }) => {

@@ -253,7 +253,8 @@ export class Playback {
     } else if (message.type === 'paused') {
       track.paused = true;
       // Every rendered frame is heard: the output pipeline plays it out after the pause.
-      const playedMs = Math.min(Math.round((track.frames / this.rate) * 1000),
+      // Rounded down: the cut never claims part of a millisecond that was not rendered.
+      const playedMs = Math.min(Math.floor((track.frames / this.rate) * 1000),
         track.audioEndMs ?? Infinity);
       if (playedMs > track.lastAckMs) this.#ack(track, playedMs);
       const silentAt = performanceTimeOf(this.#context, message.at);
