@@ -20,9 +20,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from tests.loopback_http import LoopbackHTTPServer
 
 ERROR_MESSAGE = "the model server fell over"
 REFUSAL = "I cannot help with that."
@@ -52,7 +54,7 @@ class ChatRequest:
     ended: threading.Event = field(default_factory=threading.Event)
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackHTTPServer):
     """`with RecordingProxy("http://127.0.0.1:8080") as proxy:`; `proxy.url` is the API base
     to give the demo (`--llm-url`). `port` reuses a port (a proxy restarted after a stop)."""
 
@@ -62,10 +64,7 @@ class RecordingProxy:
         self.mode: Literal["forward", "status", "stall", "refusal"] = "forward"
         self.status = 500
         self.requests: list[ChatRequest] = []
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(port)
 
     @property
     def port(self) -> int:
@@ -75,16 +74,6 @@ class RecordingProxy:
     def url(self) -> str:
         """The API base URL, e.g. "http://127.0.0.1:40123/v1"."""
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> RecordingProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
 
     def wait_requests(self, count: int, timeout_s: float = 30.0) -> list[ChatRequest]:
         """Block until `count` requests were received and ended; return them all."""

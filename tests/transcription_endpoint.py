@@ -19,12 +19,13 @@ import time
 import wave
 from dataclasses import dataclass, field
 from email.parser import BytesParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Literal
 
 import numpy as np
 
 from calibration.asr import LocalWhisperTranscriber
+from tests.loopback_http import LoopbackHTTPServer
 
 PATH = "/v1/audio/transcriptions"
 
@@ -46,7 +47,7 @@ class ReceivedRequest:
     client_disconnected: bool = False
 
 
-class TranscriptionEndpoint:
+class TranscriptionEndpoint(LoopbackHTTPServer):
     """Start with `with TranscriptionEndpoint() as endpoint:`; `endpoint.url` is the full URL."""
 
     def __init__(self, transcriber: LocalWhisperTranscriber | None = None) -> None:
@@ -58,26 +59,13 @@ class TranscriptionEndpoint:
         self.requests: list[ReceivedRequest] = []
         self.request_seen = threading.Event()
         self.disconnected = threading.Event()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
         """The endpoint's full URL, e.g. "http://127.0.0.1:40123/v1/audio/transcriptions"."""
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}{PATH}"
-
-    def __enter__(self) -> TranscriptionEndpoint:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self
