@@ -32,6 +32,9 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from server.realtime import protocol
 from server.responders.prompt import Prompt, Responder
@@ -103,6 +106,7 @@ class ServerMetrics:
             registry = CollectorRegistry()
             ProcessCollector(registry=registry)
         self.registry = registry
+        self._text = TextExposition(registry)
         r = registry
         self.sessions_open = Gauge("duplex_sessions_open", "Realtime sessions open now.",
                                    registry=r)
@@ -151,8 +155,9 @@ class ServerMetrics:
             self.ack_anomalies.labels(kind)
 
     def exposition(self) -> bytes:
-        """The registry in the Prometheus text format (`CONTENT_TYPE`)."""
-        return generate_latest(self.registry)
+        """The registry in the Prometheus text format (`CONTENT_TYPE`): every value read now
+        (`TextExposition`)."""
+        return self._text.render()
 
     def session(self) -> SessionMetrics:
         """The observer of one new session's events."""
@@ -175,6 +180,89 @@ class ServerMetrics:
         return dataclasses.replace(
             services, synthesizer=MeasuredSynthesizer(services.synthesizer, self),
             responder=MeasuredResponder(services.responder, self))
+
+
+class TextExposition:
+    """Renders a registry in the Prometheus text format 0.0.4, byte for byte as
+    `prometheus_client.generate_latest` does, in about half its time.
+
+    Every value is read from the registry at each `render` (`registry.collect()`); what is
+    kept between renders is only text that depends on no value: each family's `# HELP` /
+    `# TYPE` header and each series' `name{labels} ` prefix, both made once by
+    `generate_latest` itself (so names and label values are escaped exactly as it escapes
+    them), keyed by everything they are made of. `generate_latest` spends most of its time
+    escaping and validating those same names and labels on every scrape. A family with
+    samples `generate_latest` reorders (`_created`, `_gsum`, `_gcount`) or a sample with a
+    timestamp is rendered by `generate_latest` whole.
+
+    Args:
+        registry: the registry (or any collector) to render.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._headers: dict[tuple[str, str, str], str] = {}
+        self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+
+    def render(self) -> bytes:
+        """The registry's text exposition (UTF-8) with the values of now."""
+        parts: list[str] = []
+        headers, prefixes = self._headers, self._prefixes
+        for family in self.registry.collect():
+            if any(sample.timestamp is not None or sample.name[len(family.name):] in
+                   _REORDERED_SUFFIXES for sample in family.samples):
+                parts.append(_generate_text(family))
+                continue
+            key = (family.name, family.type, family.documentation)
+            header = headers.get(key)
+            if header is None:
+                header = headers[key] = _generate_text(
+                    Metric(family.name, family.documentation, family.type))
+            parts.append(header)
+            for sample in family.samples:
+                series = (sample.name, tuple(sample.labels.items()))
+                prefix = prefixes.get(series)
+                if prefix is None:
+                    prefix = prefixes[series] = _sample_prefix(sample)
+                parts.append(prefix)
+                parts.append(floatToGoString(sample.value))
+                parts.append("\n")
+        return "".join(parts).encode("utf-8")
+
+
+_REORDERED_SUFFIXES = frozenset(("_created", "_gsum", "_gcount"))
+"""Sample name suffixes `generate_latest` moves into a family of their own after their
+family's other samples."""
+
+_PREFIX_PROBE_VALUE = 0.0
+"""The value of the sample rendered to learn a series' line prefix (`_sample_prefix`)."""
+
+
+class _OneFamily:
+    """A collector of one metric family, to render it with `generate_latest`."""
+
+    def __init__(self, family: Metric) -> None:
+        self.family = family
+
+    def collect(self) -> list[Metric]:
+        """The family."""
+        return [self.family]
+
+
+def _generate_text(family: Metric) -> str:
+    """`generate_latest`'s text of one family (its header, then its samples)."""
+    return generate_latest(_OneFamily(family)).decode("utf-8")  # type: ignore[arg-type]
+
+
+def _sample_prefix(sample: Sample) -> str:
+    """A series' line up to its value, `name{labels} `: `generate_latest`'s line of the
+    sample with a probe value and no timestamp, without the value and the newline."""
+    family = Metric(sample.name, "", "unknown")
+    family.samples = [Sample(sample.name, sample.labels, _PREFIX_PROBE_VALUE, None)]
+    line = _generate_text(family).rsplit("\n", 2)[-2]
+    value = floatToGoString(_PREFIX_PROBE_VALUE)
+    assert line.endswith(" " + value), line
+    return line[:-len(value)]
 
 
 class SessionMetrics:
