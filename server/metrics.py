@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import http
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -488,7 +489,7 @@ class MetricsHttpServer:
 
     Args:
         metrics: what to serve.
-        host: address to bind.
+        host: address to bind (IPv4, or IPv6 when it has a colon).
         port: TCP port to bind (0: any free one, see `port`).
         authorized: whether a request with these headers (name, value pairs) may read the
             metrics; None: everyone may.
@@ -501,7 +502,8 @@ class MetricsHttpServer:
         handler = type("Handler", (_MetricsRequestHandler,), {
             "metrics": metrics, "authorized": staticmethod(authorized),
             "extra_headers": dict(headers or {})})
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = (_ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer)(
+            (host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="metrics-http", daemon=True)
@@ -519,6 +521,12 @@ class MetricsHttpServer:
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
+
+
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    """`ThreadingHTTPServer` on an IPv6 address."""
+
+    address_family = socket.AF_INET6
 
 
 class _MetricsRequestHandler(BaseHTTPRequestHandler):
