@@ -473,6 +473,9 @@ class MeasuredResponder:
 
 
 METRICS_PATH = "/metrics"
+METRICS_IDLE_TIMEOUT_S = 300.0
+"""A `MetricsHttpServer` connection idle this long (s) is closed, and its thread ends (a
+scraper reconnects; Prometheus scrapes every 15-60 s)."""
 
 
 class MetricsHttpServer:
@@ -484,8 +487,9 @@ class MetricsHttpServer:
     session has ready at that moment. Here the scrape needs only the GIL, which the loop
     gives up at each of its many socket calls. Values are read at each request
     (`ServerMetrics.exposition`), under `prometheus_client`'s own locks. Connections are
-    HTTP/1.1 keep-alive (Prometheus keeps its scrape connection open); every other path is
-    404; a request refused by `authorized` gets 401.
+    HTTP/1.1 keep-alive (Prometheus keeps its scrape connection open; one idle for
+    `METRICS_IDLE_TIMEOUT_S` is closed); every other path is 404; a request refused by
+    `authorized` gets 401.
 
     Args:
         metrics: what to serve.
@@ -533,6 +537,7 @@ class _MetricsRequestHandler(BaseHTTPRequestHandler):
     """One connection of `MetricsHttpServer` (class attributes set per server)."""
 
     protocol_version = "HTTP/1.1"
+    timeout = METRICS_IDLE_TIMEOUT_S
     metrics: ServerMetrics
     authorized: Callable[[Sequence[tuple[str, str]]], bool] | None
     extra_headers: dict[str, str]
