@@ -193,7 +193,8 @@ class ServerMetrics:
 
 class TextExposition:
     """Renders a registry in the Prometheus text format 0.0.4, byte for byte as
-    `prometheus_client.generate_latest` does, in about half its time.
+    `prometheus_client.generate_latest` does, in about 60 % of its time (1.1 against 1.8 ms for
+    the 83 samples of `benchmarks/bench_metrics.py`).
 
     Every value is read from the registry at each `render` (`registry.collect()`); what is
     kept between renders is only text that depends on no value: each family's `# HELP` /
