@@ -7,6 +7,7 @@ answers say `Connection: close`, since websockets closes the connection after th
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -141,6 +142,26 @@ async def test_the_metrics_port_serves_the_same_metrics_on_one_kept_alive_connec
         assert value(samples(during.text), "duplex_sessions_open") == 1
         assert value(samples(main.text), "duplex_sessions_open") == 1
         assert missing.status_code == 404
+
+
+async def test_the_metrics_port_answers_while_the_event_loop_is_held(start_server) -> None:
+    async with metrics_port_server(start_server) as server:
+        url = f"http://127.0.0.1:{server.demo.metrics_port()}/metrics"
+        answers: list[httpx.Response] = []
+        answered = threading.Event()
+
+        def scrape() -> None:
+            answers.append(httpx.get(url, timeout=30))
+            answered.set()
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        # This blocks the event loop (the one serving the main port and the sessions) until
+        # the scrape is answered: only a server that does not need the loop can answer.
+        assert answered.wait(timeout=30)
+        scraper.join()
+    assert answers[0].status_code == 200
+    assert value(samples(answers[0].text), "duplex_sessions_open") == 0
 
 
 async def test_the_metrics_port_needs_the_api_key_when_one_is_set(start_server) -> None:
