@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from websockets.protocol import State
 
 from server.config import parse_config
 from server.realtime.session import DEFAULT_INSTRUCTIONS
@@ -27,6 +28,9 @@ STORY = "Write a long story about a dragon who learns to fly. Use many sentences
 INSTRUCTIONS = "You are a storyteller. Answer in plain English sentences."
 LLM_TIMEOUT_S = 60.0
 """The responder's timeout in the tests that do not test it: a busy CI machine is slow."""
+CLOSE_TIMEOUT_S = 60.0
+"""The test client's WebSocket close timeout (s): longer than any wait for the LLM stream to
+close, so a stream that closes only with the TCP connection is seen as such."""
 STALL_TIMEOUT_S = 20.0
 """The timeout of the test with a stalled server (s): longer than the local model takes to
 start a reply on a busy machine (measured under load 15 on 2 cores: over 8 s for a 100-token
@@ -153,24 +157,39 @@ async def test_the_model_receives_the_heard_prefix_and_the_note_after_an_interru
 # ----------------------------------------------------------------------------- closing the stream
 
 
-@pytest.mark.parametrize("stop", ["barge_in", "response.cancel"])
+@pytest.mark.parametrize("stop", ["barge_in", "response.cancel", "disconnect"])
 async def test_stopping_a_reply_closes_the_llm_stream_while_the_model_writes(
     start_server: Any, proxy: RecordingProxy, stop: str,
 ) -> None:
     """The demo closes its HTTP stream to the model (the proxy sees the connection close
-    before the model finished) on a barge-in and a cancel; the model's server is disconnected
-    in turn."""
+    before the model finished: it may write 400 tokens) on a barge-in, a cancel and when the
+    client closes its WebSocket mid-reply; the model's server is disconnected in turn.
+
+    The disconnecting client has stopped reading (its receive queue holds one frame), so the
+    closing handshake cannot complete: the stream must close at the client's close frame,
+    while the server's side of the WebSocket is still closing, not when websockets' close
+    timeout (10 s) ends the TCP connection (a model faster than that had written its whole
+    reply first)."""
     server = await llm_server(start_server, proxy.url, llm_max_tokens=400)
-    async with RealtimeClient.connect(server.ws_url) as client:
+    async with RealtimeClient.connect(server.ws_url, max_queue=1,
+                                      close_timeout=CLOSE_TIMEOUT_S) as client:
         response_id, _ = await client.prompt(STORY)
         await client.wait_for("response.output_audio.delta",
                               lambda e: e["response_id"] == response_id, timeout=120)
         if stop == "barge_in":
             await client.barge_in(response_id, 200)
             assert (await done(client, response_id))["status"] == "cancelled"
-        else:
+        elif stop == "response.cancel":
             await client.send({"type": "response.cancel", "response_id": response_id})
             assert (await done(client, response_id))["status"] == "cancelled"
+        else:
+            [server_side] = server.demo.server.connections
+            closing = asyncio.ensure_future(client.websocket.close())
+            await recorded(proxy, 1)
+            assert server_side.state is State.CLOSING, (
+                "the LLM stream closed only with the TCP connection")
+            client.websocket.transport.abort()
+            await closing
     [request] = await recorded(proxy, 1)
     assert request.client_closed_s is not None, "the LLM stream was not closed"
     assert request.upstream_done_s is None, "the model finished before the stream was closed"
