@@ -44,12 +44,13 @@ PROMPTS = (
 )
 FIRST_AUDIO_TARGETS_MS = (400.0, 700.0)
 CLOSE_TARGET_MS = 50.0
-LLM_THREADS = 1
-"""Threads of the model server. One, not two: the model shares the 2 cores with the TTS (and
-here with other load), and llama.cpp's threads wait for each other by spinning, so a thread
-taken off its core stalls the other; measured on this 2-core machine under shared load (load
-average 8-14), SmolLM2 streamed a token every 270-330 ms with 2 threads against 68-71 ms with
-1 (median gap between tokens, 4 prompts each)."""
+LLM_THREADS = 2
+"""Threads of the model server (the issue's setting). `--llm-threads 1` is worth a comparison
+on a busy machine: the model shares the 2 cores with the TTS (and other load), and llama.cpp's
+threads wait for each other by spinning, so a thread taken off its core stalls the other;
+measured here under shared load (load average 8-14, 4 prompts, 40 tokens each), SmolLM2 streamed
+a token every 270-330 ms with 2 threads against 68-71 ms with 1, but its time to the first token
+(prompt evaluation) was 1.5-7.9 s with 2 threads against 2.5-14.6 s with 1."""
 PAUSE_S = 1.0
 """Between two prompts (s): a person typing the next one."""
 
