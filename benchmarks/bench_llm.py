@@ -1,11 +1,12 @@
 """The LLM responder with a real local model: first audio after a typed prompt, and barge-in ->
 LLM stream closed.
 
-Starts llama-cpp-python's server with SmolLM2-135M-Instruct (`tests/llm_server.py`, 2 threads,
-`make llm`), the recording proxy of the tests in front of it (`tests/llm_proxy.py`: it notes
-when the demo closes its connection) and a real `server.app.DemoServer` in this process
-(`--llm-url` = the proxy, temperature 0, Piper voice by default), then, after `--warmup`
-untimed replies, for each of `--prompts` prompts in a fresh session:
+Starts llama-cpp-python's server with SmolLM2-135M-Instruct (`tests/llm_server.py`,
+`--llm-threads` threads, `make llm`), the recording proxy of the tests in front of it
+(`tests/llm_proxy.py`: it notes when the demo closes its connection) and a real
+`server.app.DemoServer` in this process (`--llm-url` = the proxy, temperature 0, Piper voice by
+default), then, after `--warmup` untimed replies, for each of `--prompts` prompts in a fresh
+session:
 
 1. **First audio**: from just before `response.create` is sent to the arrival of the first
    `response.output_audio.delta` (client side; target p50 <= 400 ms, p95 <= 700 ms).
@@ -43,6 +44,13 @@ PROMPTS = (
 )
 FIRST_AUDIO_TARGETS_MS = (400.0, 700.0)
 CLOSE_TARGET_MS = 50.0
+LLM_THREADS = 2
+"""Threads of the model server (the issue's setting). `--llm-threads 1` is worth a comparison
+on a busy machine: the model shares the 2 cores with the TTS (and other load), and llama.cpp's
+threads wait for each other by spinning, so a thread taken off its core stalls the other;
+measured here under shared load (load average 8-14, 4 prompts, 40 tokens each), SmolLM2 streamed
+a token every 270-330 ms with 2 threads against 68-71 ms with 1, but its time to the first token
+(prompt evaluation) was 1.5-7.9 s with 2 threads against 2.5-14.6 s with 1."""
 PAUSE_S = 1.0
 """Between two prompts (s): a person typing the next one."""
 
@@ -78,9 +86,9 @@ def row(name: str, values: list[float], targets: tuple[float, float]) -> list[ob
             " / ".join(f"{t:g}" for t in targets), verdict]
 
 
-async def run(prompts: int, warmup: int, tts: str, max_tokens: int) -> None:
+async def run(prompts: int, warmup: int, tts: str, max_tokens: int, threads: int) -> None:
     print_run_header()
-    with LocalLLMServer() as llm, RecordingProxy(llm.origin) as proxy:
+    with LocalLLMServer(threads=threads) as llm, RecordingProxy(llm.origin) as proxy:
         config = ServerConfig(port=0, tts=tts, calibration="marks", deterministic=True,
                               llm_url=proxy.url, llm_model=MODEL_NAME, llm_temperature=0.0,
                               llm_max_tokens=max_tokens)
@@ -105,7 +113,7 @@ async def run(prompts: int, warmup: int, tts: str, max_tokens: int) -> None:
             await demo.server.wait_closed()
     headers = ["measure (ms)", "n", "p50", "p95", "max", "target", "verdict"]
     print_table(f"1. First audio after a typed prompt, SmolLM2-135M on llama_cpp.server "
-                f"(2 threads), {tts} voice, warm", headers,
+                f"({threads} thread{'s' if threads > 1 else ''}), {tts} voice, warm", headers,
                 [row("response.create -> first audio", first, FIRST_AUDIO_TARGETS_MS)])
     print_table(f"2. barge_in -> LLM stream closed (client side), {len(closed)} of {prompts} "
                 f"closed, model still writing in {writing}", headers,
@@ -119,8 +127,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed prompts first")
     parser.add_argument("--tts", default="piper", help="speech engine (default piper)")
     parser.add_argument("--max-tokens", type=int, default=256, help="--llm-max-tokens")
+    parser.add_argument("--llm-threads", type=int, default=LLM_THREADS,
+                        help=f"llama_cpp.server --n_threads (default {LLM_THREADS})")
     args = parser.parse_args()
-    asyncio.run(run(args.prompts, args.warmup, args.tts, args.max_tokens))
+    asyncio.run(run(args.prompts, args.warmup, args.tts, args.max_tokens, args.llm_threads))
 
 
 if __name__ == "__main__":

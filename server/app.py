@@ -26,7 +26,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
-from server.connection import Connection, Services
+from server.connection import Connection, RealtimeServerConnection, Services
 from server.logs import SESSION_ID
 from server.metrics import CONTENT_TYPE, METRICS_PATH, MetricsHttpServer, ServerMetrics
 from server.realtime.events import EventLog
@@ -260,6 +260,7 @@ class DemoServer:
             max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
             ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
             select_subprotocol=select_subprotocol, compression=None, logger=logger,
+            create_connection=RealtimeServerConnection,
         )
         if options.metrics_port is not None:
             authorized = None

@@ -17,13 +17,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Event
 
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
@@ -149,6 +151,28 @@ class _NoObserver:
         pass
 
 
+class RealtimeServerConnection(ServerConnection):
+    """A `websockets` server connection that reports the client's close frame as it arrives
+    (`on_close_frame`, called on the event loop).
+
+    websockets' `recv()` raises `ConnectionClosed` only once the TCP connection has ended. A
+    client that closes while the server's audio waits unread in its buffers (it stopped
+    reading: a closed tab, a client with a full receive queue) answers the server's close
+    frame only after its close timeout (10 s), and meanwhile the session generated on: a
+    model's HTTP stream stayed open until the model had written its whole reply. The close
+    frame ends the session instead (RFC 6455 5.5.1: after it the client reads nothing more).
+    """
+
+    on_close_frame: Callable[[], None] | None = None
+
+    def process_event(self, event: Event) -> None:
+        """websockets' processing of one incoming event; then the close-frame report."""
+        super().process_event(event)
+        if (isinstance(event, Frame) and event.opcode is Opcode.CLOSE
+                and self.on_close_frame is not None):
+            self.on_close_frame()
+
+
 class Connection:
     """Drive one session over one WebSocket.
 
@@ -185,6 +209,7 @@ class Connection:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._generations: dict[str, asyncio.Task[None]] = {}
         self._readers: dict[str, asyncio.Task[bool]] = {}
+        self._stopped_readers: set[asyncio.Task[bool]] = set()
         self._background: set[asyncio.Future[None]] = set()
         self._transcriptions: set[asyncio.Future[None]] = set()
         self._latest_transcription: asyncio.Future[None] | None = None
@@ -193,6 +218,9 @@ class Connection:
         self._echo_reference: tuple[str, EchoReference] | None = None
         self._rate = (EventRateLimiter(services.max_events_per_s)
                       if services.max_events_per_s else None)
+        self._close_received = False
+        if isinstance(websocket, RealtimeServerConnection):
+            websocket.on_close_frame = self._on_close_frame
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
@@ -211,27 +239,30 @@ class Connection:
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
-            tasks = [sender, *self._readers.values(), *self._generations.values(),
-                     *self._background, *self._transcriptions]
+            tasks = [sender, *self._generations.values(), *self._background,
+                     *self._transcriptions]
             if self._prepared is not None:
                 tasks.append(self._prepared[1])
             self.session.close()
             self._apply_effects()
+            for response_id in list(self._readers):
+                self._stop_reader(response_id)
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *self._stopped_readers, return_exceptions=True)
 
     async def _next_frame(self) -> str | bytes | None:
-        """The next client frame; None once the connection was closed for being idle (no frame
-        for `Services.idle_timeout_s`: close 1000 with the reason). Raises `ConnectionClosed`
-        when the client closed.
+        """The next client frame; None once the client's close frame arrived
+        (`RealtimeServerConnection`), or once the connection was closed for being idle (no
+        frame for `Services.idle_timeout_s`: close 1000 with the reason). Raises
+        `ConnectionClosed` when the connection ended.
 
         The wait's timeout has no timer of its own: `_check_idle` (one timer per idle period,
-        not one per frame) expires it once it has lasted `idle_timeout_s`.
+        not one per frame) expires it once it has lasted `idle_timeout_s`, and the close frame
+        expires it at once (`_on_close_frame`).
         """
-        idle_s = self.services.idle_timeout_s
-        if idle_s is None:
-            return await self.websocket.recv()
+        if self._close_received:
+            return None
         self._receiving_since = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(None) as receiving:
@@ -241,8 +272,20 @@ class Connection:
                 finally:
                     self._receiving = None
         except TimeoutError:
+            if self._close_received:
+                return None
+            idle_s = self.services.idle_timeout_s
             await self._close(1000, f"idle timeout: no client event for {idle_s:g} s")
             return None
+
+    def _on_close_frame(self) -> None:
+        """The client's close frame arrived: the session ends now (the receive wait of
+        `_next_frame` expires, and `run` cancels the reply and closes its LLM stream), not when
+        the TCP connection ends."""
+        self._close_received = True
+        receiving = self._receiving
+        if receiving is not None and not receiving.expired():
+            receiving.reschedule(asyncio.get_running_loop().time())
 
     def _check_idle(self) -> None:
         """Timer callback: expire the receive wait of `_next_frame` once it has lasted
@@ -305,9 +348,7 @@ class Connection:
                     self._generate(response_id)
                 )
             case CancelGeneration(response_id=response_id):
-                reader = self._readers.pop(response_id, None)
-                if reader is not None:
-                    reader.cancel()
+                self._stop_reader(response_id)
                 task = self._generations.pop(response_id, None)
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
@@ -530,11 +571,10 @@ class Connection:
                 if reader.cancelled() or not await reader:
                     return
             finally:
-                reader.cancel()
+                if self._readers.get(response_id) is reader:
+                    self._stop_reader(response_id)
                 if reader.done() and not reader.cancelled():
                     reader.exception()
-                if self._readers.get(response_id) is reader:
-                    del self._readers[response_id]
             session.on_generation_done(response_id)
         except asyncio.CancelledError:
             raise
@@ -572,6 +612,23 @@ class Connection:
             return True
         finally:
             spans.put_nowait(None)
+
+    def _stop_reader(self, response_id: str) -> None:
+        """Cancel the reply's reader task (`_read_reply`), exactly once: whoever takes it out
+        of `_readers` cancels it; `run` waits for the stopped readers at the end.
+
+        Never twice: a second cancel that lands while the first one's cleanup awaits aborts
+        that cleanup, and httpcore's close of an unfinished response yields once (its
+        connection lock's checkpoint) before it closes the socket, so the HTTP connection
+        stayed open, counted as busy in the pool, and the LLM server wrote on to the end of the
+        reply (a disconnect cancelled the reader, then the generation task's cleanup cancelled
+        it again)."""
+        reader = self._readers.pop(response_id, None)
+        if reader is None:
+            return
+        reader.cancel()
+        self._stopped_readers.add(reader)
+        reader.add_done_callback(self._stopped_readers.discard)
 
     async def _generation_room(self, response_id: str) -> None:
         """Wait while this reply has more than `GENERATION_AHEAD_MS` of audio not yet sent.

@@ -10,11 +10,19 @@ sent, that a barge-in / cancel / disconnect closes its stream, and how faults en
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from server.config import parse_config
 from server.realtime.session import DEFAULT_INSTRUCTIONS
@@ -23,10 +31,14 @@ from tests.llm_proxy import ERROR_MESSAGE, REFUSAL, ChatRequest, RecordingProxy
 from tests.llm_server import MODEL_NAME, LocalLLMServer
 from tests.realtime_client import RealtimeClient
 
+ROOT = Path(__file__).resolve().parent.parent
 STORY = "Write a long story about a dragon who learns to fly. Use many sentences."
 INSTRUCTIONS = "You are a storyteller. Answer in plain English sentences."
 LLM_TIMEOUT_S = 60.0
 """The responder's timeout in the tests that do not test it: a busy CI machine is slow."""
+CLOSE_TIMEOUT_S = 60.0
+"""The test client's WebSocket close timeout (s): longer than any wait for the LLM stream to
+close, so a stream that closes only with the TCP connection is seen as such."""
 STALL_TIMEOUT_S = 20.0
 """The timeout of the test with a stalled server (s): longer than the local model takes to
 start a reply on a busy machine (measured under load 15 on 2 cores: over 8 s for a 100-token
@@ -153,24 +165,80 @@ async def test_the_model_receives_the_heard_prefix_and_the_note_after_an_interru
 # ----------------------------------------------------------------------------- closing the stream
 
 
-@pytest.mark.parametrize("stop", ["barge_in", "response.cancel"])
+@pytest.mark.parametrize("stop", ["barge_in", "response.cancel", "disconnect"])
 async def test_stopping_a_reply_closes_the_llm_stream_while_the_model_writes(
     start_server: Any, proxy: RecordingProxy, stop: str,
 ) -> None:
     """The demo closes its HTTP stream to the model (the proxy sees the connection close
-    before the model finished) on a barge-in and a cancel; the model's server is disconnected
-    in turn."""
+    before the model finished: it may write 400 tokens) on a barge-in, a cancel and when the
+    client closes its WebSocket mid-reply; the model's server is disconnected in turn.
+
+    The disconnecting client has stopped reading (its receive queue holds one frame), so the
+    closing handshake cannot complete: the stream must close at the client's close frame,
+    while the server's side of the WebSocket is still closing, not when websockets' close
+    timeout (10 s) ends the TCP connection (a model faster than that had written its whole
+    reply first)."""
     server = await llm_server(start_server, proxy.url, llm_max_tokens=400)
-    async with RealtimeClient.connect(server.ws_url) as client:
+    async with RealtimeClient.connect(server.ws_url, max_queue=1,
+                                      close_timeout=CLOSE_TIMEOUT_S) as client:
         response_id, _ = await client.prompt(STORY)
         await client.wait_for("response.output_audio.delta",
                               lambda e: e["response_id"] == response_id, timeout=120)
         if stop == "barge_in":
             await client.barge_in(response_id, 200)
             assert (await done(client, response_id))["status"] == "cancelled"
-        else:
+        elif stop == "response.cancel":
             await client.send({"type": "response.cancel", "response_id": response_id})
             assert (await done(client, response_id))["status"] == "cancelled"
+        else:
+            [server_side] = server.demo.server.connections
+            closing = asyncio.ensure_future(client.websocket.close())
+            await recorded(proxy, 1)
+            assert server_side.state is State.CLOSING, (
+                "the LLM stream closed only with the TCP connection")
+            client.websocket.transport.abort()
+            await closing
+    [request] = await recorded(proxy, 1)
+    assert request.client_closed_s is not None, "the LLM stream was not closed"
+    assert request.upstream_done_s is None, "the model finished before the stream was closed"
+
+
+async def test_sigterm_closes_the_llm_stream_of_an_open_session(
+    proxy: RecordingProxy,
+) -> None:
+    """SIGTERM to a real `python -m server` while the model writes a reply: the session is
+    closed with 1001, the demo closes its stream to the model before the model finished, and
+    the process exits cleanly."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server", "--port", "0", "--tts", "uniform", "--calibration",
+         "marks", "--deterministic", "--llm-url", proxy.url, "--llm-model", MODEL_NAME,
+         "--llm-max-tokens", "400", "--llm-temperature", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 120)
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert match, line
+        async with RealtimeClient.connect(
+                f"ws://127.0.0.1:{match.group(1)}/v1/realtime") as client:
+            response_id, _ = await client.prompt(STORY)
+            await client.wait_for("response.output_audio.delta",
+                                  lambda e: e["response_id"] == response_id, timeout=120)
+            process.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await client.websocket.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        returncode = await asyncio.wait_for(asyncio.to_thread(process.wait), 30)
+        stderr = process.stderr.read() if process.stderr else ""
+        assert returncode == 0, stderr
+        assert "Traceback" not in stderr, stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     [request] = await recorded(proxy, 1)
     assert request.client_closed_s is not None, "the LLM stream was not closed"
     assert request.upstream_done_s is None, "the model finished before the stream was closed"
