@@ -37,11 +37,12 @@ RATIO_DRIFT_PERCENT = 6
 min(played_ms, complete - played_ms), left out on top of RATIO_MARGIN_MS: the model's error in
 time grows with the distance from both ends of the reply, where the complete duration pins it.
 Measured on the corpus of benchmarks/bench_calibration.py (every 250 ms of 43 Piper replies,
-3839 cuts, marks removed): with (margin ms, drift %) = (0, 0) / (100, 5) / (100, 7) /
-(150, 6.5) / (200, 6) / (250, 6), 698 / 13 / 1 / 0 / 0 / 0 cuts claimed a word that had not
-started, losing 0.71 / 3.88 / 5.50 / 5.24 / 4.97 / 5.13 fully played words per cut. The largest
-lag of a real word start behind the model, 2.5 s, is 113 s into a 178 s reply (the speaker
-slows down in its first 11 s by 6 %, which the rest of the reply makes up)."""
+3839 cuts, marks removed; the word model with its own margin as here): with (margin ms, drift %)
+= (0, 0) / (100, 5) / (100, 6) / (150, 6) / (200, 6) / (250, 6), 696 / 13 / 1 / 0 / 0 / 0 cuts
+claimed a word that had not started, losing 0.72 / 3.89 / 4.70 / 4.84 / 4.99 / 5.15 fully
+played words per cut; 200 keeps a headroom of 50 ms. The largest lag of a real word start
+behind the model, 2.5 s, is 113 s into a 178 s reply (its speaker is about 6 % slower than the
+model over the first 11 s, which the rest of the reply makes up)."""
 
 WORD_MODEL_MARGIN_MS = 90
 """Time the word model leaves out at the cut (ms). At most 100: the public interruption case F19
@@ -69,7 +70,7 @@ WORD_MODEL_CJK = 5
 
 _URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
 _URL_HOST = re.compile(r"(?:https?://)?(?:www\.)?([^/?#:]+)", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f](?:[\s\"')\]*_]|$)")
+_SENTENCE_END = re.compile(r"[\u3002\uff01\uff1f]|[.!?][\s\"')\]*_]")
 _CLAUSE_MARK = re.compile(r"[,;:\u2013\u2014\u3001\uff0c\uff1b\uff1a]|\s-\s")
 
 
@@ -90,7 +91,8 @@ def url_spans(text: str) -> Iterator[tuple[int, int, int, int]]:
 
 
 def _pause_beats(gap: str) -> int:
-    """Speech model pause (beats) for the text between two units."""
+    """Speech model pause (beats) for the text between two units (a "." between two units with
+    nothing else, as in "example.com", ends no sentence)."""
     if _SENTENCE_END.search(gap):
         return SENTENCE_PAUSE_BEATS
     if "\n" in gap:
@@ -134,7 +136,7 @@ def unit_times(text: str) -> tuple[tuple[tuple[int, int], ...], ...]:
             waiting.clear()
             speech[index] = (speech_now, speech_now + _speech_beats(unit))
             speech_now = speech[index][1]
-        if index + 1 < len(text_units):
+        if index + 1 < len(text_units) and not silent[index + 1]:
             speech_now += _pause_beats(text[unit.end : text_units[index + 1].start])
     for quiet in waiting:
         speech[quiet] = (speech_now, speech_now)
