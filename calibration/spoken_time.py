@@ -5,7 +5,8 @@ each unit is spoken and claims a unit only when it ended under every model a mar
 before the cut. Two models, because voices differ:
 
 - **word model**: every spoken word takes the same time, a CJK / kana / Hangul unit 0.625 of it
-  (the uniform timing rule of the interruption cases file: 400 ms / 250 ms, no pauses);
+  (the uniform timing rule of the interruption cases file: 400 ms / 250 ms, no pauses), once
+  with URLs read whole (as the uniform test voice reads them) and once with the host only;
 - **speech model**: a spoken word takes WORD_BEATS plus one beat per letter of its spoken form
   (`units.TextUnit.spoken`: "$9.05" -> nine dollars and five cents, "+" -> plus), a CJK unit
   CJK_BEATS, and a pause follows a sentence end, a clause mark or a line end (`*_PAUSE_BEATS`).
@@ -108,46 +109,59 @@ def _speech_beats(unit: TextUnit) -> int:
     return sum(WORD_BEATS + max(len(word), LETTER_NAME_BEATS) for word in unit.spoken)
 
 
+def _timeline(weights: list[int], pauses: list[int]) -> tuple[tuple[int, int], ...]:
+    """(start, end) of each unit when unit i lasts weights[i] and pauses[i] follows it; a unit of
+    weight 0 (said with a neighbour, like a URL's path) sits at the start of the next unit that
+    takes time, so it counts only together with that one."""
+    spans: list[tuple[int, int]] = []
+    waiting: list[int] = []
+    now = 0
+    for weight, pause in zip(weights, pauses, strict=True):
+        if weight == 0:
+            waiting.append(len(spans))
+        else:
+            for index in waiting:
+                spans[index] = (now, now)
+            waiting.clear()
+        spans.append((now, now + weight))
+        now += weight + pause
+    for index in waiting:
+        spans[index] = (now, now)
+    return tuple(spans)
+
+
 @lru_cache(maxsize=64)
 def unit_times(text: str) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Per model (word model, speech model): (start, end) of every unit of
-    `units.text_units(text)` on the model's own scale (beats; the last end is the model's total).
-    """
+    """(start, end) of every unit of `units.text_units(text)` on each model's own scale (eighths
+    of a word, or beats; the last end is about the model's total), in the order of
+    `MODEL_MARGINS`: the word model reading URLs whole (as the uniform test voice does), the
+    word model reading a URL's host only (as the speakable text sent to Piper and espeak-ng),
+    and the speech model (host only)."""
     text_units = units.text_units(text)
     silent = [False] * len(text_units)
     for start, end, host_start, host_end in url_spans(text):
         for index, unit in enumerate(text_units):
             if start <= unit.start and unit.end <= end:
                 silent[index] = not (host_start <= unit.start and unit.end <= host_end)
-    word: list[tuple[int, int]] = []
-    speech: list[tuple[int, int]] = []
-    waiting: list[int] = []
-    word_now = speech_now = 0
-    for index, unit in enumerate(text_units):
-        weight = WORD_MODEL_CJK if unit.cjk else WORD_MODEL_WORD * len(unit.spoken)
-        word.append((word_now, word_now + weight))
-        word_now += weight
-        speech.append((speech_now, speech_now))
-        if silent[index]:
-            waiting.append(index)
-        else:
-            for quiet in waiting:
-                speech[quiet] = (speech_now, speech_now)
-            waiting.clear()
-            speech[index] = (speech_now, speech_now + _speech_beats(unit))
-            speech_now = speech[index][1]
-        if index + 1 < len(text_units) and not silent[index + 1]:
-            speech_now += _pause_beats(text[unit.end : text_units[index + 1].start])
-    for quiet in waiting:
-        speech[quiet] = (speech_now, speech_now)
-    return tuple(word), tuple(speech)
+    words = [WORD_MODEL_CJK if unit.cjk else WORD_MODEL_WORD * len(unit.spoken)
+             for unit in text_units]
+    pauses = [0 if index + 1 == len(text_units) or silent[index + 1]
+              else _pause_beats(text[unit.end : text_units[index + 1].start])
+              for index, unit in enumerate(text_units)]
+    return (
+        _timeline(words, [0] * len(words)),
+        _timeline([0 if quiet else w for w, quiet in zip(words, silent, strict=True)],
+                  [0] * len(words)),
+        _timeline([0 if quiet else _speech_beats(unit)
+                   for unit, quiet in zip(text_units, silent, strict=True)], pauses),
+    )
 
 
 def heard_units(text: str, played_ms: int, complete_ms: int) -> int:
     """Units of `units.text_units(text)` the ratio estimate counts as heard at `played_ms` of
     `complete_ms` ms of audio (both > 0 expected; 0 when not).
 
-    A unit counts when, scaled to `complete_ms`, the word model ends it by played_ms -
+    A unit counts when, scaled to `complete_ms`, both word models end it by played_ms -
     WORD_MODEL_MARGIN_MS and the speech model by played_ms - RATIO_MARGIN_MS -
     RATIO_DRIFT_PERCENT of min(played_ms, complete_ms - played_ms) (`unit_times`); so does
     every unit before it. played_ms beyond complete_ms counts as complete_ms. The final unit is
@@ -160,7 +174,8 @@ def heard_units(text: str, played_ms: int, complete_ms: int) -> int:
     played_ms = min(played_ms, complete_ms)
     count = len(text_units) - 1
     nearer = min(played_ms, complete_ms - played_ms)
-    budgets = (played_ms - WORD_MODEL_MARGIN_MS,
+    word_budget = played_ms - WORD_MODEL_MARGIN_MS
+    budgets = (word_budget, word_budget,
                played_ms - RATIO_MARGIN_MS - RATIO_DRIFT_PERCENT * nearer / 100)
     for times, budget in zip(unit_times(text), budgets, strict=True):
         total = times[-1][1]
@@ -174,7 +189,7 @@ def heard_units(text: str, played_ms: int, complete_ms: int) -> int:
 def expected_units(text: str, end_ms: int, complete_ms: int) -> int:
     """Central estimate of the units spoken by `end_ms` of `complete_ms` (the speech model, no
     margin): a window hint for the ASR aligner, not a cut."""
-    times = unit_times(text)[1]
+    times = unit_times(text)[-1]
     if not times or complete_ms <= 0 or times[-1][1] == 0:
         return 0
     ends = [end * complete_ms / times[-1][1] for _, end in times]
