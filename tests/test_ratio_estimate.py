@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.bench_calibration import CUT_STEP_MS, heard_bounds, load_corpus, synthesize
+from benchmarks.bench_calibration import (
+    CUT_STEP_MS,
+    Reply,
+    heard_bounds,
+    load_corpus,
+    synthesize,
+)
 from calibration import spoken_time, units
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
 from calibration.policies import auto_policy, ratio_policy
@@ -153,3 +159,28 @@ async def test_ratio_never_passes_the_started_word_on_piper(reply_id: str, playe
         for policy in (ratio_policy(), auto_policy(None)):
             cut = await claimed(policy, text, played, complete)
             assert cut is not None and cut <= started, (played, text[started:cut])
+
+
+OTHER_KINDS = [
+    "你好！我是你的助手。今天想聊什么？",  # noqa: RUF001
+    "こんにちは、今日はいい天気ですね。",
+    "The word for thank you in Chinese is 谢谢, and in Japanese it is ありがとう. 我们明天见！",  # noqa: RUF001
+    "한국어로 안녕하세요라고 말합니다. Then we switch back to English for the rest of this reply.",
+    "Step 1: open https://example.com/setup/start. Step 2: call +1 415 555 2671 before 9:30 a.m. "
+    "and quote ticket JIRA-4821.",
+]
+"""Replies of kinds the corpus lacks: CJK, kana and Hangul (spoken by the espeak-ng voice of
+their language, `server.speech.script_voices`), scripts mixed with English, a URL, a phone
+number, a clock time and an id in one list."""
+
+
+@pytest.mark.parametrize("text", OTHER_KINDS)
+async def test_ratio_never_passes_the_started_word_on_piper_in_other_scripts(text: str) -> None:
+    """Every 50 ms cut of the reply as the server speaks it (real Piper and espeak-ng)."""
+    reply = Reply("other", "other", text)
+    spoken = synthesize(loaded_synthesizer("piper"), reply)
+    assert not any(mark.estimated for mark in spoken.marks)
+    for played in range(50, spoken.total_ms, 50):
+        started = heard_bounds(text, spoken.marks, played)[1]
+        cut = await claimed(ratio_policy(), text, played, spoken.total_ms)
+        assert cut is not None and cut <= started, (played, text[started:cut])
