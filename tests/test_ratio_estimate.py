@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_calibration import (
@@ -47,8 +47,8 @@ def replies(draw: st.DrawFn, max_tokens: int = 120) -> str:
 def voice_marks(text: str, drift_percent: list[int], *, host_only: bool) -> tuple[WordMark, ...]:
     """One mark per unit on a uniform-time voice (contracts.md: 400 ms per spoken word, 250 ms
     per CJK unit, no pauses), each unit's duration changed by `drift_percent[i % len]` per cent.
-    `host_only`: URLs are read as the server's speakable text reads them (the host only; the
-    scheme, "www." and path take no time)."""
+    `host_only`: URLs are read as the server's speakable text reads them (the host only): the
+    scheme, "www." and path are not spoken and get no mark, as with Piper."""
     text_units = units.text_units(text)
     silent = [False] * len(text_units)
     if host_only:
@@ -58,7 +58,9 @@ def voice_marks(text: str, drift_percent: list[int], *, host_only: bool) -> tupl
                     silent[index] = not (host_start <= unit.start and unit.end <= host_end)
     marks, now = [], 0
     for index, unit in enumerate(text_units):
-        duration = 0 if silent[index] else units.unit_duration_ms(unit)
+        if silent[index]:
+            continue
+        duration = units.unit_duration_ms(unit)
         duration = duration * (100 + drift_percent[index % len(drift_percent)]) // 100
         marks.append(WordMark(unit.start, unit.end, now, now + duration))
         now += duration
@@ -66,15 +68,10 @@ def voice_marks(text: str, drift_percent: list[int], *, host_only: bool) -> tupl
 
 
 def started_cut(text: str, marks: tuple[WordMark, ...], played_ms: int) -> int:
-    """Cut after the units whose mark started before `played_ms` or takes no time and comes
-    before one that did (a silent URL part is said with its host)."""
-    end = 0
-    for mark in marks:
-        if mark.start_ms < played_ms:
-            end = mark.char_end
-        elif mark.start_ms > played_ms or mark.end_ms > mark.start_ms:
-            break
-    return units.snap_down(text, end)
+    """Cut after the units whose mark started before `played_ms` (as the benchmark's started
+    bound: a unit without a mark counts once a later marked unit started)."""
+    return units.snap_down(text, max((m.char_end for m in marks if m.start_ms < played_ms),
+                                     default=0))
 
 
 def snapshot(text: str, played_ms: int, complete_ms: int) -> HeardTextSnapshot:
@@ -90,6 +87,7 @@ async def claimed(policy: object, text: str, played_ms: int, complete_ms: int) -
     return int(result)
 
 
+@settings(deadline=None)  # no timed assertion: a long reply on a busy machine is slow
 @given(
     text=replies(),
     drift=st.lists(st.integers(-2, 2), min_size=1, max_size=50),
@@ -103,9 +101,9 @@ async def test_ratio_never_passes_the_started_word_on_a_uniform_time_voice(
     word within +-2 % of the timing rule), reading URLs whole or as their host: ratio and
     `auto` without marks never claim a unit that had not started."""
     marks = voice_marks(text, drift, host_only=host_only)
-    complete = marks[-1].end_ms
-    if complete <= 0:
+    if not marks:
         return
+    complete = marks[-1].end_ms
     played_ms = max(1, complete * share // 1000)
     started = started_cut(text, marks, played_ms)
     for policy in (ratio_policy(), auto_policy(None)):
@@ -113,6 +111,7 @@ async def test_ratio_never_passes_the_started_word_on_a_uniform_time_voice(
         assert cut is not None and cut <= started, (text, played_ms, text[started:cut])
 
 
+@settings(deadline=None)
 @given(text=replies(max_tokens=60), shares=st.lists(st.integers(0, 1200), min_size=2, max_size=6))
 async def test_ratio_grows_with_the_played_time_and_withholds_the_final_unit(
     text: str, shares: list[int]
