@@ -14,10 +14,13 @@ before the cut. Two models, because voices differ:
   time.
 
 Source of the speech model's constants: a least-squares fit of the time from each word's start
-to the next word's start on Piper's own word marks of benchmarks/calibration_corpus.txt (3222
-words, joe voice, deterministic): 50.7 ms per spoken word + 51.5 ms per spoken letter, and
-pauses of 283 ms after a sentence end, 308 ms after a clause mark, 171 ms at a line end (RMS
-error 101 ms per word; by syllables instead of letters 117 ms). Nothing here does I/O.
+to the next word's start on Piper's own word marks of benchmarks/calibration_corpus.txt (about
+3200 words of 42 replies, the URL reply left out; joe voice, deterministic): 50.7 ms per spoken
+word + 51.5 ms per spoken letter, and pauses of 283 ms after a sentence end, 308 ms after a
+clause mark, 171 ms at a line end (RMS error 101 ms per word; by syllables instead of letters
+117 ms). The word models keep the public cases exact on the uniform test voice; on Piper the
+speech model decides. A cut is an estimate and says so (method "ratio"). Nothing here does
+I/O.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ def _pause_beats(gap: str) -> int:
 
 
 def _speech_beats(unit: TextUnit) -> int:
+    """Speech model length (beats) of one unit."""
     if unit.cjk:
         return CJK_BEATS
     return sum(WORD_BEATS + max(len(word), LETTER_NAME_BEATS) for word in unit.spoken)
@@ -133,8 +137,8 @@ def _timeline(weights: list[int], pauses: list[int]) -> tuple[tuple[int, int], .
 @lru_cache(maxsize=64)
 def unit_times(text: str) -> tuple[tuple[tuple[int, int], ...], ...]:
     """(start, end) of every unit of `units.text_units(text)` on each model's own scale (eighths
-    of a word, or beats; the last end is about the model's total), in the order of
-    `MODEL_MARGINS`: the word model reading URLs whole (as the uniform test voice does), the
+    of a word, or beats; the last end is the model's total), in this order: the word model
+    reading URLs whole (as the uniform test voice does), the
     word model reading a URL's host only (as the speakable text sent to Piper and espeak-ng),
     and the speech model (host only)."""
     text_units = units.text_units(text)
