@@ -98,7 +98,8 @@ _APOSTROPHE_MAP = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\
 
 def is_cjk_char(ch: str) -> bool:
     """True for a CJK ideograph (any block), kana letter or Hangul syllable / leading jamo."""
-    return in_ranges(ord(ch), _CJK_STARTS, _CJK_RANGES)
+    cp = ord(ch)
+    return cp >= _CJK_STARTS[0] and in_ranges(cp, _CJK_STARTS, _CJK_RANGES)
 
 
 def _is_word_char(ch: str) -> bool:
@@ -319,8 +320,12 @@ def _is_acronym(piece: str) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
 def _word_spoken(token: str) -> tuple[str, ...]:
-    """Spoken words of a letter/digit run: digit runs as numbers, acronyms letter by letter."""
+    """Spoken words of a letter/digit run: digit runs as numbers, acronyms letter by letter.
+
+    Cached per token: a reply's words repeat, and the units of every new reply text are
+    computed on the event loop when it is calibrated."""
     text = unicodedata.normalize("NFKC", token)
     pieces: list[str] = []
     for ch in text:

@@ -23,8 +23,10 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
     demo = DemoServer(services, config.allow_origin, server_options(config))
     await demo.start(config.host, config.port)
     host = f"[{config.host}]" if ":" in config.host else config.host
+    metrics_port = demo.metrics_port()
+    metrics = "" if metrics_port is None else f", /metrics also at http://{host}:{metrics_port}"
     print(f"duplex-demo listening on http://{host}:{demo.port()} "
-          f"(WebSocket at /v1/realtime)", flush=True)
+          f"(WebSocket at /v1/realtime{metrics})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -28,7 +28,7 @@ from websockets.http11 import Request, Response
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, Services
 from server.logs import SESSION_ID
-from server.metrics import CONTENT_TYPE, ServerMetrics
+from server.metrics import CONTENT_TYPE, METRICS_PATH, MetricsHttpServer, ServerMetrics
 from server.realtime.events import EventLog
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 """The static page served at `/` (static ES modules, no build step)."""
 
 REALTIME_PATH = "/v1/realtime"
-METRICS_PATH = "/metrics"
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
 """Default `--max-frame-bytes`: websockets closes the socket (1009) above this; the protocol
 layer answers smaller oversized frames with an error event (`protocol.MAX_FRAME_CHARS`)."""
@@ -81,6 +80,8 @@ class ServerOptions:
         ping_interval_s: keepalive ping interval (s); None: no keepalive.
         ping_timeout_s: close (1011) when a ping is unanswered this long (s); None: never.
         api_key: shared secret every request but `/healthz` must carry; None: open access.
+        metrics_port: also serve `/metrics` on this port of the same host, from a thread of
+            its own (`MetricsHttpServer`; 0: any free port); None: only on the main port.
     """
 
     max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
@@ -88,6 +89,7 @@ class ServerOptions:
     ping_interval_s: float | None = PING_INTERVAL_S
     ping_timeout_s: float | None = PING_TIMEOUT_S
     api_key: str | None = field(default=None, repr=False)
+    metrics_port: int | None = None
 
 
 def _response(status: http.HTTPStatus, body: bytes, content_type: str,
@@ -96,6 +98,9 @@ def _response(status: http.HTTPStatus, body: bytes, content_type: str,
     all_headers["Content-Type"] = content_type
     all_headers["Content-Length"] = str(len(body))
     all_headers["Cache-Control"] = "no-cache"
+    # websockets closes the connection after any answer but a 101 (its own rejections say so
+    # too): a keep-alive client must not send its next request into a closing socket.
+    all_headers["Connection"] = "close"
     for name, value in (SECURITY_HEADERS | dict(headers or {})).items():
         all_headers[name] = value
     return Response(status.value, status.phrase, all_headers, body)
@@ -155,6 +160,7 @@ class DemoServer:
         self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
         self._open: set[ServerConnection] = set()
         self.server: Server | None = None
+        self.metrics_server: MetricsHttpServer | None = None
 
     @property
     def open_sessions(self) -> int:
@@ -255,6 +261,17 @@ class DemoServer:
             ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
             select_subprotocol=select_subprotocol, compression=None, logger=logger,
         )
+        if options.metrics_port is not None:
+            authorized = None
+            if self.access is not None:
+                access = self.access
+
+                def authorized(headers: Sequence[tuple[str, str]]) -> bool:
+                    return access.authorized(Headers(headers))
+
+            self.metrics_server = MetricsHttpServer(self.metrics, host, options.metrics_port,
+                                                    authorized, SECURITY_HEADERS)
+            self.metrics_server.start()
         return self.server
 
     async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
@@ -262,6 +279,8 @@ class DemoServer:
         each has ended; a session whose client has not completed the closing handshake after
         `grace_s` seconds has its TCP connection aborted (its tasks then end as well)."""
         assert self.server is not None
+        if self.metrics_server is not None:
+            await asyncio.to_thread(self.metrics_server.close)
         self.server.close()
         try:
             async with asyncio.timeout(grace_s):
@@ -277,3 +296,8 @@ class DemoServer:
         """The bound TCP port (useful with port 0)."""
         assert self.server is not None
         return self.server.sockets[0].getsockname()[1]
+
+    def metrics_port(self) -> int | None:
+        """The bound TCP port of `/metrics` on its own thread; None without
+        `ServerOptions.metrics_port`."""
+        return None if self.metrics_server is None else self.metrics_server.port()

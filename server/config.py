@@ -45,6 +45,7 @@ class ServerConfig:
 
     host: str = "127.0.0.1"
     port: int = 8765
+    metrics_port: int | None = None
     voice: str | None = None
     tts: str = "piper"
     log_level: str = "info"
@@ -148,6 +149,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         help="interface to bind (default 127.0.0.1: local only)")
     parser.add_argument("--port", type=int, default=int(env("port", defaults.port)),
                         help="TCP port (default 8765; 0 picks a free one)")
+    parser.add_argument("--metrics-port", type=int, default=env("metrics-port", None),
+                        help="also serve /metrics on this port of the same host, answered "
+                        "by a thread of its own instead of the event loop the sessions share "
+                        "(0 picks a free one; default: only on --port)")
     parser.add_argument("--voice", default=env("voice", None),
                         help="Piper voice .onnx path (default: the bundled en_US joe voice)")
     parser.add_argument("--tts", choices=TTS_ENGINES, default=env("tts", defaults.tts),
@@ -287,7 +292,8 @@ def parse_config(argv: Sequence[str] | None = None,
     if args.llm_url and not args.llm_model:
         parser.error("--llm-url needs --llm-model (the model name the server serves)")
     return ServerConfig(
-        host=args.host, port=args.port, voice=args.voice, tts=args.tts,
+        host=args.host, port=args.port, metrics_port=args.metrics_port,
+        voice=args.voice, tts=args.tts,
         log_level=args.log_level, log_format=args.log_format, allow_origin=tuple(args.allow_origin),
         lead_ms=args.lead_ms, calibration=args.calibration, asr_url=args.asr_url,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
@@ -314,6 +320,7 @@ def server_options(config: ServerConfig) -> ServerOptions:
         max_frame_bytes=config.max_frame_bytes, max_sessions=config.max_sessions,
         ping_interval_s=config.ping_interval_s or None,
         ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
+        metrics_port=config.metrics_port,
     )
 
 
