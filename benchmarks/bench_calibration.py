@@ -553,13 +553,14 @@ def verdict(ok: bool) -> str:
 
 
 ACCURACY_HEADERS = ("row", "cuts", "refused%", "inside%ans", "inside%hist", "past-start%",
-                    "beyond", "lost", "p50 ms", "p95 ms", ">1s")
+                    "short", "short by 1", "beyond", "lost", "p50 ms", "p95 ms", ">1s")
 
 
 def accuracy_row(name: str, s: Score) -> list[object]:
     """One row of an accuracy table (columns ACCURACY_HEADERS)."""
     return [name, s.cuts, s.refused_pct, s.inside_answered_pct, s.inside_history_pct,
-            s.past_started_pct, s.words_beyond, s.words_lost, s.p50_ms, s.p95_ms, s.over_budget]
+            s.past_started_pct, s.short, s.short_by_one, s.words_beyond, s.words_lost, s.p50_ms,
+            s.p95_ms, s.over_budget]
 
 
 # ---------------------------------------------------------------------------------- interactive

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration import align, units
+from calibration import align, spoken_time, units
 from calibration.asr import TimedWord, Transcriber, Transcript
 from calibration.history_calibration import HeardCut, HeardTextSnapshot, HistoryCalibrationPolicy
 from calibration.units import TextUnit
@@ -70,21 +70,6 @@ ASR_MS_PER_SYLLABLE = 150
 
 ASR_TAIL_FRAME_MS = 20
 """Frame length, in ms, of the level measurement of `next_unit_left_untranscribed`."""
-
-RATIO_SHORTFALL_PERCENT = 5
-"""Share of played_ms the ratio policy leaves out, so that its estimate errs short: speech
-rate drifts inside a reply (Piper says numbers and ids slower than plain words), so the played
-share of the audio may be ahead of the played share of the words. At most 5: the public
-interruption case F19 ("2 + 2 = 4. Anything else?", no marks, cut at 1700 ms, "4" starting at
-1600 ms) must keep "2 + 2 =". Covers a steady drift of about 2.5 % (a word 2.5 % longer early
-and shorter late); `auto` uses ratio only when a reply has no word marks at all. Table 1e of
-benchmarks/bench_calibration.py counts the cuts past the started word on Piper."""
-
-WORD_WEIGHT = 8
-"""Ratio weight of one spoken word, in eighths (400 ms under the uniform timing rule)."""
-
-CJK_WEIGHT = 5
-"""Ratio weight of one CJK / kana / Hangul unit, in eighths: 250 ms / 400 ms = 0.625."""
 
 AUTO_ASR_TIMEOUT_S = 0.7
 """Budget of each ASR attempt inside `auto` (cross-check or primary), below the controller's
@@ -205,50 +190,28 @@ def marks_policy() -> HistoryCalibrationPolicy:
     return HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=False)
 
 
-def _weights(text_units: Sequence[TextUnit]) -> list[int]:
-    """Cumulative ratio weights (eighths of a spoken word); element k covers units [0, k)."""
-    cumulative = [0]
-    for unit in text_units:
-        weight = CJK_WEIGHT if unit.cjk else WORD_WEIGHT * len(unit.spoken)
-        cumulative.append(cumulative[-1] + weight)
-    return cumulative
-
-
-def _ratio_count(text_units: Sequence[TextUnit], played_ms: int, complete_ms: int) -> int:
-    """Whole units heard when `played_ms` of `complete_ms` is spread over the spoken weights.
-
-    The largest k with weight(units[:k]) / weight(all) <= played / complete, in exact integer
-    arithmetic; at most len(units).
-    """
-    cumulative = _weights(text_units)
-    total = cumulative[-1]
-    if total == 0 or played_ms <= 0:
-        return 0
-    budget = min(played_ms, complete_ms) * total
-    return bisect_right([weight * complete_ms for weight in cumulative], budget) - 1
-
-
 def _ratio_cut(snapshot: HeardTextSnapshot) -> int | None:
+    """The cut of policy "ratio" (code points): `spoken_time.heard_units` snapped to whole
+    units; None without a complete duration."""
     complete = snapshot.complete_audio_duration_ms
     if complete is None or complete <= 0:
         return None
-    text_units = units.text_units(snapshot.text)
-    played = snapshot.played_ms * (100 - RATIO_SHORTFALL_PERCENT) // 100
-    count = _ratio_count(text_units, played, complete)
-    count = min(count, max(0, len(text_units) - 1))
-    return units.cut_after_units(snapshot.text, text_units, count)
+    count = spoken_time.heard_units(snapshot.text, snapshot.played_ms, complete)
+    return units.cut_after_units(snapshot.text, units.text_units(snapshot.text), count)
 
 
 def ratio_policy() -> HistoryCalibrationPolicy:
-    """Policy "ratio": played / complete duration spread over the units' spoken-word weights.
+    """Policy "ratio": an estimate from the played share of the complete duration, erring short.
 
-    Each unit weighs `len(spoken)` words (a CJK / kana / Hangul unit 0.625 = 250/400, the
-    uniform timing rule of contracts.md); the fraction played / complete_audio_duration_ms of
-    the total weight is snapped DOWN to whole units, and the final unit is always withheld (the
-    reply was not fully heard, else it would not be calibrated; REFERENCE.md 5.3 step 5). Needs
-    no audio. `played` is played_ms less RATIO_SHORTFALL_PERCENT, so the estimate errs short.
-    Refuses (None) when the complete duration is unknown: a partial duration must never be the
-    denominator of the full text (REFERENCE.md 3.11).
+    Without word marks only played_ms / complete_audio_duration_ms is known. It is spread over
+    the units by two timing models (`spoken_time`: every spoken word alike, as the uniform test
+    voice; and spoken length in letters of the spoken form with pauses at punctuation, as Piper
+    speaks), and a unit counts as heard only when both models end it before played_ms less a
+    margin in ms (`spoken_time.WORD_MODEL_MARGIN_MS`; `spoken_time.RATIO_MARGIN_MS` plus
+    `spoken_time.RATIO_DRIFT_PERCENT` of the distance to the nearer end of the audio). The final
+    unit is always withheld (REFERENCE.md 5.3 step 5). Needs no audio. Refuses (None) when the
+    complete duration is unknown: a partial duration must never be the denominator of the full
+    text (REFERENCE.md 3.11). The method says "ratio": an estimate, not a measurement.
     """
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
@@ -358,7 +321,7 @@ def _expected_unit(snapshot: HeardTextSnapshot, end_ms: int) -> int | None:
         return bisect_right([unit.end for unit in text_units], end)
     complete = snapshot.complete_audio_duration_ms
     if complete is not None and complete > 0:
-        return _ratio_count(text_units, end_ms, complete)
+        return spoken_time.expected_units(snapshot.text, end_ms, complete)
     return None
 
 
@@ -521,10 +484,7 @@ __all__ = [
     "ASR_TAIL_SPEECH_MS",
     "ASR_WINDOW_MS",
     "AUTO_ASR_TIMEOUT_S",
-    "CJK_WEIGHT",
     "POLICY_NAMES",
-    "RATIO_SHORTFALL_PERCENT",
-    "WORD_WEIGHT",
     "MarksEvidence",
     "asr_evidence",
     "asr_policy",

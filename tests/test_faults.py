@@ -186,8 +186,9 @@ async def test_failing_remote_asr_falls_back_to_ratio_and_keeps_history(
             await client.ack(response_id, 2000)
             await client.barge_in(response_id, 2000)
             heard = await client.heard(item_id, lambda e: e["method"] != "none", timeout=5)
-            # ratio errs short: it leaves out 5 % of the played time (2000 ms -> 1900 ms), so
-            # the fifth word, which ends exactly at 2000 ms, is not claimed.
+            # ratio errs short: a word counts when it ended a margin before the cut
+            # (calibration.spoken_time), so the fifth word, which ends exactly at 2000 ms, is
+            # not claimed.
             assert (heard["method"], heard["text"]) == ("ratio", "one two three four")
             assert endpoint.requests, "the ASR was asked first"
 

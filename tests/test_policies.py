@@ -167,7 +167,7 @@ async def test_marks_cases_file(text: str, played: int, expected: str) -> None:
 
 
 async def test_ratio_f15_numbers_without_timings() -> None:
-    # played 2300 ms less 5 %: 2185 ms of 8000
+    # the word model (every word 400 ms) ends "5," at 2000 <= 2300 - 90 ms and "6," at 2400
     cut = await ratio_policy().calibrate(snapshot(F15, 2300, complete=8000))
     assert isinstance(cut, HeardCut) and cut.method == "ratio"
     assert F15[:cut] == "1, 2, 3, 4, 5,"
@@ -195,20 +195,25 @@ async def test_ratio_withholds_the_final_unit_snaps_down_and_errs_short() -> Non
     assert await heard(policy.calibrate(snapshot(text, 9999, complete=1600)), text) == (
         "one two three"
     )
-    # played' = played * 0.95: 800 ms of audio (two words) need played 843 ms
-    assert await heard(policy.calibrate(snapshot(text, 842, complete=1600)), text) == "one"
-    assert await heard(policy.calibrate(snapshot(text, 843, complete=1600)), text) == "one two"
+    # "two" ends at 800 ms in the word model (needs played >= 890) and at 8/19 of 1600 ms =
+    # 674 ms in the speech model (one 4 + two 4 of 19 beats), which needs played - 200 ms -
+    # 6 % of (1600 - played) >= 674: played >= 915
+    assert await heard(policy.calibrate(snapshot(text, 914, complete=1600)), text) == "one"
+    assert await heard(policy.calibrate(snapshot(text, 915, complete=1600)), text) == "one two"
     assert await heard(policy.calibrate(snapshot("word", 500, complete=400)), "word") == ""
 
 
 async def test_ratio_weights_spoken_words_and_cjk_units() -> None:
     policy = ratio_policy()
     text = "OK 你好"
-    assert await heard(policy.calibrate(snapshot(text, 684, complete=900)), text) == "OK"
-    assert await heard(policy.calibrate(snapshot(text, 685, complete=900)), text) == "OK 你"
+    # word model: OK 8 + 5 + 5 eighths; speech model: okay 5 + 4 + 4 beats, of 900 ms
+    assert await heard(policy.calibrate(snapshot(text, 566, complete=900)), text) == ""
+    assert await heard(policy.calibrate(snapshot(text, 567, complete=900)), text) == "OK"
+    assert await heard(policy.calibrate(snapshot(text, 828, complete=900)), text) == "OK 你"
     money = "$9.05 is the price today."
-    assert await heard(policy.calibrate(snapshot(money, 2106, complete=3600)), money) == "$9.05"
-    assert await heard(policy.calibrate(snapshot(money, 2105, complete=3600)), money) == ""
+    # "$9.05" is five spoken words (40 of 72 eighths, 28 of 48 beats): 2000 ms / 2100 ms of 3600
+    assert await heard(policy.calibrate(snapshot(money, 2374, complete=3600)), money) == "$9.05"
+    assert await heard(policy.calibrate(snapshot(money, 2373, complete=3600)), money) == ""
 
 
 # ------------------------------------------------------------------ asr

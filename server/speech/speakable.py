@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from calibration.spoken_time import url_spans
+
 # Emoji and pictographs (Unicode emoji blocks plus the joiners, variation selectors, keycap and tag
 # characters that only decorate them). Source: Unicode emoji-data.txt block ranges.
 _EMOJI = (
@@ -26,9 +28,6 @@ _EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
 _CODE_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+#.-]*[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)\)")
-_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
-_URL_TRAILING = ".,;:!?"
-_URL_HOST = re.compile(r"(?:https?://)?(?:www\.)?([^/?#:]+)", re.IGNORECASE)
 _LINE_MARKER = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+|>[ \t]?|[-*+\u2022][ \t]+)|^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$",
     re.MULTILINE,
@@ -84,7 +83,7 @@ def make_speakable(original: str) -> SpeakableText:
     emphasis (`**`, `__`, `*`, `_`, `~~` at word edges), backticks and code fences, `[[`/`]]`
     (Piper's raw-phoneme brackets), heading / quote / bullet markers and rules at line starts,
     the URL part of `[text](url)` links, everything of a bare URL but its host name
-    ("example.com").
+    ("example.com"; `calibration.spoken_time.url_spans`, shared with the ratio estimate).
     Rewritten: an ellipsis becomes a comma (a full stop at the end); a title before a name
     ("Dr. Lee") is read in full ("Doctor Lee") so the engine does not end a sentence there.
     A removed run between two non-space characters leaves one space so that no words are glued
@@ -105,8 +104,7 @@ def make_speakable(original: str) -> SpeakableText:
     for match in _LINK.finditer(original):
         claim(match.start(), match.start(1), "")
         claim(match.end(1), match.end(), "")
-    for start, end in _url_spans(original):
-        host_start, host_end = _url_host(original, start, end)
+    for start, end, host_start, host_end in url_spans(original):
         claim(start, host_start, "")
         claim(host_end, end, "")
     for match in _LINE_MARKER.finditer(original):
@@ -148,22 +146,6 @@ def _pieces(
         else:
             yield original[index], (index, index + 1)
             index += 1
-
-
-def _url_spans(text: str) -> Iterator[tuple[int, int]]:
-    """Yield the spans of bare URLs, without trailing sentence punctuation."""
-    for match in _URL.finditer(text):
-        end = match.end()
-        while end > match.start() and text[end - 1] in _URL_TRAILING:
-            end -= 1
-        yield match.start(), end
-
-
-def _url_host(text: str, start: int, end: int) -> tuple[int, int]:
-    """Span of the host of the URL at [start, end), without scheme and "www."
-    ("https://www.a.org/x" -> "a.org")."""
-    match = _URL_HOST.match(text, start, end)
-    return (match.start(1), match.end(1)) if match else (start, end)
 
 
 def _is_emphasis(text: str, start: int, end: int) -> bool:
