@@ -602,9 +602,14 @@ async def measure_load(servers: list[ServerProcess], args: argparse.Namespace) -
         "1b. Resources in the same windows: server % of one core (/proc/PID/stat; loop = its "
         "main thread, the event loop; the rest is TTS worker threads), client processes' % "
         "(time.process_time), client loop lag p99 (a 10 ms sleep woke this much later: "
-        "client-side delay inside the latencies), other processes' cores, server VmRSS",
+        "client-side delay inside the latencies), other processes' cores, server VmRSS; "
+        "CPU us per ack = CPU time in the window over the ACKs answered in it (each ACK "
+        "cycle: an ACK in, its answer and about one audio delta out), for the server's "
+        "process, its loop and the clients: per-event cost, which a busy machine "
+        "distorts less than %",
         ["server", "sessions", "wall s", "server %", "loop %", "loop %/session", "clients %",
-         "client lag p99 ms", "other cores", "server RSS MiB"], resources)
+         "server us/ack", "loop us/ack", "clients us/ack", "client lag p99 ms",
+         "other cores", "server RSS MiB"], resources)
     print()
     for label, sessions in best.items():
         print(f"most sessions with every p99 <= {LATENCY_P99_MS:.0f} ms and no error"
@@ -638,8 +643,10 @@ async def _step_rows(server: ServerProcess, sessions: int, args: argparse.Namesp
             percentile(step["ttfa"], 99), len(step["errors"]) + len(step["failures"]),
             f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)],
             [server.label, sessions, step["wall"], step["server_pct"], step["loop_pct"],
-             step["loop_pct"] / sessions, step["clients_pct"], percentile(step["lag"], 99),
-             step["other_cores"], step["rss"]])
+             step["loop_pct"] / sessions, step["clients_pct"],
+             *(step[key] * step["wall"] * 1e4 / max(1, len(step["ack"]))
+               for key in ("server_pct", "loop_pct", "clients_pct")),
+             percentile(step["lag"], 99), step["other_cores"], step["rss"]])
 
 
 async def measure_rss(server: ServerProcess, args: argparse.Namespace) -> None:
