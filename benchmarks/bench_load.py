@@ -603,12 +603,12 @@ async def measure_load(servers: list[ServerProcess], args: argparse.Namespace) -
         "main thread, the event loop; the rest is TTS worker threads), client processes' % "
         "(time.process_time), client loop lag p99 (a 10 ms sleep woke this much later: "
         "client-side delay inside the latencies), other processes' cores, server VmRSS; "
-        "CPU us per ack = CPU time in the window over the ACKs answered in it (each ACK "
-        "cycle: an ACK in, its answer and about one audio delta out), for the server's "
-        "process, its loop and the clients: per-event cost, which a busy machine "
-        "distorts less than %",
+        "us/event = CPU time in the window over the events timed in it (ACKs answered and "
+        "audio deltas received: an ACK in and its answer out, or an audio delta out), for "
+        "the server's process, its loop and the clients: a per-event cost, which a busy "
+        "machine distorts less than %",
         ["server", "sessions", "wall s", "server %", "loop %", "loop %/session", "clients %",
-         "server us/ack", "loop us/ack", "clients us/ack", "client lag p99 ms",
+         "server us/event", "loop us/event", "clients us/event", "client lag p99 ms",
          "other cores", "server RSS MiB"], resources)
     print()
     for label, sessions in best.items():
@@ -644,7 +644,7 @@ async def _step_rows(server: ServerProcess, sessions: int, args: argparse.Namesp
             f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)],
             [server.label, sessions, step["wall"], step["server_pct"], step["loop_pct"],
              step["loop_pct"] / sessions, step["clients_pct"],
-             *(step[key] * step["wall"] * 1e4 / max(1, len(step["ack"]))
+             *(step[key] * step["wall"] * 1e4 / max(1, len(step["ack"]) + len(step["lateness"]))
                for key in ("server_pct", "loop_pct", "clients_pct")),
              percentile(step["lag"], 99), step["other_cores"], step["rss"]])
 
