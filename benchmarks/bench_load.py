@@ -28,11 +28,13 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
 from benchmarks.bench_server import (
     HOST,
@@ -77,14 +79,94 @@ SETTLE_S = 2.0
 # ---------------------------------------------------------------------------------- client side
 
 
+class FrameLink(asyncio.Protocol):
+    """A client WebSocket as light as a load generator can make it: websockets' Sans-I/O
+    `ClientProtocol` (handshake, framing, masking, close) driven straight from the transport's
+    callbacks. Each text frame goes to `on_frame` as UTF-8 bytes with the time its data arrived
+    (perf_counter s), in the callback that received it: no task wakes up, no message queue,
+    no str decoding per frame, as `websockets.asyncio.client` would (that is most of a
+    simulated client's CPU, and the clients share the cores with the server).
+
+    Args:
+        url: the `ws://` URL.
+        on_frame: called with (frame bytes, arrival time s) for every text frame, in order.
+    """
+
+    def __init__(self, url: str, on_frame: Callable[[bytes, float], None]) -> None:
+        self.protocol = ClientProtocol(parse_uri(url), max_size=None)
+        self.on_frame = on_frame
+        self.transport: asyncio.Transport | None = None
+        loop = asyncio.get_running_loop()
+        self.opened: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.protocol.send_request(self.protocol.connect())
+        self._flush()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        self.protocol.receive_data(data)
+        for event in self.protocol.events_received():
+            if not isinstance(event, Frame):  # the handshake's response
+                if self.protocol.handshake_exc is not None:
+                    self.opened.set_exception(self.protocol.handshake_exc)
+                else:
+                    self.opened.set_result(None)
+            elif event.opcode is Opcode.TEXT:
+                if not event.fin:
+                    raise RuntimeError("the server fragmented a frame")
+                self.on_frame(event.data, now)
+        self._flush()
+
+    def eof_received(self) -> None:
+        self.protocol.receive_eof()
+        self._flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.opened.done():
+            self.opened.set_exception(exc or ConnectionError("closed during the handshake"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def send(self, text: str) -> None:
+        """Send one text frame."""
+        self.protocol.send_text(text.encode())
+        self._flush()
+
+    async def close(self) -> None:
+        """Close handshake (code 1000), then the TCP connection; at most 10 s."""
+        self.protocol.send_close()
+        self._flush()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.closed), 10)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _flush(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        for data in self.protocol.data_to_send():
+            if transport.is_closing():
+                return
+            if data:
+                transport.write(data)
+            else:  # the end of the stream: half-close, as websockets' asyncio client does
+                with contextlib.suppress(OSError):
+                    transport.write_eof()
+
+
 class LoadClient(BenchClient):
-    """A `BenchClient` that times each `playback.ack` to its `playback.acknowledged` and each
-    `barge_in` to its `conversation.item.truncated`.
+    """A `BenchClient` on a `FrameLink` that times each `playback.ack` to its
+    `playback.acknowledged` and each `barge_in` to its `conversation.item.truncated`.
 
     The server answers every client event in arrival order, each ACK with exactly one
     `playback.acknowledged` and each accepted barge-in with exactly one
     `conversation.item.truncated` (or either with one `error` naming its `event_id`), so the
-    answers match the pending events first in, first out.
+    answers match the pending events first in, first out. Frames are timed when their data
+    arrives (`FrameLink`).
 
     Attributes:
         latencies: "ack" / "barge" -> [(send time s, ms to the answer)].
@@ -92,35 +174,74 @@ class LoadClient(BenchClient):
         lateness: [(due time s, ms the audio delta arrived after it was due, >= 0)].
     """
 
-    def __init__(self, websocket: ClientConnection) -> None:
+    def __init__(self, link: FrameLink) -> None:
         self.pending: deque[tuple[str, str, float]] = deque()
         self.latencies: dict[str, list[tuple[float, float]]] = {"ack": [], "barge": []}
         self.ttfa: list[tuple[float, float]] = []
         self.lateness: list[tuple[float, float]] = []
         self._count = 0
-        super().__init__(websocket)
+        self.link = link
+        link.on_frame = self.on_frame
+        super().__init__(link)  # type: ignore[arg-type]  # BenchClient only keeps it
+
+    @classmethod
+    async def open(cls, url: str) -> LoadClient:
+        """Connect to `url` and wait for `session.created` (TimeoutError after 10 s)."""
+        uri = parse_uri(url)
+        link = FrameLink(url, lambda _frame, _now: None)
+        client = cls(link)
+        try:
+            await asyncio.get_running_loop().create_connection(lambda: link, uri.host, uri.port)
+            await asyncio.wait_for(asyncio.shield(link.opened), 10)
+            await asyncio.wait_for(client._opened.wait(), 10)
+        except BaseException:
+            client._reader.cancel()
+            if link.transport is not None:
+                link.transport.abort()
+            raise
+        return client
+
+    async def close(self) -> None:
+        """Close the socket and stop the reader."""
+        await self.link.close()
+        await asyncio.gather(self._reader, return_exceptions=True)
 
     async def _read(self) -> None:
-        """`BenchClient._read` without decoding the audio: an audio delta's base64 `delta`
-        (6.4 KB per 100 ms, unused here) is cut out of the frame before the JSON is parsed,
-        which keeps the client processes' CPU per session low."""
-        async for frame in self.websocket:
-            now = time.perf_counter()
-            self.on_event(json.loads(_without_audio(frame)), now)
+        """Frames arrive through `on_frame`; this only waits for the connection's end."""
+        await self.link.closed
+
+    async def send(self, event: dict[str, Any]) -> None:
+        """Send one client event as a JSON text frame."""
+        self.link.send(json.dumps(event))
+
+    def on_frame(self, frame: bytes, now: float) -> None:
+        """One server frame: a `playback.acknowledged` is matched by its type alone, an
+        audio delta is parsed without its base64 `delta` (6.4 KB per 100 ms, unused here);
+        everything else is parsed whole."""
+        if frame.startswith(ACKNOWLEDGED_START):
+            self._answered("playback.acknowledged", now)
+        else:
+            self.on_event(json.loads(_without_audio(frame).decode()), now)
 
     def on_event(self, event: dict[str, Any], now: float) -> None:
         """Match acknowledgements (and errors) to the pending ACKs and barge-ins."""
         kind = event["type"]
-        answered = {"playback.acknowledged": "ack", "conversation.item.truncated": "barge"}
-        if kind in answered and self.pending:
-            _event_id, sent_kind, sent_at = self.pending.popleft()
-            if sent_kind != answered[kind]:
-                raise RuntimeError(f"{kind} answered a {sent_kind}")
-            self.latencies[sent_kind].append((sent_at, (now - sent_at) * 1000))
+        if kind in ANSWERS:
+            self._answered(kind, now)
         elif kind == "error" and self.pending and (
                 event["error"].get("event_id") == self.pending[0][0]):
             self.pending.popleft()
         super().on_event(event, now)
+
+    def _answered(self, kind: str, now: float) -> None:
+        """An answer of `kind` (a key of ANSWERS) arrived at `now`: time the oldest pending
+        event, which it answers."""
+        if not self.pending:
+            return
+        _event_id, sent_kind, sent_at = self.pending.popleft()
+        if sent_kind != ANSWERS[kind]:
+            raise RuntimeError(f"{kind} answered a {sent_kind}")
+        self.latencies[sent_kind].append((sent_at, (now - sent_at) * 1000))
 
     async def timed(self, kind: str, event: dict[str, Any]) -> None:
         """Send `event` ("ack" or "barge" `kind`) with an `event_id`; its answer is timed."""
@@ -148,18 +269,23 @@ class LoadClient(BenchClient):
             start_ms = end_ms
 
 
-AUDIO_DELTA_START = '{"type": "response.output_audio.delta"'
-"""How the server's audio delta frames begin (Python's `json` spacing, `type` first)."""
-DELTA_KEY = '"delta": "'
+ANSWERS = {"playback.acknowledged": "ack", "conversation.item.truncated": "barge"}
+"""Server event -> the kind of timed client event it answers."""
+ACKNOWLEDGED_START = b'{"type": "playback.acknowledged"'
+AUDIO_DELTA_START = b'{"type": "response.output_audio.delta"'
+"""How the server's frames of these events begin (Python's `json` spacing, `type` first)."""
+DELTA_MEMBER = b', "delta": "'
 
 
-def _without_audio(frame: str | bytes) -> str | bytes:
-    """An audio delta frame with its `delta` string emptied (base64 holds no quote, so the
-    value ends at the next one); any other frame as it is."""
-    if not isinstance(frame, str) or not frame.startswith(AUDIO_DELTA_START):
+def _without_audio(frame: bytes) -> bytes:
+    """An audio delta frame without its `delta` member when that is the object's last (base64
+    holds no quote, so the value ends at the frame's last quote); any other frame as it is."""
+    if not frame.startswith(AUDIO_DELTA_START):
         return frame
-    start = frame.index(DELTA_KEY) + len(DELTA_KEY)
-    return frame[:start] + frame[frame.index('"', start):]
+    start = frame.find(DELTA_MEMBER)
+    if start < 0 or frame.find(b'"', start + len(DELTA_MEMBER)) != len(frame) - 2:
+        return frame
+    return frame[:start] + b"}"
 
 
 async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,
@@ -476,9 +602,14 @@ async def measure_load(servers: list[ServerProcess], args: argparse.Namespace) -
         "1b. Resources in the same windows: server % of one core (/proc/PID/stat; loop = its "
         "main thread, the event loop; the rest is TTS worker threads), client processes' % "
         "(time.process_time), client loop lag p99 (a 10 ms sleep woke this much later: "
-        "client-side delay inside the latencies), other processes' cores, server VmRSS",
+        "client-side delay inside the latencies), other processes' cores, server VmRSS; "
+        "us/event = CPU time in the window over the events timed in it (ACKs answered and "
+        "audio deltas received: an ACK in and its answer out, or an audio delta out), for "
+        "the server's process, its loop and the clients: a per-event cost, which a busy "
+        "machine distorts less than %",
         ["server", "sessions", "wall s", "server %", "loop %", "loop %/session", "clients %",
-         "client lag p99 ms", "other cores", "server RSS MiB"], resources)
+         "server us/event", "loop us/event", "clients us/event", "client lag p99 ms",
+         "other cores", "server RSS MiB"], resources)
     print()
     for label, sessions in best.items():
         print(f"most sessions with every p99 <= {LATENCY_P99_MS:.0f} ms and no error"
@@ -512,8 +643,10 @@ async def _step_rows(server: ServerProcess, sessions: int, args: argparse.Namesp
             percentile(step["ttfa"], 99), len(step["errors"]) + len(step["failures"]),
             f"p99<={LATENCY_P99_MS:.0f}", verdict(ok)],
             [server.label, sessions, step["wall"], step["server_pct"], step["loop_pct"],
-             step["loop_pct"] / sessions, step["clients_pct"], percentile(step["lag"], 99),
-             step["other_cores"], step["rss"]])
+             step["loop_pct"] / sessions, step["clients_pct"],
+             *(step[key] * step["wall"] * 1e4 / max(1, len(step["ack"]) + len(step["lateness"]))
+               for key in ("server_pct", "loop_pct", "clients_pct")),
+             percentile(step["lag"], 99), step["other_cores"], step["rss"]])
 
 
 async def measure_rss(server: ServerProcess, args: argparse.Namespace) -> None:

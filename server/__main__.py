@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
     services = await asyncio.to_thread(build_services, config)
     demo = DemoServer(services, config.allow_origin, server_options(config))
     await demo.start(config.host, config.port)
+    freeze_startup_objects()
     host = f"[{config.host}]" if ":" in config.host else config.host
     metrics_port = demo.metrics_port()
     metrics = "" if metrics_port is None else f", /metrics also at http://{host}:{metrics_port}"
@@ -33,6 +35,18 @@ async def serve_forever(argv: Sequence[str] | None = None) -> None:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     await demo.shutdown()
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now (modules, models, the services) out of the cyclic garbage
+    collector's reach (`gc.freeze`, after a last full collection so that no garbage is
+    frozen): they live as long as the process, and a full collection would otherwise walk
+    them all each time while every session waits. Measured under `benchmarks.bench_load`
+    (uniform voice, 100 sessions): about 100,000 of the 117,000 tracked objects were there
+    at startup, and each full collection took 52 ms of CPU on the event loop; frozen, the
+    collector tracks the sessions' ~20,000-30,000 objects only."""
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

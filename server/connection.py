@@ -30,7 +30,6 @@ from websockets.protocol import Event
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
-from server.listening.echo import EchoReference
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.vad import SpeechPaused, SpeechStarted
 from server.outbound import send_events
@@ -47,6 +46,7 @@ from server.realtime.effects import (
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.protocol import ClientEvent
 from server.realtime.session import Session, SessionConfig
+from server.reply_echo import ReplyEcho, pcm16_to_float
 from server.responders.prompt import Prompt, Responder, ResponderError
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
@@ -124,11 +124,12 @@ def float_to_pcm16(pcm: np.ndarray) -> bytes:
 class _Speech:
     """One synthesized chunk made ready on the TTS worker thread, so that the event loop only
     queues it: PCM16 LE at the session's rate, its word marks on the reply text, and the
-    envelope levels of its audio for the reply's `EchoReference` (`add_levels`)."""
+    envelope levels of its audio for the reply's echo reference when its piece is eager
+    (`ReplyEcho`), else None."""
 
     pcm16: bytes
     marks: list[WordMark]
-    echo_levels: np.ndarray
+    echo_levels: np.ndarray | None
 
 
 class SessionObserver(Protocol):
@@ -215,7 +216,7 @@ class Connection:
         self._latest_transcription: asyncio.Future[None] | None = None
         self._prepared: tuple[str, asyncio.Future[str]] | None = None
         self._speech_detector: InputSpeechDetector | None = None
-        self._echo_reference: tuple[str, EchoReference] | None = None
+        self._reply_echo: ReplyEcho | None = None
         self._rate = (EventRateLimiter(services.max_events_per_s)
                       if services.max_events_per_s else None)
         self._close_received = False
@@ -382,8 +383,8 @@ class Connection:
                                            effect.position_ms)
             self._speech_detector = detector
         reference = None
-        if self._echo_reference is not None and self._echo_reference[0] == effect.response_id:
-            reference = self._echo_reference[1]
+        if self._reply_echo is not None and self._reply_echo.response_id == effect.response_id:
+            reference = self._reply_echo.reference()
         for event in detector.feed(effect.pcm16, effect.assistant_playing, effect.playback_ms,
                                    reference):
             if isinstance(event, SpeechStarted):
@@ -413,22 +414,23 @@ class Connection:
     async def _recognise(self, pcm16: bytes) -> str:
         """Run the input transcriber (faster-whisper on a worker thread) on PCM16 LE mono at
         the input rate; "" when it fails (logged)."""
-        pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         try:
             return await self.services.input_transcriber.transcribe(
-                pcm, self.session.config.sample_rate_hz)
+                pcm16_to_float(pcm16), self.session.config.sample_rate_hz)
         except Exception as exc:
             log.warning("input transcription failed: %s", type(exc).__name__)
             return ""
 
-    def _echo_reference_for(self, response_id: str) -> EchoReference:
+    def _reply_echo_for(self, response_id: str) -> ReplyEcho:
         """The reply's echo reference, which holds the envelope of its audio queued for sending
         (in reply order: the queue sends it at these positions); only the latest reply's is
-        kept, the one `Session.playback_position_ms` maps the microphone to."""
-        if self._echo_reference is None or self._echo_reference[0] != response_id:
-            self._echo_reference = (response_id,
-                                    EchoReference(self.session.config.sample_rate_hz))
-        return self._echo_reference[1]
+        kept, the one `Session.playback_position_ms` maps the microphone to. Computed as the
+        audio is synthesized when the reply starts under server VAD, else only once server
+        VAD asks for it (`ReplyEcho`)."""
+        if self._reply_echo is None or self._reply_echo.response_id != response_id:
+            self._reply_echo = ReplyEcho(response_id, self.session.config.sample_rate_hz,
+                                         eager=self.session.turn_detection is not None)
+        return self._reply_echo
 
     async def _prepared_transcription(self, item_id: str,
                                       recognition: asyncio.Future[str]) -> None:
@@ -645,7 +647,7 @@ class Connection:
         """Synthesize one segment of the reply and queue each chunk as soon as it exists.
 
         The synthesizer's blocking generator runs on a worker thread, which also resamples each
-        chunk, converts it to PCM16 and computes its echo envelope (the event loop only queues
+        chunk, converts it to PCM16 and computes its echo envelope (`ReplyEcho`: the loop queues
         it); chunks cross to the loop through a queue, so a segment's first sentence is sent
         while the next is synthesized. The TTS turn is held until that thread has returned, also
         when this task is cancelled (a barge-in, a closed socket): the stop signal ends the
@@ -671,7 +673,8 @@ class Connection:
         text = self.session.responses[response_id].text[start:end]
         synthesizer = self.services.synthesizer
         rate = self.session.config.sample_rate_hz
-        reference = self._echo_reference_for(response_id)
+        echo = self._reply_echo_for(response_id)
+        eager = echo.eager
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[_Speech | BaseException | None] = asyncio.Queue()
         stop = StopSignal()
@@ -681,12 +684,12 @@ class Connection:
             try:
                 with contextlib.closing(synthesizer.synthesize(text, stop)) as produced:
                     for chunk in produced:
-                        pcm = resample(chunk.pcm, synthesizer.sample_rate_hz, rate)
-                        speech = _Speech(float_to_pcm16(pcm),
-                                         [mark.shifted(start, 0) for mark in chunk.marks],
-                                         reference.envelope(pcm))
+                        pcm16 = float_to_pcm16(resample(chunk.pcm, synthesizer.sample_rate_hz,
+                                                        rate))
                         if not preemption.admit():
                             break
+                        speech = _Speech(pcm16, [mark.shifted(start, 0) for mark in chunk.marks],
+                                         echo.envelope(pcm16) if eager else None)
                         loop.call_soon_threadsafe(chunks.put_nowait, speech)
                         if stop.is_set():
                             break
@@ -713,7 +716,7 @@ class Connection:
                         if not self.session.on_speech(response_id, end, item.pcm16,
                                                       item.marks):
                             return False
-                        reference.add_levels(item.echo_levels)
+                        echo.add(item.pcm16, item.echo_levels)
                         spoke = True
                         self._apply_effects()
                 finally:
