@@ -121,11 +121,14 @@ reference is compared dry and with this tail (every level at least the previous 
 the decay), and the better match counts: the room keeps the end of every word, and of the
 reply, sounding after the reply's audio fell silent."""
 
-WEAK_ECHO_CORRELATION = 0.5
+WEAK_ECHO_CORRELATION = 0.35
 """A stretch correlating at least this well with the reply is echo when nothing in it is
 unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
 echo only 5 dB over a -50 dBFS RMS pink noise floor correlated 0.69-0.92 with zero excess; a
-person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo."""
+person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo (the share
+rejects them, not the correlation). An echo whose stretch spans a playback stall (the page's
+jitter buffer ran dry: a silence in the echo the reference does not have, and one lag cannot
+align both sides) correlated 0.40 with 8 % unexplained and started a turn at 0.5."""
 
 EXCESS_DB = 6.0
 """A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
@@ -294,6 +297,7 @@ class EchoDetector:
         self._first = 0
         self._received = 0
         self._reference: EchoReference | None = None
+        self._gain = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -429,8 +433,21 @@ class EchoDetector:
         if gain is None:
             known = count if gain_frames is None else gain_frames
             gain = _echo_gain(raw[:known], aligned[:known], floor)
+            if gain_frames is not None:
+                gain = self._remember_gain(gain)
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
                          (self._first + lo) * FRAME_MS), gain
+
+    def _remember_gain(self, gain: np.ndarray) -> np.ndarray:
+        """The echo gain of a lead-in (dB per band), with the last one measured in an earlier
+        lead-in for each band where this one heard no echo (-inf): the echo path's gain holds
+        while the reply plays, but the lead-in may fall where playback stalled (the client's
+        jitter buffer ran dry: the echo has a silence the reference does not). Measured over
+        loopback on a loaded machine: such a lead-in left the gain unknown, every frame of the
+        echo after it counted as unexplained, and the echo started a turn."""
+        known = np.isfinite(gain)
+        self._gain = np.where(known, gain, self._gain)
+        return np.where(known, gain, self._gain)
 
     def noise_floor(self) -> np.ndarray:
         """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
