@@ -150,6 +150,14 @@ still belong to the voice: its rising edge, e.g. the breath of an "h"."""
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
 
+SHARE_SPAN_MS = 250
+"""The unexplained share is taken over at least this much audio (ms) before the decision: a
+share needs frames. Server VAD asks about candidates from 100 ms while a reply plays
+(`server.listening.vad.PLAYING_MIN_SPEECH_MS`), and on every window (32 ms) once it held one
+back as echo; over so few frames one stray frame above the echo made a share of 10-33 %, and
+three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
+over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
+
 EXCESS_SLACK_FRAMES = 5
 """The echo explains a microphone frame with its loudest level within this many frames
 (50 ms): the position the session estimates is playing jitters with the ACKs and appends
@@ -461,12 +469,14 @@ class EchoDetector:
         """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
         matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
         `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
-        levels (less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them)."""
+        levels (less than `UNEXPLAINED_SHARE` of its frames, and of at least the last
+        `SHARE_SPAN_MS`, `EXCESS_DB` above them)."""
         match = self.match(start_ms, end_ms)
         if match.correlation >= ECHO_CORRELATION:
             return True
         return (match.correlation >= WEAK_ECHO_CORRELATION
-                and match.unexplained_share(start_ms) < UNEXPLAINED_SHARE)
+                and match.unexplained_share(min(start_ms, end_ms - SHARE_SPAN_MS))
+                < UNEXPLAINED_SHARE)
 
 
 def _reverberant(levels: np.ndarray) -> np.ndarray:
