@@ -158,7 +158,8 @@ class RoomPage:
     async def run(self, prompt: str, after_ms: float = 2500.0) -> RoomResult:
         """Turn on server VAD, stream the microphone, send `prompt` (typed) and play the reply
         until it ends or is interrupted; keep listening `after_ms` more, and on until every
-        turn the server started has its transcript (or was deleted; at most `SETTLE_S`), and
+        turn the server started has its transcript (or was deleted or a backchannel; at most
+        `SETTLE_S`), and
         `RESPONSE_WAIT_S` more for responses to them. Returns what happened."""
         client = self.client
         await client.send({"type": "session.update",
@@ -207,16 +208,17 @@ class RoomPage:
             await self.client.drain(0.05)
 
     def _settled(self, after_ms: float) -> bool:
-        """The reply ended `after_ms` ago and every turn started has its transcript or was
-        deleted (or `SETTLE_S` passed since the reply ended)."""
+        """The reply ended `after_ms` ago and every turn started has its transcript, was
+        deleted or was a backchannel (or `SETTLE_S` passed since the reply ended)."""
         if self._finished_at is None:
             return False
         listened = (self._mic_samples - self._finished_at) / RATE_HZ
         if listened < after_ms / 1000:
             return False
         started = {e["item_id"] for e in self.client.of_type("input_audio_buffer.speech_started")}
-        settled = ({e["item_id"] for e in self.client.of_type(TRANSCRIPT)}
-                   | {e["item_id"] for e in self.client.of_type("conversation.item.deleted")})
+        settled = {e["item_id"] for kind in (TRANSCRIPT, "conversation.item.deleted",
+                                             "input_audio_buffer.backchannel")
+                   for e in self.client.of_type(kind)}
         return started <= settled or listened >= SETTLE_S
 
     def _take_events(self) -> None:

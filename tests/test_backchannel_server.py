@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from tests import speech_fixtures
 from tests.pausing_page import mic_pcm16, receive_while, speak_over_reply, stream_mic
@@ -48,11 +49,19 @@ async def test_uh_huh_over_a_reply_resumes_it_and_is_not_a_turn(start_server) ->
                      ("user", transcripts[0]["transcript"], False)]
 
 
-async def test_wait_over_a_reply_cuts_it_at_the_paused_position(start_server) -> None:
-    """A real interruption ("wait") pauses the reply, then cuts it where it paused and is
-    answered: the heard text ends at the paused position, the next prompt sees "wait"."""
+SHORT_INTERRUPTIONS = [("wait", "espeak", "en-us"), ("wait", "piper", None),
+                       ("no", "piper", None)]
+"""Real interruptions; Piper's "wait" (178 ms) and "no" (222 ms) are shorter than server VAD's
+usual 250 ms minimum speech: before `PLAYING_MIN_SPEECH_MS` the reply played on over them."""
+
+
+@pytest.mark.parametrize(("word", "engine", "voice"), SHORT_INTERRUPTIONS)
+async def test_wait_over_a_reply_cuts_it_at_the_paused_position(
+        start_server, word: str, engine: str, voice: str | None) -> None:
+    """A real interruption ("wait", "no") pauses the reply, then cuts it where it paused and is
+    answered: the heard text ends at the paused position, the next prompt sees the word."""
     server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
-    wait = speech_fixtures.speech("wait", "espeak", "en-us")
+    wait = speech_fixtures.speech(word, engine, voice)
     mic = np.concatenate([speech_fixtures.silence(1300), wait, speech_fixtures.silence(2500)])
     async with RealtimeClient.connect(server.ws_url) as client:
         outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
@@ -71,7 +80,7 @@ async def test_wait_over_a_reply_cuts_it_at_the_paused_position(start_server) ->
     words = SETTINGS_REPLY.removeprefix("say: ").split()
     assert outcome.paused[0]["audio_end_ms"] <= outcome.played_ms
     assert outcome.heard == " ".join(words[: outcome.played_ms // 400])
-    assert "wait" in transcript["transcript"].lower()
+    assert word in transcript["transcript"].lower()
     turns = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
     assert turns[-2:] == [("assistant", outcome.heard, True),
                           ("user", transcript["transcript"], False)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -117,18 +118,22 @@ def echo_matches(mic: np.ndarray, span_ms: int = 250) -> list[tuple[int, float, 
     return matches
 
 
-def turn_starts(mic: np.ndarray, with_reference: bool = True) -> list[SpeechStarted]:
+def turn_starts(mic: np.ndarray, with_reference: bool = True,
+                position_at: Callable[[float, np.random.Generator], int | None] = (
+                    playing_position), playing_ms: float | None = None) -> list[SpeechStarted]:
     """Run the server's VAD (`InputSpeechDetector`) over `mic` appended as the page does, with
-    the assistant playing the reply from `LEAD_MS`."""
+    the assistant playing the reply from `LEAD_MS` for `playing_ms` (default: the reply's
+    length), `position_at` estimating the reply position playing at each append."""
     detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, 0)
     recorded, rng = reference() if with_reference else None, np.random.default_rng(2)
     pcm16 = fx.to_pcm16(resample(mic, fx.RATE_HZ, OUTPUT_RATE_HZ))
     step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000
+    playing_ms = reply_ms() if playing_ms is None else playing_ms
     events = []
     for start in range(0, len(pcm16), step):
         end_ms = (start + step) * 1000 // (OUTPUT_RATE_HZ * 2)
-        position = playing_position(end_ms, rng)
-        playing = position is not None and end_ms - LEAD_MS <= reply_ms()
+        position = position_at(end_ms, rng)
+        playing = position is not None and end_ms - LEAD_MS <= playing_ms
         events += detector.feed(pcm16[start : start + step], playing, position, recorded)
     return [event for event in events if isinstance(event, SpeechStarted)]
 
@@ -253,6 +258,43 @@ def test_the_echo_over_a_noise_floor_and_its_tail_never_starts_a_turn(room: Room
     first started one here (measured with a 300 ms tail; the first, the issue's room, did over
     the protocol)."""
     assert turn_starts(room_microphone(room)) == []
+
+
+STALL_AT_MS = (1100, 1600, 2300, 3000)
+"""Reply positions (ms) at which playback stalls in `test_a_stalled_playback_s_echo_...`."""
+STALL_MS = 400
+"""How long it stalls (ms)."""
+
+
+@pytest.mark.parametrize("stall_at_ms", STALL_AT_MS)
+def test_a_stalled_playback_s_echo_never_starts_a_turn(stall_at_ms: int) -> None:
+    """The kind found by bench_echo on a loaded machine: the server synthesized slower than real
+    time, the page's jitter buffer ran dry, and its loudspeaker fell silent for a while in the
+    middle of the reply (the echo with it; the session's estimate of the playing position
+    stalls at the audio sent). A lead-in over that silence gave no echo gain, every frame of the
+    echo after it counted as unexplained, and the echo (-20 dB, 400 ms late, over a -60 dBFS
+    floor) started a turn ("Vulture by Court.")."""
+    room = Room(-20.0, 400, -60.0)
+    reply = reply_24k()
+    cut = stall_at_ms * OUTPUT_RATE_HZ // 1000
+    played = np.concatenate((reply[:cut], np.zeros(STALL_MS * OUTPUT_RATE_HZ // 1000,
+                                                    dtype=np.float32), reply[cut:]))
+    echo = np.convolve(played, room.impulse_response())
+    lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
+    total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
+    mic = np.zeros(total, dtype=np.float32)
+    mic[lead:lead + echo.size] += echo
+    mic += room.noise(total * 1000 / OUTPUT_RATE_HZ + 10)[:total]
+    mic = np.clip(resample(mic, OUTPUT_RATE_HZ, fx.RATE_HZ), -1.0, 1.0)
+
+    def stalled_position(mic_ms: float, rng: np.random.Generator) -> int | None:
+        elapsed = mic_ms - LEAD_MS
+        if elapsed > stall_at_ms:
+            elapsed = max(stall_at_ms, elapsed - STALL_MS)
+        return playing_position(elapsed + LEAD_MS, rng)
+
+    assert turn_starts(mic, position_at=stalled_position,
+                       playing_ms=reply_ms() + STALL_MS) == []
 
 
 # --- the playing position the session estimates --------------------------------------------

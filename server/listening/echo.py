@@ -121,11 +121,14 @@ reference is compared dry and with this tail (every level at least the previous 
 the decay), and the better match counts: the room keeps the end of every word, and of the
 reply, sounding after the reply's audio fell silent."""
 
-WEAK_ECHO_CORRELATION = 0.5
+WEAK_ECHO_CORRELATION = 0.35
 """A stretch correlating at least this well with the reply is echo when nothing in it is
 unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
 echo only 5 dB over a -50 dBFS RMS pink noise floor correlated 0.69-0.92 with zero excess; a
-person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo."""
+person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo (the share
+rejects them, not the correlation). An echo whose stretch spans a playback stall (the page's
+jitter buffer ran dry: a silence in the echo the reference does not have, and one lag cannot
+align both sides) correlated 0.40 with 8 % unexplained and started a turn at 0.5."""
 
 EXCESS_DB = 6.0
 """A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
@@ -146,6 +149,14 @@ still belong to the voice: its rising edge, e.g. the breath of an "h"."""
 
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
+
+SHARE_SPAN_MS = 250
+"""The unexplained share is taken over at least this much audio (ms) before the decision: a
+share needs frames. Server VAD asks about candidates from 100 ms while a reply plays
+(`server.listening.vad.PLAYING_MIN_SPEECH_MS`), and on every window (32 ms) once it held one
+back as echo; over so few frames one stray frame above the echo made a share of 10-33 %, and
+three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
+over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
 
 EXCESS_SLACK_FRAMES = 5
 """The echo explains a microphone frame with its loudest level within this many frames
@@ -294,6 +305,7 @@ class EchoDetector:
         self._first = 0
         self._received = 0
         self._reference: EchoReference | None = None
+        self._gain = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -429,8 +441,21 @@ class EchoDetector:
         if gain is None:
             known = count if gain_frames is None else gain_frames
             gain = _echo_gain(raw[:known], aligned[:known], floor)
+            if gain_frames is not None:
+                gain = self._remember_gain(gain)
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
                          (self._first + lo) * FRAME_MS), gain
+
+    def _remember_gain(self, gain: np.ndarray) -> np.ndarray:
+        """The echo gain of a lead-in (dB per band), with the last one measured in an earlier
+        lead-in for each band where this one heard no echo (-inf): the echo path's gain holds
+        while the reply plays, but the lead-in may fall where playback stalled (the client's
+        jitter buffer ran dry: the echo has a silence the reference does not). Measured over
+        loopback on a loaded machine: such a lead-in left the gain unknown, every frame of the
+        echo after it counted as unexplained, and the echo started a turn."""
+        known = np.isfinite(gain)
+        self._gain = np.where(known, gain, self._gain)
+        return np.where(known, gain, self._gain)
 
     def noise_floor(self) -> np.ndarray:
         """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
@@ -444,12 +469,14 @@ class EchoDetector:
         """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
         matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
         `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
-        levels (less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them)."""
+        levels (less than `UNEXPLAINED_SHARE` of its frames, and of at least the last
+        `SHARE_SPAN_MS`, `EXCESS_DB` above them)."""
         match = self.match(start_ms, end_ms)
         if match.correlation >= ECHO_CORRELATION:
             return True
         return (match.correlation >= WEAK_ECHO_CORRELATION
-                and match.unexplained_share(start_ms) < UNEXPLAINED_SHARE)
+                and match.unexplained_share(min(start_ms, end_ms - SHARE_SPAN_MS))
+                < UNEXPLAINED_SHARE)
 
 
 def _reverberant(levels: np.ndarray) -> np.ndarray:
