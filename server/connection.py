@@ -633,8 +633,9 @@ class Connection:
                 resampler = StreamResampler(synthesizer.sample_rate_hz, rate)
                 with contextlib.closing(synthesizer.synthesize(text, stop)) as produced:
                     for chunk in produced:
-                        pcm, lag_ms = resampler.feed(chunk.pcm)
-                        if not queue(pcm, [mark.shifted(start, lag_ms) for mark in chunk.marks]):
+                        held, own = resampler.feed(chunk.pcm)
+                        if not queue(held, []) or not queue(
+                                own, [mark.shifted(start, 0) for mark in chunk.marks]):
                             break
                     else:
                         queue(resampler.flush(), [])
