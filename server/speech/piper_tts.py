@@ -233,7 +233,8 @@ class EncoderSession:
 
 
 class PiperSynthesizer:
-    """`SpeechSynthesizer` "piper": Piper neural voice, one chunk per sentence, word marks."""
+    """`SpeechSynthesizer` "piper": Piper neural voice, each sentence as its head and its rest
+    (two chunks; one when short), word marks."""
 
     name = "piper"
 
