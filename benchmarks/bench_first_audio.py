@@ -11,11 +11,14 @@ the whole first sentence) and the decoder run of the first chunk (the sentence's
 stages are measured by wrapping those objects in this process (no server code changed); the
 rest of the time to first audio (resampling, queueing, pacing, JSON, socket) is what is left.
 
-Run from the project root: `.venv/bin/python -m benchmarks.bench_first_audio` (about 3 minutes).
+Run from the project root: `.venv/bin/python -m benchmarks.bench_first_audio` (about 3 minutes);
+`--intra-op-threads N` sets Piper's onnxruntime threads (`piper_tts.INTRA_OP_THREADS`) for a
+comparison.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import time
@@ -29,6 +32,7 @@ from calibration.history_calibration import HistoryCalibration
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.connection import Services
+from server.speech import piper_tts
 from server.speech.piper_tts import PiperSynthesizer
 from server.speech.synthesizer import SpeechChunk, StopSignal
 from server.voice_turns import VoiceTurns
@@ -132,6 +136,7 @@ async def measured(services: Services) -> AsyncIterator[tuple[StageClock, str]]:
 async def bench() -> None:
     """Print one table per pause after a barge-in."""
     print_run_header()
+    print(f"piper onnxruntime intra-op threads: {piper_tts.INTRA_OP_THREADS}")
     services = await asyncio.to_thread(build_services, ServerConfig(port=0, tts="piper"))
     for think_s in (bench_server.TYPING_S, bench_server.PAUSE_S):
         load = bench_server.cpu_snapshot()
@@ -152,6 +157,10 @@ async def bench() -> None:
 
 def main() -> None:
     """Entry point; see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--intra-op-threads", type=int, default=piper_tts.INTRA_OP_THREADS,
+                        help="Piper's onnxruntime intra-op threads (default %(default)s)")
+    piper_tts.INTRA_OP_THREADS = parser.parse_args().intra_op_threads
     asyncio.run(bench())
 
 
