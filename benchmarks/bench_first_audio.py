@@ -64,13 +64,14 @@ class StageClock:
 
     def __init__(self, services: Services) -> None:
         synthesizer = services.synthesizer
-        if not isinstance(synthesizer, PiperSynthesizer):
+        piper = getattr(synthesizer, "main", synthesizer)  # inside the script voices
+        if not isinstance(piper, PiperSynthesizer):
             raise TypeError("bench_first_audio measures the piper engine")
         self.stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
         self._encoder: list[float] = []
         self._decoder: list[float] = []
-        synthesizer._encoder.session = _TimedRuns(synthesizer._encoder.session, self._encoder)
-        synthesizer._decoder = _TimedRuns(synthesizer._decoder, self._decoder)  # type: ignore[assignment]
+        piper._encoder.session = _TimedRuns(piper._encoder.session, self._encoder)
+        piper._decoder = _TimedRuns(piper._decoder, self._decoder)  # type: ignore[assignment]
         self._synthesize = synthesizer.synthesize
         synthesizer.synthesize = self._first_piece  # type: ignore[method-assign]
         self._first = True
