@@ -48,7 +48,7 @@ from server.realtime.protocol import ClientEvent
 from server.realtime.session import Session, SessionConfig
 from server.reply_echo import ReplyEcho, pcm16_to_float
 from server.responders.prompt import Prompt, Responder, ResponderError
-from server.speech.resampling import resample
+from server.speech.resampling import StreamResampler
 from server.speech.segmenter import SpeechSegmenter
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
@@ -646,20 +646,21 @@ class Connection:
     async def _speak(self, response_id: str, span: tuple[int, int]) -> bool:
         """Synthesize one segment of the reply and queue each chunk as soon as it exists.
 
-        The synthesizer's blocking generator runs on a worker thread, which also resamples each
-        chunk, converts it to PCM16 and computes its echo envelope (`ReplyEcho`: the loop queues
-        it); chunks cross to the loop through a queue, so a segment's first sentence is sent
+        The synthesizer's blocking generator runs on a worker thread, which also resamples the
+        chunks (one stream per segment, `StreamResampler`: a sentence may come in parts cut inside
+        its audio), converts them to PCM16 and computes their echo envelope (`ReplyEcho`: the
+        event loop only queues them); chunks cross to the loop through a queue, so a segment's
+        first chunk is sent
         while the next is synthesized. The TTS turn is held until that thread has returned, also
-        when this task is cancelled (a barge-in, a closed socket): the stop signal ends the
-        engine's work within milliseconds (`StopSignal`), and the next session never finds the
-        voice busy with a sentence nobody will hear. Nothing here waits on the socket: a client
-        that stops reading cannot hold the voice. The turn is one segment long and asked for
-        with the reply's standing (`VoiceTurns.turn`: first piece, or audio buffered ahead);
-        a continuation with `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another
-        reply's first piece before its first chunk and is synthesized again after it, so a
-        first piece waits for at most a segment of a reply that has little audio buffered;
-        while a first piece waits or is synthesized, in-process background ASR (calibration)
-        does not start (`calibration.asr.foreground_work`).
+        when this task is cancelled (a barge-in, a closed socket): the stop signal ends the engine's
+        work within milliseconds (`StopSignal`), and the next session never finds the voice busy
+        with a sentence nobody will hear. Nothing here waits on the socket: a client that stops
+        reading cannot hold the voice. The turn is one segment long and asked for with the reply's
+        standing (`VoiceTurns.turn`: first piece, or audio buffered ahead); a continuation with
+        `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another reply's first piece before its
+        first chunk and is synthesized again after it, so a first piece waits for at most a segment
+        of a reply that has little audio buffered; while a first piece waits or is synthesized,
+        in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped).
         """
         while (spoke := await self._synthesize(response_id, span)) is None:
@@ -680,19 +681,26 @@ class Connection:
         stop = StopSignal()
         preemption = _Preemption(stop)
 
+        def queue(pcm: np.ndarray, marks: list[WordMark]) -> bool:
+            if len(pcm):
+                pcm16 = float_to_pcm16(pcm)
+                if not preemption.admit():
+                    return False
+                speech = _Speech(pcm16, marks, echo.envelope(pcm16) if eager else None)
+                loop.call_soon_threadsafe(chunks.put_nowait, speech)
+            return not stop.is_set()
+
         def produce() -> None:
             try:
+                resampler = StreamResampler(synthesizer.sample_rate_hz, rate)
                 with contextlib.closing(synthesizer.synthesize(text, stop)) as produced:
                     for chunk in produced:
-                        pcm16 = float_to_pcm16(resample(chunk.pcm, synthesizer.sample_rate_hz,
-                                                        rate))
-                        if not preemption.admit():
+                        held, own = resampler.feed(chunk.pcm)
+                        if not queue(held, []) or not queue(
+                                own, [mark.shifted(start, 0) for mark in chunk.marks]):
                             break
-                        speech = _Speech(pcm16, [mark.shifted(start, 0) for mark in chunk.marks],
-                                         echo.envelope(pcm16) if eager else None)
-                        loop.call_soon_threadsafe(chunks.put_nowait, speech)
-                        if stop.is_set():
-                            break
+                    else:
+                        queue(resampler.flush(), [])
                 loop.call_soon_threadsafe(chunks.put_nowait, None)
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)

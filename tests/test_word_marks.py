@@ -185,8 +185,7 @@ def test_text_the_voice_spells_out_gets_ordered_marks_over_every_unit(
     still align with espeak-ng's words, so the marks are exact, in order, and cover the text."""
     text = "こんにちは、今日はいい天気ですね。"
     # The English Piper voice itself: the "piper" engine speaks Japanese with espeak-ng voices.
-    chunks = list(piper.main.synthesize(text))
-    marks = [mark for chunk in chunks for mark in chunk.marks]
+    marks, _ = timeline(list(piper.main.synthesize(text)), piper.sample_rate_hz)
     assert marks and not any(mark.estimated for mark in marks)
     units = text_units(text)
     assert marks[0].char_start == units[0].start and marks[-1].char_end == units[-1].end

