@@ -78,18 +78,16 @@ OUTPUT_GAIN = 1.3
 """Gain on the model's samples (then clipped to [-1, 1]): the bundled voice's raw sentence
 peaks were 0.32-0.73 over the 27 first pieces of benchmarks/bench_server.py's prompts, so no
 sentence there clips; Piper's own per-sentence peak normalization needs the whole sentence."""
-INTRA_OP_THREADS = 1
+INTRA_OP_THREADS = 2
 ALLOW_SPINNING = "0"
-"""onnxruntime session options of both parts, chosen for latency on a shared 2-core machine.
-Per first piece of the benchmark's prompts (1.95 s of audio median), whole voice, under load
-average 11: default session 1387 ms wall / 590 ms CPU, spinning off 1071 / 460, 2 threads
-without spinning 880 / 460, 1 thread 656 / 400. This split voice's first chunk, interleaved
-A/B: load average 11, 1 thread p50 526 / p95 791 ms, 2 threads 476 / 821, 2 threads spinning
-786 / 1278; load average 16, 1 thread 586 / 1060, 2 threads 716 / 1215. Spinning threads
-burn the core that the event loop, another session and background ASR need, and two threads
-wait for each other when one of them is descheduled; one thread costs the least CPU. On an
-idle machine two threads may be faster (not measured: this machine was never idle);
-`python -m benchmarks.bench_first_audio --intra-op-threads 2` compares."""
+"""onnxruntime session options of both parts, chosen for latency on a 2-core machine.
+Quiet machine (load average < 1), `benchmarks/bench_server.py` table 1, `piper (auto)`, 40
+prompts each, side by side: 1 thread p50 236 / p95 351 ms, 2 threads 150 / 219 (0.25 s after
+a barge-in: 236 / 350 vs 147 / 214). Under shared load (average 11) spinning threads burned
+the core that the event loop, another session and background ASR need: per first piece
+(1.95 s of audio median), whole voice, default session 1387 ms wall / 590 ms CPU, spinning
+off 1071 / 460, 2 threads without spinning 880 / 460, 1 thread 656 / 400; so two threads,
+without spinning."""
 _DECODER_PREFIX = "/dec/"
 _T = TypeVar("_T")
 
