@@ -838,10 +838,12 @@ PRODUCT_ROWS = ("marks", "asr", "ratio", "auto", "auto: asr times out",
 
 
 def token_whole(text: str, cut: int) -> bool:
-    """True when `cut` splits no written token: it is 0 (nothing kept), or what follows it up to
-    the next whitespace holds no letter or digit, or it sits before a CJK character (a token of
-    its own)."""
-    if cut <= 0 or cut >= len(text) or text[cut].isspace() or units.is_cjk_char(text[cut]):
+    """True when `cut` splits no written token: it is 0 (nothing kept), or it sits at whitespace
+    or just after it (a dropped token's start: `units.token_cut` keeps the space before it), or
+    what follows it up to the next whitespace holds no letter or digit, or it sits before a CJK
+    character (a token of its own)."""
+    if (cut <= 0 or cut >= len(text) or text[cut].isspace() or text[cut - 1].isspace()
+            or units.is_cjk_char(text[cut])):
         return True
     rest = text[cut:].split(maxsplit=1)[0]
     return not any(ch.isalnum() for ch in rest)
