@@ -152,9 +152,8 @@ UNEXPLAINED_SHARE = 0.1
 
 SHARE_SPAN_MS = 250
 """The unexplained share is taken over at least this much audio (ms) before the decision: a
-share needs frames. Server VAD asks about candidates from 100 ms while a reply plays
-(`server.listening.vad.PLAYING_MIN_SPEECH_MS`), and on every window (32 ms) once it held one
-back as echo; over so few frames one stray frame above the echo made a share of 10-33 %, and
+share needs frames. Server VAD asks about a candidate on every window (32 ms) once it held
+one back as echo; over so few frames one stray frame above the echo made a share of 10-33 %, and
 three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
 over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
 

@@ -20,7 +20,6 @@ import soxr
 from server.listening.echo import EchoDetector, EchoReference
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
 from server.listening.vad import (
-    PLAYING_MIN_SPEECH_MS,
     SAMPLE_RATE_HZ,
     SileroStreamingVad,
     SpeechPaused,
@@ -51,7 +50,6 @@ class InputSpeechDetector:
             prefix_padding_ms=settings.prefix_padding_ms,
             silence_duration_ms=settings.silence_duration_ms,
             pause_ms=UTTERANCE_TAIL_MS,
-            playing_min_speech_ms=PLAYING_MIN_SPEECH_MS,
         ))
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo

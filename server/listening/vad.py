@@ -252,8 +252,6 @@ class TurnDetectionConfig:
             5.5-105 dB). 0 disables the check (default 3.0 dB).
         echo_threshold: used instead of `threshold` while the assistant is playing (default
             0.8).
-        playing_min_speech_ms: used instead of `min_speech_ms` while the assistant is playing
-            (None: the same; the server passes `PLAYING_MIN_SPEECH_MS`).
         pause_ms: non-speech after the last speech window at which a turn in progress reports
             `SpeechPaused`, when shorter than `silence_duration_ms`; None never reports it
             (default). The server passes the utterance tail its commits keep
@@ -273,7 +271,6 @@ class TurnDetectionConfig:
     candidate_gap_ms: int = 96
     min_level_range_db: float = 3.0
     echo_threshold: float = 0.8
-    playing_min_speech_ms: int | None = None
     pause_ms: int | None = None
 
     def __post_init__(self) -> None:
@@ -286,23 +283,9 @@ class TurnDetectionConfig:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 <= self.hysteresis < 1.0:
             raise ValueError("hysteresis must be in [0, 1)")
-        for name in ("pause_ms", "playing_min_speech_ms"):
-            value = getattr(self, name)
-            if value is not None and not value >= 0:
-                raise ValueError(f"{name} must be >= 0")
+        if self.pause_ms is not None and not self.pause_ms >= 0:
+            raise ValueError("pause_ms must be >= 0")
 
-
-PLAYING_MIN_SPEECH_MS = 100
-"""Minimum speech duration (ms) while the assistant is playing
-(`TurnDetectionConfig.playing_min_speech_ms`, server VAD). Speech over a reply only pauses it
-(`server.realtime.pauses`: a cough or a backchannel resumes it), so a short word must be heard:
-Piper's "wait" lasts 178 ms and its "right" 189 ms, and Silero scores their windows >= 0.8
-for 128-192 ms, so the 250 ms minimum never started a turn for them (a missed barge-in). At
-100 ms, 50 of 50 short words (uh-huh, mm-hmm, yeah, right, okay, wait, no, uh-uh, stop, hold
-on; Piper and four espeak-ng voices at -12 dBFS peak over a -60 dBFS floor) started a turn
-(Piper's "uh huh", one window at 0.82, not over every noise floor: it then plays on), and 0 of
-54 seeded white / pink noise bursts and coughs of 50-180 ms (`tests.speech_fixtures.
-short_bursts`, Silero at most 0.14) did; the echo gate still judges every candidate."""
 
 ONSET_LOOKBACK_MS = 64
 """How far the speech start reaches back over windows >= threshold - hysteresis right before
@@ -339,8 +322,7 @@ class TurnDetector:
       speech window)` is returned once the silence reaches `pause_ms`, once per silence: a
       speech window ends the pause, so a later silence can pause again.
 
-    `assistant_playing` (set by the caller) switches the threshold to `echo_threshold` and the
-    minimum speech duration to `playing_min_speech_ms`.
+    `assistant_playing` (set by the caller) switches the threshold to `echo_threshold`.
     `echo_gate(start_ms, window_end_ms)` (set by the caller, None: no gate) returns True when
     the candidate's audio from `start_ms` to `window_end_ms` is the assistant's own voice; it
     is asked whether or not `assistant_playing` is set (the microphone hears the end of a reply
@@ -438,19 +420,10 @@ class TurnDetector:
         self._speech_end_ms = window_end_ms
         return self._maybe_start(window_end_ms, self._start_ms)
 
-    def _min_speech_ms(self) -> int:
-        """The minimum speech duration in force (`playing_min_speech_ms` while the assistant
-        is playing)."""
-        playing = self.config.playing_min_speech_ms
-        if self.assistant_playing and playing is not None:
-            return playing
-        return self.config.min_speech_ms
-
     def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
-        """Keep the levels of the candidate's windows that end within the last minimum speech
-        duration."""
+        """Keep the levels of the candidate's windows that end within the last `min_speech_ms`."""
         self._recent.append((window_end_ms, level_dbfs))
-        span = max(self._min_speech_ms(), WINDOW_MS)
+        span = max(self.config.min_speech_ms, WINDOW_MS)
         while self._recent[0][0] <= window_end_ms - span:
             self._recent.popleft()
 
@@ -462,7 +435,7 @@ class TurnDetector:
         if self._echo_held and self._is_echo(start_ms, window_end_ms):
             self._start_ms = window_end_ms
             return None
-        if window_end_ms - start_ms < self._min_speech_ms() or not self._gates_open(start_ms):
+        if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
             return None
         if not self._echo_held and self._is_echo(start_ms, window_end_ms):
             self._echo_held = True
