@@ -30,6 +30,7 @@ from server.connection import Connection, RealtimeServerConnection, Services
 from server.logs import SESSION_ID
 from server.metrics import CONTENT_TYPE, METRICS_PATH, MetricsHttpServer, ServerMetrics
 from server.realtime.events import EventLog
+from server.session_slots import SessionSlots
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,20 @@ def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str])
     return host is not None and urlsplit(origin).netloc == host
 
 
+def metrics_http_server(metrics: ServerMetrics, host: str, port: int,
+                        api_key: str | None) -> MetricsHttpServer:
+    """`/metrics` on a port of its own (`--metrics-port`), with this server's security
+    headers; with `api_key`, only for requests that carry it (as on the main port)."""
+    authorized = None
+    if api_key is not None:
+        access = ApiKeyAccess(api_key)
+
+        def authorized(headers: Sequence[tuple[str, str]]) -> bool:
+            return access.authorized(Headers(headers))
+
+    return MetricsHttpServer(metrics, host, port, authorized, SECURITY_HEADERS)
+
+
 class DemoServer:
     """The demo server: one port, static page, health check and realtime sessions.
 
@@ -148,24 +163,28 @@ class DemoServer:
         allowed_origins: extra origins allowed to open `/v1/realtime`.
         options: limits and access (defaults: `ServerOptions()`, open access).
         metrics: the metrics served at `/metrics` (default: new ones of this server's own).
+        slots: the count `options.max_sessions` limits (default: one of this server's own;
+            the workers of `--workers` share one, `server.workers`).
     """
 
     def __init__(self, services: Services, allowed_origins: Sequence[str] = (),
                  options: ServerOptions | None = None,
-                 metrics: ServerMetrics | None = None) -> None:
+                 metrics: ServerMetrics | None = None,
+                 slots: SessionSlots | None = None) -> None:
         self.metrics = metrics or ServerMetrics()
         self.services = self.metrics.instrument(services)
         self.allowed_origins = tuple(allowed_origins)
         self.options = options or ServerOptions()
         self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
+        self.slots = slots or SessionSlots(self.options.max_sessions)
         self._open: set[ServerConnection] = set()
         self.server: Server | None = None
         self.metrics_server: MetricsHttpServer | None = None
 
     @property
     def open_sessions(self) -> int:
-        """Realtime sessions open now."""
-        return len(self._open)
+        """Realtime sessions open now (in every worker sharing `slots`)."""
+        return self.slots.open
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
@@ -200,8 +219,8 @@ class DemoServer:
                          "'openai-insecure-api-key.<key>' subprotocol, or open the page with "
                          "/?key=<key> first\n",
                          {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
-        if len(self._open) >= self.options.max_sessions:
-            log.warning("refused a session: %d sessions are open", len(self._open))
+        if self.slots.full():
+            log.warning("refused a session: %d sessions are open", self.slots.open)
             self.metrics.sessions_refused.labels("full").inc()
             return _text(http.HTTPStatus.SERVICE_UNAVAILABLE,
                          f"too many sessions: this server holds at most "
@@ -232,7 +251,7 @@ class DemoServer:
         if urlsplit(websocket.request.path).path != REALTIME_PATH:
             await websocket.close(1008, "unknown path")
             return
-        if len(self._open) >= self.options.max_sessions:
+        if not self.slots.take():
             # Handshakes checked in `_check_upgrade` at the same time can all pass; the count
             # here is exact.
             self.metrics.sessions_refused.labels("full").inc()
@@ -249,9 +268,11 @@ class DemoServer:
         finally:
             self.metrics.sessions_open.dec()
             self._open.discard(websocket)
+            self.slots.release()
 
-    async def start(self, host: str, port: int) -> Server:
-        """Bind and start serving; returns the running `websockets` server."""
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> Server:
+        """Bind and start serving; returns the running `websockets` server. With `reuse_port`
+        the socket is bound with SO_REUSEPORT, beside the other workers' (`server.workers`)."""
         options = self.options
         logger = (redacting_logger("websockets.server", self.access.secrets())
                   if self.access is not None else None)
@@ -260,18 +281,11 @@ class DemoServer:
             max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
             ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
             select_subprotocol=select_subprotocol, compression=None, logger=logger,
-            create_connection=RealtimeServerConnection,
+            create_connection=RealtimeServerConnection, reuse_port=reuse_port or None,
         )
         if options.metrics_port is not None:
-            authorized = None
-            if self.access is not None:
-                access = self.access
-
-                def authorized(headers: Sequence[tuple[str, str]]) -> bool:
-                    return access.authorized(Headers(headers))
-
-            self.metrics_server = MetricsHttpServer(self.metrics, host, options.metrics_port,
-                                                    authorized, SECURITY_HEADERS)
+            self.metrics_server = metrics_http_server(self.metrics, host, options.metrics_port,
+                                                      options.api_key)
             self.metrics_server.start()
         return self.server
 

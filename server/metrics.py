@@ -42,6 +42,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
@@ -104,21 +105,36 @@ class ServerMetrics:
     format gives Prometheus no use for them, and they would make each scrape half as long
     again.
 
+    With `shared_dir`, the metrics are those of all the worker processes of one server
+    (`--workers`, `server.workers`), in `prometheus_client`'s multiprocess mode: each worker's
+    values live in files of that directory, which the environment variable
+    `PROMETHEUS_MULTIPROC_DIR` named before the worker imported `prometheus_client` (the mode
+    is chosen at import), and `exposition` adds up every worker's files
+    (`MultiProcessCollector`; `duplex_sessions_open` counts the live workers' sessions). The
+    `process_*` metrics are left out then: they would describe only the answering worker.
+
     Args:
         registry: where to register (default: a new registry of this server's own, with the
-            process collector's `process_*` metrics).
+            process collector's `process_*` metrics unless `shared_dir` is given).
+        shared_dir: the multiprocess directory of the server's workers, or None.
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 shared_dir: str | None = None) -> None:
         disable_created_metrics()
         if registry is None:
             registry = CollectorRegistry()
-            ProcessCollector(registry=registry)
+            if shared_dir is None:
+                ProcessCollector(registry=registry)
         self.registry = registry
-        self._text = TextExposition(registry)
+        exposed = registry
+        if shared_dir is not None:
+            exposed = CollectorRegistry()
+            MultiProcessCollector(exposed, path=shared_dir)
+        self._text = TextExposition(exposed)
         r = registry
         self.sessions_open = Gauge("duplex_sessions_open", "Realtime sessions open now.",
-                                   registry=r)
+                                   registry=r, multiprocess_mode="livesum")
         self.sessions = Counter("duplex_sessions", "Realtime sessions opened.", registry=r)
         self.sessions_refused = Counter(
             "duplex_sessions_refused", "WebSocket upgrades refused at the handshake, by reason "
