@@ -6,8 +6,8 @@ Starts the real server as a child process (`python -m server --tts uniform --cal
 clients in `--client-processes` child processes of this script (`--role client`: one asyncio
 loop each, the sessions split between them), so that the clients stay off the server's core as
 far as 2 cores allow. With `--baseline DIR`, each load step also runs on a server started from
-the checkout DIR, for a before/after comparison under the same machine load. Every wait is
-bounded. Method, definitions and caveats:
+the checkout DIR, for a before/after comparison under the same machine load; with `--workers N`
+this tree's server runs N worker processes (its `--workers`). Every wait is bounded. Method, definitions and caveats:
 benchmarks/README.md ("Load benchmark").
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_load`.
@@ -426,7 +426,9 @@ def _stat_cpu_s(path: str) -> float:
 @dataclass(slots=True)
 class ServerProcess:
     """The server child process: its pid and realtime URL, and which code it runs ("this
-    tree", or "baseline" for `--baseline DIR`)."""
+    tree", or "baseline" for `--baseline DIR`). With `--workers` the server is a parent
+    process and its workers (`server.workers`); every figure adds up the whole process tree
+    (`pids`)."""
 
     process: asyncio.subprocess.Process
     url: str
@@ -434,26 +436,42 @@ class ServerProcess:
 
     @property
     def pid(self) -> int:
-        """The server's process id."""
+        """The server's process id (the workers' parent with `--workers`)."""
         return self.process.pid
 
+    def pids(self) -> list[int]:
+        """The server process and its descendants (by the parent pid in /proc/PID/stat)."""
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError), open(f"/proc/{entry}/stat",
+                                                        encoding="utf-8") as handle:
+                    parents[int(entry)] = int(handle.read().rpartition(")")[2].split()[1])
+        found, index = [self.pid], 0
+        while index < len(found):
+            found += [pid for pid, parent in parents.items() if parent == found[index]]
+            index += 1
+        return found
+
     def cpu_s(self) -> tuple[float, float]:
-        """User + system CPU seconds the server used so far: (whole process, its main thread,
-        which runs the event loop), from /proc/PID/stat and /proc/PID/task/PID/stat."""
-        return (_stat_cpu_s(f"/proc/{self.pid}/stat"),
-                _stat_cpu_s(f"/proc/{self.pid}/task/{self.pid}/stat"))
+        """User + system CPU seconds the server used so far: (its processes, their main
+        threads, which run the event loops), from /proc/PID/stat and /proc/PID/task/PID/stat."""
+        pids = self.pids()
+        return (sum(_stat_cpu_s(f"/proc/{pid}/stat") for pid in pids),
+                sum(_stat_cpu_s(f"/proc/{pid}/task/{pid}/stat") for pid in pids))
 
     def rss_mib(self) -> float:
         """The server's resident memory, VmRSS of /proc/PID/status, in MiB."""
-        return int(proc_field(f"/proc/{self.pid}/status", "VmRSS").split()[0]) / 1024
+        return sum(int(proc_field(f"/proc/{pid}/status", "VmRSS").split()[0])
+                   for pid in self.pids()) / 1024
 
     def threads(self) -> int:
         """The server's thread count (/proc/PID/status)."""
-        return int(proc_field(f"/proc/{self.pid}/status", "Threads"))
+        return sum(int(proc_field(f"/proc/{pid}/status", "Threads")) for pid in self.pids())
 
     def fds(self) -> int:
         """The server's open file descriptors (sockets included)."""
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
+        return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in self.pids())
 
 
 def profiled_server(spec_json: str) -> None:
@@ -475,12 +493,14 @@ def profiled_server(spec_json: str) -> None:
 
 @contextlib.asynccontextmanager
 async def server_process(profile: str | None, max_sessions: int, label: str = "this tree",
-                         root: str = str(PROJECT_ROOT)) -> Any:
+                         root: str = str(PROJECT_ROOT), workers: int = 1) -> Any:
     """Start the server of the checkout `root` (its `server` package: `python -m server` runs
     with `cwd=root`) with `--max-sessions max_sessions` (under cProfile when `profile` is
     given: `profiled_server`) and yield a `ServerProcess` once it listens; SIGTERM it
     afterwards (it stops gracefully, so a profile is written), SIGKILL after 30 s."""
     argv = [*SERVER_FLAGS, "--max-sessions", str(max_sessions)]
+    if workers > 1:
+        argv += ["--workers", str(workers)]
     command = ((*CHILD, "--role", "server", "--spec", json.dumps({"profile": profile,
                                                                   "argv": argv}))
                if profile else (sys.executable, "-m", "server", *argv))
@@ -711,11 +731,14 @@ async def bench(args: argparse.Namespace) -> None:
         if args.baseline:
             servers.append(await stack.enter_async_context(
                 server_process(None, max_sessions, "baseline", args.baseline)))
-        server = await stack.enter_async_context(server_process(args.profile, max_sessions))
+        server = await stack.enter_async_context(
+            server_process(args.profile, max_sessions, workers=args.workers))
         servers.append(server)
         for each in servers:
+            workers = f" --workers {args.workers}" if each is server and args.workers > 1 else ""
             print(f"server ({each.label}): pid {each.pid}, {each.url}, flags "
-                  f"{' '.join(SERVER_FLAGS)} --max-sessions {max_sessions}", flush=True)
+                  f"{' '.join(SERVER_FLAGS)} --max-sessions {max_sessions}{workers}",
+                  flush=True)
         if args.cycles:
             await measure_rss(server, args)
         if args.steps:
@@ -751,6 +774,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="a checkout of the project (e.g. `git worktree add /tmp/base main`) "
                              "whose server runs each load step too, beside this tree's, for a "
                              "before/after comparison under the same machine load")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes of this tree's server (its --workers; the "
+                             "baseline's server runs one); CPU, RSS, threads and fds add up "
+                             "all of them")
     parser.add_argument("--profile", metavar="PATH",
                         help="run the server under cProfile, write PATH and print its top "
                              "functions (slows the server down: diagnosis only)")
