@@ -7,8 +7,8 @@ clients in `--client-processes` child processes of this script (`--role client`:
 loop each, the sessions split between them), so that the clients stay off the server's core as
 far as 2 cores allow. With `--baseline DIR`, each load step also runs on a server started from
 the checkout DIR, for a before/after comparison under the same machine load; with `--workers N`
-this tree's server runs N worker processes (its `--workers`). Every wait is bounded. Method, definitions and caveats:
-benchmarks/README.md ("Load benchmark").
+this tree's server runs N worker processes (its `--workers`). Every wait is bounded. Method,
+definitions and caveats: benchmarks/README.md ("Load benchmark").
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_load`.
 """
@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -343,7 +344,13 @@ def _rounded(samples: list[tuple[float, ...]]) -> list[list[float]]:
 async def client_load(spec: dict[str, Any]) -> dict[str, Any]:
     """`spec["sessions"]` concurrent `_load_session`s (seeds from `spec["seed"]` and
     `spec["first"]`). Prints "ready" once each has audio, runs until a line arrives on stdin,
-    then returns every sample with its time (perf_counter s: the same clock in every process)."""
+    then returns every sample with its time (perf_counter s: the same clock in every process).
+
+    The cyclic garbage collector is off in the client processes: their samples (hundreds of
+    thousands of lists and tuples) made each of its full collections pause a client's loop
+    for 40-230 ms (measured at 200 sessions), timed into every server's latencies alike; a
+    run is short, and what the clients leave for the collector is little."""
+    gc.disable()
     stop = asyncio.Event()
     lag: list[tuple[float, float, float]] = []
     watcher = asyncio.create_task(_watch_loop(lag, stop))
