@@ -43,6 +43,20 @@ def test_uh_huh_and_uh_uh_both_read_uh_uh_and_the_h_decides(voice: str) -> None:
     assert (no.verdict, no.rule) == (Verdict.INTERRUPTION, "murmur_closure")
 
 
+def test_a_lone_interjection_is_decided_by_its_sound() -> None:
+    """tiny.en writes "Oh" for espeak-ng en-029's "uh-uh" (bench_backchannel, quiet machine):
+    "oh" and "ah" alone say nothing the sound does not, so "uh-uh" stays an interruption and
+    "uh-huh" a backchannel; beside a backchannel word they go with it."""
+    for transcript in ("Oh", "Ah."):
+        no = classify(transcript, said("uh-uh", voice="en-029"), RATE)
+        yes = classify(transcript, said("uh-huh", voice="en-029"), RATE)
+        assert (no.verdict, no.rule) == (Verdict.INTERRUPTION, "murmur_closure")
+        assert (yes.verdict, yes.rule) == (Verdict.BACKCHANNEL, "murmur_h")
+    for transcript, text in (("Oh, okay.", "oh okay"), ("Ah, I see.", "ah I see")):
+        decision = classify(transcript, said(text), RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+
+
 def test_two_syllables_split_by_a_closure_are_not_a_backchannel() -> None:
     """Piper "uh, uh." (a glottal closure between the syllables), read "Uh-huh." by tiny.en."""
     decision = classify("Uh-huh.", said("uh, uh.", "piper", None), RATE)
@@ -80,7 +94,9 @@ def test_silence_and_a_cough_with_no_words_are_noise() -> None:
 
 def test_vocabularies_keep_never_words_apart_from_backchannels() -> None:
     for vocabulary in VOCABULARIES.values():
-        assert not vocabulary.never & (vocabulary.backchannels | vocabulary.murmurs)
+        assert not vocabulary.never & (vocabulary.backchannels | vocabulary.murmurs
+                                       | vocabulary.interjections)
+        assert not vocabulary.interjections & (vocabulary.backchannels | vocabulary.murmurs)
         assert {"uh-uh", "uh-huh", "mm-hmm"} <= vocabulary.murmurs
         assert {"no", "wait", "stop", "hold on"} <= vocabulary.never
 

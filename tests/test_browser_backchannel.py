@@ -16,7 +16,7 @@ import pytest
 from tests import speech_fixtures
 from tests.browser import chromium, open_demo
 from tests.test_browser import js
-from tests.test_browser_microphone import CLICK_MIC, wait_rendering
+from tests.test_browser_microphone import CLICK_MIC
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,8 +32,7 @@ async def test_the_page_pauses_for_uh_huh_and_resumes_where_it_stopped(
     async with chromium(fake_mic=wav) as browser, open_demo(browser, server.http_url) as demo:
         response_id = await demo.prompt(f"say: {REPLY}")
         item_id = await demo.item_of(response_id)
-        await wait_rendering(demo, response_id, 0)
-        await demo.page.evaluate(CLICK_MIC)
+        await demo.page.evaluate(CLICK_MIC, response_id)
         await demo.wait_state("s.responseState === 'paused'", timeout_s=15)
         status = await demo.page.text_content("#status-response")
         await demo.wait_state("s.pauses.some((e) => e.type === 'response.resumed')",

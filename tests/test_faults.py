@@ -13,16 +13,11 @@ failing engine, kills a session, stalls another session or loses heard text.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,9 +30,8 @@ from server.app import SHUTDOWN_GRACE_S, WEBSOCKET_WRITE_LIMIT_BYTES
 from server.connection import STALLED_CLIENT_CLOSE_CODE, wait_set, wait_through_cancellation
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests.realtime_client import RealtimeClient
+from tests.server_process import server_process
 from tests.transcription_endpoint import TranscriptionEndpoint
-
-ROOT = Path(__file__).resolve().parent.parent
 
 ABORTED_REPLY = (
     "Sure, I can help with that, because the train to the coast leaves at ten past nine from "
@@ -175,8 +169,12 @@ async def test_failing_remote_asr_falls_back_to_ratio_and_keeps_history(
             endpoint.status = 503
         else:
             endpoint.body = "garbage"
+        # The ASR attempt has its own 0.7 s budget (AUTO_ASR_TIMEOUT_S); the controller's
+        # deadline around the whole policy is raised from 1 s so that a loaded CI machine
+        # (one full-suite run stalled this loop past 1 s) cannot time out the ratio fallback.
         server = await start_server(tts="uniform-nomarks", calibration="auto",
-                                    asr_url=endpoint.url, lead_ms=60_000)
+                                    asr_url=endpoint.url, lead_ms=60_000,
+                                    calibration_timeout_ms=3000)
         async with RealtimeClient.connect(server.ws_url) as client:
             first_id, first_item = await client.prompt("say: Good morning.")
             await play_fully(client, first_id)
@@ -401,20 +399,10 @@ async def test_client_that_stops_reading_is_closed_and_stalls_nobody(start_serve
 
 
 async def test_sigterm_closes_every_session_with_1001_and_exits_cleanly() -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "--port", "0", "--tts", "piper", "--calibration",
-         "marks", "--deterministic", "--lead-ms", "60000"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 120)
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        assert match, line
-        port = int(match.group(1))
-        url = f"ws://127.0.0.1:{port}/v1/realtime"
-        sock = await small_window_socket("127.0.0.1", port)
+    async with server_process("--tts", "piper", "--calibration", "marks", "--deterministic",
+                              "--lead-ms", "60000") as server:
+        url = server.ws_url
+        sock = await small_window_socket("127.0.0.1", server.port)
         async with (RealtimeClient.connect(url) as speaking,
                     RealtimeClient.connect(url) as idle,
                     RealtimeClient.connect(url) as played,
@@ -426,7 +414,7 @@ async def test_sigterm_closes_every_session_with_1001_and_exits_cleanly() -> Non
             await speaking.wait_audio_until(response_id, 2000)
             await asyncio.sleep(0.2)  # Piper is inside the long sentence
             signalled = time.perf_counter()
-            process.send_signal(signal.SIGTERM)
+            server.process.send_signal(signal.SIGTERM)
 
             async def closed_code(client: RealtimeClient) -> int | None:
                 with pytest.raises(ConnectionClosed) as closed:
@@ -439,12 +427,4 @@ async def test_sigterm_closes_every_session_with_1001_and_exits_cleanly() -> Non
                 asyncio.gather(*(closed_code(c) for c in (speaking, idle, played))), 2)
             assert time.perf_counter() - signalled < 2.0
             assert codes == [1001, 1001, 1001]
-            returncode = await asyncio.wait_for(asyncio.to_thread(process.wait),
-                                                SHUTDOWN_GRACE_S + 2)
-        stderr = process.stderr.read() if process.stderr else ""
-        assert returncode == 0, stderr
-        assert "Traceback" not in stderr, stderr
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+            await server.exited_cleanly(SHUTDOWN_GRACE_S + 2)

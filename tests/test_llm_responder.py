@@ -10,14 +10,9 @@ sent, that a barge-in / cancel / disconnect closes its stream, and how faults en
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +25,8 @@ from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, DEFAULT_UNHEARD_
 from tests.llm_proxy import ERROR_MESSAGE, REFUSAL, ChatRequest, RecordingProxy
 from tests.llm_server import MODEL_NAME, LocalLLMServer
 from tests.realtime_client import RealtimeClient
+from tests.server_process import server_process
 
-ROOT = Path(__file__).resolve().parent.parent
 STORY = "Write a long story about a dragon who learns to fly. Use many sentences."
 INSTRUCTIONS = "You are a storyteller. Answer in plain English sentences."
 LLM_TIMEOUT_S = 60.0
@@ -209,36 +204,20 @@ async def test_sigterm_closes_the_llm_stream_of_an_open_session(
     """SIGTERM to a real `python -m server` while the model writes a reply: the session is
     closed with 1001, the demo closes its stream to the model before the model finished, and
     the process exits cleanly."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "--port", "0", "--tts", "uniform", "--calibration",
-         "marks", "--deterministic", "--llm-url", proxy.url, "--llm-model", MODEL_NAME,
-         "--llm-max-tokens", "400", "--llm-temperature", "0"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 120)
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        assert match, line
-        async with RealtimeClient.connect(
-                f"ws://127.0.0.1:{match.group(1)}/v1/realtime") as client:
+    async with server_process(
+            "--tts", "uniform", "--calibration", "marks", "--deterministic", "--llm-url",
+            proxy.url, "--llm-model", MODEL_NAME, "--llm-max-tokens", "400",
+            "--llm-temperature", "0") as server:
+        async with RealtimeClient.connect(server.ws_url) as client:
             response_id, _ = await client.prompt(STORY)
             await client.wait_for("response.output_audio.delta",
                                   lambda e: e["response_id"] == response_id, timeout=120)
-            process.send_signal(signal.SIGTERM)
+            server.process.send_signal(signal.SIGTERM)
             with pytest.raises(ConnectionClosed) as closed:
                 while True:
                     await client.websocket.recv()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
-        returncode = await asyncio.wait_for(asyncio.to_thread(process.wait), 30)
-        stderr = process.stderr.read() if process.stderr else ""
-        assert returncode == 0, stderr
-        assert "Traceback" not in stderr, stderr
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        await server.exited_cleanly(30)
     [request] = await recorded(proxy, 1)
     assert request.client_closed_s is not None, "the LLM stream was not closed"
     assert request.upstream_done_s is None, "the model finished before the stream was closed"

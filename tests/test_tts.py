@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from server.speech import piper_tts
 from server.speech.engines import create_synthesizer
 from server.speech.piper_tts import plan_chunks
 from server.speech.resampling import resample
@@ -138,6 +139,23 @@ def test_piper_is_bit_identical_when_deterministic(piper: SpeechSynthesizer) -> 
     for a, b in zip(first, second, strict=True):
         assert a.pcm.dtype == np.float32 and np.array_equal(a.pcm, b.pcm)
         assert a.marks == b.marks and a.marks
+
+
+def test_piper_decodes_a_long_rest_in_windows_equal_to_one_run(
+        piper: SpeechSynthesizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sentence's rest longer than two decode windows (bounded decoder memory) sounds as if
+    decoded in one run: same length and marks, samples equal to 1e-4 of full scale."""
+    text = ("The committee met on Tuesday morning to review the budget for the new library "
+            "and the park beside it, and then it voted to build both before the end of next "
+            "year without raising the local taxes.")
+    windowed = list(piper.synthesize(text))
+    window_samples = piper_tts.DECODE_WINDOW_FRAMES * 256
+    assert len(windowed) == 2 and len(windowed[1].pcm) > 2 * window_samples
+    monkeypatch.setattr(piper_tts, "DECODE_WINDOW_FRAMES", 10**6)
+    whole = list(piper.synthesize(text))
+    for a, b in zip(windowed, whole, strict=True):
+        assert len(a.pcm) == len(b.pcm) and a.marks == b.marks
+        assert float(np.max(np.abs(a.pcm - b.pcm))) <= 1e-4
 
 
 def test_piper_is_thread_safe(piper: SpeechSynthesizer) -> None:

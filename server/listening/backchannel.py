@@ -6,8 +6,11 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 
 1. Longer than `max_ms` or more than `MAX_WORDS` words: an interruption.
 2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption.
-3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", ...): a backchannel.
-4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ... or no words at all): the ASR
+3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", ...), perhaps with
+   interjections ("oh okay", "ah I see"): a backchannel.
+4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ... or no words at all) or a lone
+   interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a murmur: "Oh" for
+   espeak-ng en-029's "uh-uh"): the ASR
    cannot tell "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the
    sound decides: two voiced syllables joined by an aspirated gap (the /h/ of "uh-huh",
    "mm-hmm") or rising from the first to the second (the yes-contour) are a backchannel; one
@@ -61,11 +64,14 @@ class Vocabulary:
         backchannels: words and phrases that say "go on".
         never: words and phrases that are never backchannels (a phrase matches whole words).
         murmurs: non-words whose meaning the sound decides (rule 4).
+        interjections: words that the ASR also writes for murmurs: beside a backchannel word
+            they are part of it (rule 3), alone the sound decides (rule 4).
     """
 
     backchannels: frozenset[str]
     never: frozenset[str]
     murmurs: frozenset[str]
+    interjections: frozenset[str]
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -73,7 +79,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         backchannels=frozenset({
             "yeah", "yes", "yep", "yup",
             "yah", "yay", "right", "okay", "ok", "o.k", "k", "sure", "i see", "see", "got it",
-            "alright", "all right", "cool", "true", "exactly", "oh", "ah", "aha",
+            "alright", "all right", "cool", "true", "exactly", "aha",
             "go on", "i know", "indeed", "great", "nice", "good", "wow", "really",
         }),
         never=frozenset({
@@ -88,6 +94,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "uh-oh", "uh oh", "um", "umm", "uhm", "mm", "mmm", "mmmm", "hm",
             "hmm", "mm-mm", "mm mm", "huh", "ha", "er", "erm",
         }),
+        interjections=frozenset({"oh", "ah"}),
     ),
 }
 """Word lists per language (ISO 639-1)."""
@@ -171,10 +178,11 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         return decided(Verdict.INTERRUPTION, "too_long")
     if _phrases(words) & vocabulary.never:
         return decided(Verdict.INTERRUPTION, "never_word")
-    if words and _covered(words, vocabulary.backchannels) and not (
-            set(words) & vocabulary.murmurs):
+    spoken = vocabulary.backchannels | vocabulary.interjections
+    if (words and _covered(words, spoken) and not _covered(words, vocabulary.interjections)
+            and not set(words) & vocabulary.murmurs):
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
-    if _covered(words, vocabulary.murmurs | vocabulary.backchannels):
+    if _covered(words, vocabulary.murmurs | spoken):
         if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
             return decided(Verdict.NOISE, "noise")
         if _h_murmur(prosody):

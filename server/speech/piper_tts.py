@@ -74,6 +74,16 @@ machine, where the decoder runs at about 0.05 of real time)."""
 DECODER_CONTEXT_FRAMES = 16
 """Latent frames decoded beyond each end of a part of a sentence and dropped (see the module
 docstring: 16 frames reproduce whole-sentence decoding to 1e-6 of the peak)."""
+DECODE_WINDOW_FRAMES = 256
+"""Most latent frames of a part decoded in one ONNX run (about 3 s of audio at the voice's
+hop of 256 samples, 22050 Hz); a longer part (a long sentence's rest) is decoded window by
+window, each with DECODER_CONTEXT_FRAMES of context on both sides, and joined. The decoder's
+activations grow with the frames of a run, and onnxruntime's arena keeps its largest run's
+memory for the life of the process: bounding the run bounds the server's RSS whatever the
+sentence's length (`benchmarks/bench_runon.py`, a 600-word run-on in 16-word pieces of up to
+5 s of audio: RSS growth 134 MB with one run per part, 68 MB with these windows). The context
+makes the joined samples equal to one run's (tests/test_tts.py); the extra context costs at
+most 2 x 16 frames of decoding per 256."""
 OUTPUT_GAIN = 1.3
 """Gain on the model's samples (then clipped to [-1, 1]): the bundled voice's raw sentence
 peaks were 0.32-0.73 over the 27 first pieces of benchmarks/bench_server.py's prompts, so no
@@ -373,14 +383,19 @@ class PiperSynthesizer:
 
     def _decode(self, frames: np.ndarray, start: int, stop: int) -> np.ndarray:
         """Samples of latent frames [start, stop) of `frames` (float32, OUTPUT_GAIN applied,
-        clipped to [-1, 1]), decoded with DECODER_CONTEXT_FRAMES of context on each side."""
-        low = max(0, start - DECODER_CONTEXT_FRAMES)
-        high = min(frames.shape[2], stop + DECODER_CONTEXT_FRAMES)
-        audio = self._decoder.run(None, {self._decoder.get_inputs()[0].name:
-                                         frames[:, :, low:high]},
-                                  self._encoder.run_options)[0].reshape(-1)
-        first = (start - low) * self._hop
-        pcm = audio[first : first + (stop - start) * self._hop] * OUTPUT_GAIN
+        clipped to [-1, 1]), decoded in runs of at most DECODE_WINDOW_FRAMES frames, each with
+        DECODER_CONTEXT_FRAMES of context on each side."""
+        name = self._decoder.get_inputs()[0].name
+        pieces = []
+        for first_frame in range(start, stop, DECODE_WINDOW_FRAMES):
+            last_frame = min(stop, first_frame + DECODE_WINDOW_FRAMES)
+            low = max(0, first_frame - DECODER_CONTEXT_FRAMES)
+            high = min(frames.shape[2], last_frame + DECODER_CONTEXT_FRAMES)
+            audio = self._decoder.run(None, {name: frames[:, :, low:high]},
+                                      self._encoder.run_options)[0].reshape(-1)
+            first = (first_frame - low) * self._hop
+            pieces.append(audio[first : first + (last_frame - first_frame) * self._hop])
+        pcm = np.concatenate(pieces) * OUTPUT_GAIN if pieces else np.zeros(0, np.float32)
         return np.clip(pcm, -1.0, 1.0).astype(np.float32)
 
     def _run(self, stop: StopSignal, call: Callable[[], _T]) -> _T:
