@@ -29,12 +29,14 @@ class WorkerLink:
     Attributes:
         sessions: the count of open sessions that `--max-sessions` limits across workers.
         metrics_dir: the metrics directory of every worker (`ServerMetrics(shared_dir=...)`).
-        listening: where the worker says it listens (it sends its port).
+        parent: the worker's end of a pipe to its parent: the worker sends its port on it once
+            it listens, and stops when the pipe becomes readable (the parent never writes, so
+            that is its end closing: the parent died, e.g. killed with SIGKILL).
     """
 
     sessions: Synchronized[int]
     metrics_dir: str
-    listening: Connection
+    parent: Connection
 
 
 def run(config: ServerConfig, worker: WorkerLink | None = None) -> None:
@@ -60,8 +62,8 @@ async def serve_forever(config: ServerConfig, worker: WorkerLink | None = None) 
 
     Alone (`worker` None) it prints the URL once it listens. As a worker it binds the port
     with SO_REUSEPORT beside the other workers, takes its sessions from their shared count,
-    keeps its metrics in their shared directory, leaves `--metrics-port` to the parent and
-    sends its port to the parent instead of printing.
+    keeps its metrics in their shared directory, leaves `--metrics-port` to the parent, sends
+    its port to the parent instead of printing, and also stops when the parent is gone.
     """
     configure_logging(config.log_level, config.log_format)
     services = await asyncio.to_thread(build_services, config)
@@ -76,10 +78,11 @@ async def serve_forever(config: ServerConfig, worker: WorkerLink | None = None) 
     freeze_startup_objects()
     if worker is None:
         print(listening_line(config.host, demo.port(), demo.metrics_port()), flush=True)
-    else:
-        worker.listening.send(demo.port())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    if worker is not None:
+        worker.parent.send(demo.port())
+        loop.add_reader(worker.parent.fileno(), stop.set)
     for signum in (signal.SIGTERM,) if worker is not None else (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()

@@ -17,7 +17,8 @@ must agree on is shared:
 
 The parent only starts the workers, prints the URL once every one listens, and stops them
 (SIGTERM: each closes its sessions gracefully) on SIGINT or SIGTERM. When a worker dies, the
-parent stops the others and exits with status 1: the server is whole or not running.
+parent stops the others and exits with status 1: the server is whole or not running. When the
+parent dies (SIGKILL), each worker sees its pipe to the parent close and stops as well.
 """
 
 from __future__ import annotations
@@ -77,17 +78,17 @@ def serve_workers(config: ServerConfig) -> int:
     try:
         with _reserved_port(config.host, config.port) as port:
             config = dataclasses.replace(config, port=port)
-            readers = []
+            pipes = []
             for index in range(config.workers):
-                reader, writer = context.Pipe(duplex=False)
+                ours, theirs = context.Pipe()
                 worker = context.Process(
-                    target=run, args=(config, WorkerLink(sessions, metrics_dir, writer)),
+                    target=run, args=(config, WorkerLink(sessions, metrics_dir, theirs)),
                     name=f"duplex-worker-{index + 1}")
                 worker.start()
-                writer.close()
+                theirs.close()
                 workers.append(worker)
-                readers.append(reader)
-            started = _all_listening(readers, workers)
+                pipes.append(ours)
+            started = _all_listening(pipes, workers)
         if started:
             if config.metrics_port is not None:
                 metrics_server = metrics_http_server(ServerMetrics(shared_dir=metrics_dir),

@@ -21,10 +21,12 @@ STARTUP_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True, slots=True)
 class ServerProcess:
-    """A started server: its process and its port on 127.0.0.1."""
+    """A started server: its process, its port on 127.0.0.1 and its `--metrics-port` (None
+    without one)."""
 
     process: subprocess.Popen[str]
     port: int
+    metrics_port: int | None = None
 
     @property
     def ws_url(self) -> str:
@@ -60,7 +62,9 @@ async def server_process(*flags: str) -> AsyncIterator[ServerProcess]:
                                       STARTUP_TIMEOUT_S)
         match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
         assert match, line
-        yield ServerProcess(process, int(match.group(1)))
+        metrics = re.search(r"/metrics also at http://127\.0\.0\.1:(\d+)", line)
+        yield ServerProcess(process, int(match.group(1)),
+                            int(metrics.group(1)) if metrics else None)
     finally:
         if process.poll() is None:
             process.kill()

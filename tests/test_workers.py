@@ -9,42 +9,23 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from websockets.exceptions import InvalidStatus
 
 from tests.realtime_client import RealtimeClient
+from tests.server_process import server_process
 
-ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = 12
 """Sessions opened at once: the kernel's SO_REUSEPORT hash puts them all on one of the two
 workers with probability 2 ** -11 only, so both workers hold some."""
 
 
-@contextlib.contextmanager
-def workers_server(*flags: str) -> Iterator[tuple[subprocess.Popen[str], str, int]]:
-    """`python -m server --workers 2 ...` (uniform voice): (process, http URL, metrics port)
-    once it printed its listening line; the process is stopped (SIGTERM) afterwards if alive."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "--workers", "2", "--tts", "uniform", "--calibration",
-         "marks", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
-         "--log-level", "warning", *flags],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+) .*also at http://127\.0\.0\.1:(\d+)", line)
-        assert match, line
-        yield process, match[1], int(match[2])
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+WORKER_FLAGS = ("--workers", "2", "--tts", "uniform", "--calibration", "marks",
+                "--metrics-port", "0", "--log-level", "warning")
 
 
 def children(pid: int) -> list[int]:
@@ -89,22 +70,36 @@ async def sessions(ws_url: str, count: int) -> AsyncIterator[list[RealtimeClient
                for _ in range(count)]
 
 
+def workers_of(pid: int) -> list[int]:
+    """The worker processes of the server `pid` (multiprocessing's spawned children, not its
+    resource tracker)."""
+    return [child for child in children(pid)
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+async def gone(pids: list[int], timeout_s: float) -> None:
+    """Wait until none of `pids` is running (zombies count as gone)."""
+    async with asyncio.timeout(timeout_s):
+        while any(Path(f"/proc/{pid}").exists()
+                  and " Z " not in Path(f"/proc/{pid}/stat").read_text() for pid in pids):
+            await asyncio.sleep(0.05)
+
+
 async def test_two_workers_share_the_port_the_session_limit_and_the_metrics() -> None:
-    with workers_server("--max-sessions", str(SESSIONS)) as (process, url, metrics_port):
-        port = int(url.rpartition(":")[2])
-        ws_url = url.replace("http://", "ws://") + "/v1/realtime"
-        workers = [pid for pid in children(process.pid)
-                   if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    async with server_process(*WORKER_FLAGS, "--max-sessions", str(SESSIONS)) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        workers = workers_of(server.process.pid)
         assert len(workers) == 2
-        async with sessions(ws_url, SESSIONS) as clients:
-            held = [established_on(port, pid) for pid in workers]
+        async with sessions(server.ws_url, SESSIONS) as clients:
+            held = [established_on(server.port, pid) for pid in workers]
             assert sum(held) == SESSIONS and min(held) > 0, held
             with pytest.raises(InvalidStatus) as refused:
-                async with RealtimeClient.connect(ws_url):
+                async with RealtimeClient.connect(server.ws_url):
                     pass
             assert refused.value.response.status_code == 503
             assert b"at most 12" in refused.value.response.body
-            for metrics_url in (f"{url}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"):
+            for metrics_url in (f"{url}/metrics",
+                                f"http://127.0.0.1:{server.metrics_port}/metrics"):
                 assert await asyncio.to_thread(metric, metrics_url,
                                                "duplex_sessions_open") == SESSIONS
                 assert await asyncio.to_thread(metric, metrics_url,
@@ -119,17 +114,23 @@ async def test_two_workers_share_the_port_the_session_limit_and_the_metrics() ->
         async with asyncio.timeout(10):
             while await asyncio.to_thread(metric, f"{url}/metrics", "duplex_sessions_open"):
                 await asyncio.sleep(0.05)
-        async with sessions(ws_url, SESSIONS):
+        async with sessions(server.ws_url, SESSIONS):
             pass
-        process.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(process.wait, 60) == 0
-        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+        server.process.send_signal(signal.SIGTERM)
+        await server.exited_cleanly(60)
+        await gone(workers, 10)
 
 
 async def test_a_worker_that_dies_stops_the_server() -> None:
-    with workers_server() as (process, _url, _metrics_port):
-        workers = [pid for pid in children(process.pid)
-                   if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    async with server_process(*WORKER_FLAGS) as server:
+        workers = workers_of(server.process.pid)
         os.kill(workers[0], signal.SIGKILL)
-        assert await asyncio.to_thread(process.wait, 60) == 1
-        assert not Path(f"/proc/{workers[1]}").exists()
+        assert await asyncio.to_thread(server.process.wait, 60) == 1
+        await gone(workers, 10)
+
+
+async def test_workers_stop_when_their_parent_is_killed() -> None:
+    async with server_process(*WORKER_FLAGS) as server:
+        workers = workers_of(server.process.pid)
+        server.process.kill()
+        await gone(workers, 30)
