@@ -337,17 +337,18 @@ def rejected_temperatures(records: list[logging.LogRecord]) -> set[str]:
     ("uh-huh", "espeak", "en-us+f3"), ("mm-hmm.", "piper", None)])
 def test_the_person_s_murmur_is_decoded_once_and_still_a_backchannel(
         text: str, engine: str, voice: str | None, caplog: pytest.LogCaptureFixture) -> None:
-    """bench_backchannel's slowest decisions: with the temperature fallback, tiny.en decodes
-    these murmurs at all six temperatures (1.7-1.9 s CPU, and a sampled transcript); the
-    person's transcriber decodes once, and the murmur still resumes the reply."""
+    """bench_backchannel's slowest decisions: tiny.en's greedy reading of these murmurs fails
+    faster-whisper's log-probability check, so its temperature fallback decodes them again by
+    sampling (measured: at all six temperatures, 1.7-1.9 s CPU instead of 0.5 s); the
+    person's transcriber keeps the greedy reading, and the murmur still resumes the reply."""
     pcm = decision_audio(speech_fixtures.speech(text, engine, voice))
     rate = speech_fixtures.RATE_HZ
     caplog.set_level(logging.DEBUG, logger="faster_whisper")
     LocalWhisperTranscriber(word_timestamps=False).transcribe_blocking(pcm, rate)
-    assert rejected_temperatures(caplog.records) == {"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}
+    assert "0.0" in rejected_temperatures(caplog.records), "the fallback decodes again"
     caplog.clear()
     transcript = person_transcriber().transcribe_blocking(pcm, rate)
-    assert rejected_temperatures(caplog.records) <= {"0.0"}
+    assert rejected_temperatures(caplog.records) == {"0.0"}, "the greedy result is kept"
     assert classify(transcript, pcm, rate).verdict is Verdict.BACKCHANNEL, transcript
 
 
