@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks.bench_server import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber
+from calibration.asr import person_transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from tests import speech_fixtures
@@ -65,7 +65,7 @@ class TimedTranscriber:
     transcription."""
 
     def __init__(self) -> None:
-        self.inner = LocalWhisperTranscriber(word_timestamps=False)
+        self.inner = person_transcriber()
         self.calls: list[tuple[float, float]] = []
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:

@@ -13,7 +13,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
+from calibration.asr import (
+    LocalWhisperTranscriber,
+    RemoteTranscriber,
+    Transcriber,
+    person_transcriber,
+)
 from calibration.asr_queue import AsrPriority
 from calibration.policies import AUTO_ASR_TIMEOUT_S, make_policy
 from server.app import (
@@ -384,7 +389,8 @@ def build_services(
     `synthesizer` / `responder` / `input_transcriber` replace the ones the configuration names
     (tests reuse a loaded voice across servers, or wrap the demo responder or the ASR to read
     what they were given). The person's turns are transcribed by the calibration's remote ASR
-    when there is one, else in-process without word timings (not needed for a user turn).
+    when there is one, else in-process by `calibration.asr.person_transcriber` (no word
+    timings: not needed for a user turn; greedy decoding).
     """
     if synthesizer is None:
         logging.getLogger(__name__).info("loading %s speech", config.tts)
@@ -394,7 +400,7 @@ def build_services(
     transcriber = build_transcriber(config)
     if input_transcriber is None:
         input_transcriber = (transcriber if isinstance(transcriber, RemoteTranscriber)
-                             else LocalWhisperTranscriber(word_timestamps=False))
+                             else person_transcriber())
     for asr in (input_transcriber, transcriber):
         if isinstance(asr, LocalWhisperTranscriber):
             asr.load()

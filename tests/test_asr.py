@@ -25,8 +25,15 @@ from calibration.asr import (
     Transcript,
     encode_wav,
     load_whisper_model,
+    person_transcriber,
 )
 from calibration.asr_queue import PriorityLimit
+from server.listening.backchannel import Verdict, classify
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
+from server.listening.vad import SpeechPaused, SpeechStarted
+from tests import speech_fixtures
+from tests.pausing_page import FRAME_MS, INPUT_RATE_HZ, mic_pcm16
 from tests.transcription_endpoint import TranscriptionEndpoint
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -297,6 +304,52 @@ async def test_local_cancellation_holds_slot_until_thread_finishes(
         await asyncio.sleep(0.02)
     assert not limit.busy()
     assert words(await transcriber.transcribe(pcm, rate)) >= EXPECTED_WORDS
+
+
+def decision_audio(utterance: np.ndarray) -> np.ndarray:
+    """The audio a pause over a reply is decided on: `utterance` 900 ms into the microphone
+    stream (bench_backchannel's onset), fed to server VAD in 40 ms appends as the page sends
+    them (the echo threshold until speech starts, as while the reply plays), cut as
+    `InputTurns.speech_paused` prepares it (speech start minus the padding to its end plus
+    the utterance tail)."""
+    mic = np.concatenate([speech_fixtures.silence(900), utterance,
+                          speech_fixtures.silence(1000)])
+    stream = mic_pcm16(mic)
+    detector = InputSpeechDetector(TurnDetection(), INPUT_RATE_HZ, 0)
+    step = INPUT_RATE_HZ * 2 * FRAME_MS // 1000
+    start_ms = None
+    for at in range(0, len(stream), step):
+        for event in detector.feed(stream[at:at + step], assistant_playing=start_ms is None):
+            if isinstance(event, SpeechStarted):
+                start_ms = event.audio_start_ms
+            elif isinstance(event, SpeechPaused) and start_ms is not None:
+                return mic[start_ms * 16:(event.audio_end_ms + UTTERANCE_TAIL_MS) * 16]
+    raise AssertionError("server VAD heard no utterance")
+
+
+def rejected_temperatures(records: list[logging.LogRecord]) -> set[str]:
+    """The temperatures of the decodes faster-whisper found unreliable (its debug log)."""
+    return {found.group(1) for record in records if (found := re.search(
+        r"threshold is not met with temperature (\d\.\d)", record.getMessage()))}
+
+
+@pytest.mark.parametrize(("text", "engine", "voice"), [
+    ("uh-huh", "espeak", "en-us+f3"), ("mm-hmm.", "piper", None)])
+def test_the_person_s_murmur_is_decoded_once_and_still_a_backchannel(
+        text: str, engine: str, voice: str | None, caplog: pytest.LogCaptureFixture) -> None:
+    """bench_backchannel's slowest decisions: tiny.en's greedy reading of these murmurs fails
+    faster-whisper's log-probability check, so its temperature fallback decodes them again by
+    sampling (measured: at all six temperatures, 1.7-1.9 s CPU instead of 0.5 s); the
+    person's transcriber keeps the greedy reading, and the murmur still resumes the reply."""
+    pcm = decision_audio(speech_fixtures.speech(text, engine, voice))
+    rate = speech_fixtures.RATE_HZ
+    caplog.set_level(logging.DEBUG, logger="faster_whisper")
+    LocalWhisperTranscriber(word_timestamps=False).transcribe_blocking(pcm, rate)
+    assert "0.0" in rejected_temperatures(caplog.records), "the fallback decodes again"
+    caplog.clear()
+    transcript = person_transcriber().transcribe_blocking(pcm, rate)
+    assert rejected_temperatures(caplog.records) == {"0.0"}, "the greedy result is kept"
+    assert classify(transcript, pcm, rate).verdict is Verdict.BACKCHANNEL, transcript
 
 
 def test_model_is_loaded_once_per_process() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.asr import person_transcriber
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
 from server.listening.vad import (
@@ -233,7 +233,7 @@ class CountingTranscriber:
     was given."""
 
     def __init__(self) -> None:
-        self.inner = LocalWhisperTranscriber(word_timestamps=False)
+        self.inner = person_transcriber()
         self.calls: list[int] = []
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.asr import LocalWhisperTranscriber, person_transcriber
 from calibration.asr_queue import AsrPriority
 from calibration.policies import auto_policy
 from server.app import DemoServer
@@ -36,7 +36,7 @@ class LateFirstTranscriber:
     """The real ASR of the person's turns; the first call's transcript is held `LATE_S`."""
 
     def __init__(self) -> None:
-        self.inner = LocalWhisperTranscriber(word_timestamps=False)
+        self.inner = person_transcriber()
         self.calls = 0
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
