@@ -357,16 +357,17 @@ class Connection:
                 self._pull_due = True
             case DetectSpeech():
                 self._detect_speech(effect)
-            case Transcribe(item_id=item_id, pcm16=pcm16, prepared=prepared):
+            case Transcribe(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
+                            prepared=prepared):
                 recognition = self._take_prepared(item_id if prepared else None)
-                task = asyncio.ensure_future(self._transcribe(item_id, pcm16, recognition,
-                                                              self._latest_transcription))
+                task = asyncio.ensure_future(self._transcribe(
+                    item_id, pcm16, start_ms, recognition, self._latest_transcription))
                 self._latest_transcription = task
                 self._transcriptions.add(task)
                 task.add_done_callback(self._transcriptions.discard)
-            case PrepareTranscription(item_id=item_id, pcm16=pcm16):
+            case PrepareTranscription(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms):
                 self._take_prepared(None)
-                recognition = asyncio.ensure_future(self._recognise(pcm16))
+                recognition = asyncio.ensure_future(self._recognise(pcm16, start_ms))
                 self._prepared = (item_id, recognition)
                 task = asyncio.ensure_future(self._prepared_transcription(item_id, recognition))
                 self._background.add(task)
@@ -411,12 +412,17 @@ class Connection:
         prepared[1].cancel()
         return None
 
-    async def _recognise(self, pcm16: bytes) -> str:
+    async def _recognise(self, pcm16: bytes, start_ms: int) -> str:
         """Run the input transcriber (faster-whisper on a worker thread) on PCM16 LE mono at
-        the input rate; "" when it fails (logged)."""
+        the input rate from `start_ms` on the input timeline, with the reply's echo that
+        server VAD's echo detector knows there suppressed
+        (`InputSpeechDetector.without_echo`); "" when it fails (logged)."""
+        detector = self._speech_detector
+        samples = None if detector is None else detector.without_echo(pcm16, start_ms)
         try:
             return await self.services.input_transcriber.transcribe(
-                pcm16_to_float(pcm16), self.session.config.sample_rate_hz)
+                pcm16_to_float(pcm16) if samples is None else samples,
+                self.session.config.sample_rate_hz)
         except Exception as exc:
             log.warning("input transcription failed: %s", type(exc).__name__)
             return ""
@@ -442,14 +448,16 @@ class Connection:
             self.session.on_prepared_transcription(item_id, transcript)
             await self._settle()
 
-    async def _transcribe(self, item_id: str, pcm16: bytes, prepared: asyncio.Future[str] | None,
+    async def _transcribe(self, item_id: str, pcm16: bytes, start_ms: int,
+                          prepared: asyncio.Future[str] | None,
                           previous: asyncio.Future[None] | None) -> None:
         """Transcribe a committed utterance, or await its `prepared` transcription (started
         at the turn's pause on the same audio), and hand the transcript to the session once
         the `previous` committed utterance's was handed over: transcripts reach the session in
         the order the turns were spoken, so a late transcript never lands after a newer turn
         (and never starts a response of its own behind that turn's)."""
-        transcript = await (prepared if prepared is not None else self._recognise(pcm16))
+        transcript = await (prepared if prepared is not None
+                            else self._recognise(pcm16, start_ms))
         if previous is not None:
             await asyncio.wait((previous,))
         self.session.set_clock(_now_ms())

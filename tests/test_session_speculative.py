@@ -63,6 +63,7 @@ def test_a_turn_ending_at_its_pause_commits_exactly_the_prepared_audio() -> None
     assert session.take_events() == [], "a pause announces nothing"
     [prepared] = only(session.take_effects(), PrepareTranscription)
     assert prepared.pcm16 == ramp(700, 2000 + UTTERANCE_TAIL_MS - 700)
+    assert prepared.audio_start_ms == 700
     append(session, 2400, 200)
     session.on_speech_stopped(2000)
     events = session.take_events()
@@ -71,6 +72,7 @@ def test_a_turn_ending_at_its_pause_commits_exactly_the_prepared_audio() -> None
     [transcribe] = only(session.take_effects(), Transcribe)
     assert (transcribe.item_id, transcribe.prepared) == (prepared.item_id, True)
     assert transcribe.pcm16 == prepared.pcm16
+    assert transcribe.audio_start_ms == 700
 
 
 def test_speech_after_a_pause_commits_other_audio_and_a_later_pause_prepares_it() -> None:

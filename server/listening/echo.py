@@ -167,7 +167,14 @@ EXCESS_SLACK_FRAMES = 5
 EXCESS_GAIN_RANGE_DB = 20.0
 """Reference frames within this of the reference's loudest (per band) set the echo's gain."""
 
-_KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS)
+TURN_HISTORY_MS = 15_000
+"""Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression
+asks for when the turn is committed: its start (where the echo overlaps the first words) and
+the lead-in before it must still be there. A turn committed later than this after its start
+is transcribed without echo suppression. Costs 12 KB per second kept (five float64 levels and
+one tag per 10 ms frame)."""
+
+_KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
 
 
 class BandEnvelope:
@@ -306,6 +313,7 @@ class EchoDetector:
         self._first = 0
         self._received = 0
         self._reference: EchoReference | None = None
+        self._played_ms = -np.inf
         self._gain = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
@@ -325,6 +333,9 @@ class EchoDetector:
         if reference is not None and reference is not self._reference:
             self._offsets[:] = np.nan
             self._reference = reference
+            self._played_ms = -np.inf
+        if reference is not None and playback_ms is not None:
+            self._played_ms = max(self._played_ms, playback_ms)
         end_ms = (self._received + samples.size) * 1000 / MIC_RATE_HZ
         self._received += samples.size
         rows = self._envelope.feed(samples)
@@ -378,13 +389,14 @@ class EchoDetector:
         gain = None
         if echo_until_ms is not None and echo_until_ms < from_ms:
             clean_hi = echo_until_ms // FRAME_MS - self._first
-            clean, clean_gain = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi, 0)
+            clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
+                                                 0)
             if clean.correlation > 0.0:
                 gain = clean_gain
         hi = from_ms // FRAME_MS - self._first
         lo = hi - LEAD_IN_MS // FRAME_MS
-        match, _ = self._compare(max(lo, 0), hi, max(end_ms // FRAME_MS - self._first - hi, 0),
-                                 gain=gain)
+        match, _, _ = self._compare(max(lo, 0), hi,
+                                    max(end_ms // FRAME_MS - self._first - hi, 0), gain=gain)
         if match.correlation == 0.0 or match.excess_db.size == 0:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
@@ -402,27 +414,35 @@ class EchoDetector:
         return match.first_ms + index * FRAME_MS
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
-                 gain: np.ndarray | None = None) -> tuple[EchoMatch, np.ndarray]:
+                 gain: np.ndarray | None = None, played_only: bool = False,
+                 ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
-        yet. Returns the match and the echo gain used."""
+        yet. With `played_only`, the reply after the latest position fed (plus
+        `EXCESS_SLACK_FRAMES`) reads as silence: it was sent but not played (a paused reply).
+        Returns the match, the echo gain used and the reference levels at the best lag for
+        the frames compared and the extra ones (dB, no gain; empty when nothing could be
+        compared)."""
         reference = self._reference
         lo, hi = max(lo, 0), min(hi, len(self._levels))
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if reference is None or hi - lo < MIN_FRAMES:
-            return EchoMatch(0.0, 0), nothing
+            return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
         offsets = self._offsets[lo:hi]
         tagged = offsets[~np.isnan(offsets)]
         if tagged.size < MIN_FRAMES:
-            return EchoMatch(0.0, 0), nothing
+            return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
         extra = min(extra, len(self._levels) - hi)
         shift = round(float(np.median(tagged)) / FRAME_MS)
         min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
         count = hi - lo
         first_ref = self._first + lo + shift - max_lag
         block = reference.levels(first_ref, count + extra + max_lag - min_lag)
+        if played_only:
+            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES - first_ref
+            block[max(played, 0):] = SILENCE_DB
         floor = self.noise_floor() + NOISE_MARGIN_DB
         raw = self._levels[lo:hi + extra]
         mic = raw[:count]
@@ -445,7 +465,35 @@ class EchoDetector:
             if gain_frames is not None:
                 gain = self._remember_gain(gain)
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
-                         (self._first + lo) * FRAME_MS), gain
+                         (self._first + lo) * FRAME_MS), gain, aligned
+
+    def echo_levels(self, start_ms: int, end_ms: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The microphone's band levels from `start_ms` to `end_ms` (ms on this stream) and
+        the echo's levels predicted there, for echo suppression
+        (`server.listening.echo_suppression`): (microphone, echo, first_ms), both (frames,
+        bands) in dB (echo -inf: none), frame i ending at first_ms + 10 i + 10 ms.
+
+        The echo is the reference at the lag and gain of the `LEAD_IN_MS` before `start_ms`
+        (a turn's audio starts at the person's voice onset: before it the microphone held the
+        echo and the noise only), mapped on at real time from there (the playing position the
+        session estimates stands still once the reply is paused, the echo does not), silent
+        after the latest position fed (`_compare`'s `played_only`), each frame the loudest
+        within `EXCESS_SLACK_FRAMES`. None when that lead-in is not clearly echo (it
+        correlates below `ECHO_CORRELATION` with the reply: a room's noise floor alone, with
+        no echo, could reach `WEAK_ECHO_CORRELATION`), or nothing could be compared (no reply,
+        too few tagged frames, not kept any more: `TURN_HISTORY_MS`)."""
+        hi = start_ms // FRAME_MS - self._first
+        lo = hi - LEAD_IN_MS // FRAME_MS
+        extra = end_ms // FRAME_MS - self._first - hi
+        if lo < 0 or extra <= 0:
+            return None
+        match, gain, aligned = self._compare(lo, hi, extra, gain_frames=hi - lo,
+                                             played_only=True)
+        if match.correlation < ECHO_CORRELATION:
+            return None
+        count = len(aligned) - (hi - lo)
+        mic = self._levels[hi:hi + count]
+        return mic, _echo_db(aligned, gain)[hi - lo:], (self._first + hi) * FRAME_MS
 
     def _remember_gain(self, gain: np.ndarray) -> np.ndarray:
         """The echo gain of a lead-in (dB per band), with the last one measured in an earlier
@@ -547,8 +595,16 @@ def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
     the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
     mean over bands of the positive part)."""
+    explained = 10.0 * np.log10(10.0 ** (_echo_db(aligned, gain) / 10.0)
+                                + 10.0 ** (floor / 10.0))
+    return np.maximum(mic - explained, 0.0).mean(axis=1)
+
+
+def _echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """The echo's levels (frames, bands; dB, -inf: none) predicted from the `aligned`
+    reference levels and the echo's `gain` per band: each frame the loudest reference level
+    within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate), plus the gain."""
     slack = EXCESS_SLACK_FRAMES
     padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
     echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
-    explained = 10.0 * np.log10(10.0 ** ((echo + gain) / 10.0) + 10.0 ** (floor / 10.0))
-    return np.maximum(mic - explained, 0.0).mean(axis=1)
+    return echo + gain

@@ -8,7 +8,8 @@ streaming Silero VAD, and the `TurnDetector` state machine configured from the s
 `server.listening.echo.EchoDetector` follows
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
 the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
-turn's audio starts where the person's sound rises above the echo, not with the echo before it.
+turn's audio starts where the person's sound rises above the echo, not with the echo before it;
+and `without_echo` takes the echo still in front of that onset out of the audio ASR hears.
 Positions are ms on the session's input timeline.
 """
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from server.listening.echo import EchoDetector, EchoReference
+from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
+from server.listening.echo_suppression import band_gains, suppress
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
 from server.listening.vad import (
     SAMPLE_RATE_HZ,
@@ -51,6 +53,7 @@ class InputSpeechDetector:
             silence_duration_ms=settings.silence_duration_ms,
             pause_ms=UTTERANCE_TAIL_MS,
         ))
+        self._rate_hz = input_rate_hz
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo
         self._turns.voice_onset = self._echo.voice_onset_ms
@@ -83,3 +86,25 @@ class InputSpeechDetector:
             elif isinstance(event, SpeechStopped):
                 events.append(SpeechStopped(event.audio_end_ms + self.start_ms))
         return events
+
+    def without_echo(self, pcm16: bytes, start_ms: int) -> np.ndarray | None:
+        """`pcm16` (PCM16 LE mono at the input rate, from `start_ms` on the input timeline)
+        as float samples for ASR, with the reply's echo suppressed before the person's voice
+        onset (`EchoDetector.voice_onset_ms` from `start_ms`): there the audio is the echo's,
+        and `server.listening.echo_suppression` takes out what `EchoDetector.echo_levels`
+        predicts of it; from the onset on the audio is left as it is (see that module for
+        why). None when there is nothing to suppress: the microphone before `start_ms` did not
+        hold the reply's echo, that stretch was not fed here, or no voice onset was found."""
+        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        first = start_ms - self.start_ms
+        end = first + samples.size * 1000 // self._rate_hz
+        levels = self._echo.echo_levels(first, end)
+        onset_ms = self._echo.voice_onset_ms(first, end)
+        if levels is None or onset_ms is None or onset_ms <= first:
+            return None
+        mic_db, echo_db, first_ms = levels
+        gains = band_gains(mic_db, echo_db)
+        gains[max(0, (onset_ms - first_ms) // FRAME_MS):] = 1.0
+        # Level frame i ends at first_ms + 10 i + 10 ms and analyses the 30 ms before it: its
+        # centre is at first_ms + 10 i - 5 ms.
+        return suppress(samples, self._rate_hz, gains, first_ms - FRAME_MS // 2 - first)

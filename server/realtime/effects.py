@@ -58,6 +58,8 @@ class Transcribe:
     Attributes:
         item_id: the user item awaiting the transcript (`Session.on_transcription`).
         pcm16: the committed audio.
+        audio_start_ms: input-timeline position (ms) of its first sample (the driver
+            suppresses the reply's echo it knows there before transcribing).
         prepared: the audio is exactly that of the latest `PrepareTranscription` (same item,
             same bytes): use that transcription instead of starting another. When False, the
             driver drops any prepared transcription.
@@ -65,6 +67,7 @@ class Transcribe:
 
     item_id: str
     pcm16: bytes = field(repr=False)
+    audio_start_ms: int
     prepared: bool = False
 
 
@@ -77,10 +80,12 @@ class PrepareTranscription:
     Attributes:
         item_id: the pending item of the turn in progress.
         pcm16: PCM16 LE mono at the input rate, [speech start, pause end + utterance tail).
+        audio_start_ms: input-timeline position (ms) of its first sample.
     """
 
     item_id: str
     pcm16: bytes = field(repr=False)
+    audio_start_ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,7 +185,8 @@ class InputTurns:
         pcm16 = self.audio.peek(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS,
                                               self.audio.end_ms))
         self._prepared = (item_id, pcm16)
-        self._log.effect(PrepareTranscription(item_id, pcm16))
+        self._log.effect(PrepareTranscription(item_id, pcm16,
+                                              max(start_ms, self.audio.start_ms)))
 
     def speech_stopped(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription."""
@@ -226,6 +227,7 @@ class InputTurns:
 
     def _commit(self, start_ms: int, end_ms: int) -> None:
         """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""
+        audio_start_ms = max(start_ms, self.audio.start_ms)
         pcm16 = self.audio.take(start_ms, end_ms)
         item_id = self._speech_item[0] if self._speech_item else self._items.new_id()
         self._items.reserved.discard(item_id)
@@ -237,7 +239,7 @@ class InputTurns:
                        previous_item_id=self._items.last_id())
         self._items.add(item, status="in_progress")
         self._pending_transcripts.add(item.id)
-        self._log.effect(Transcribe(item.id, pcm16, prepared=prepared))
+        self._log.effect(Transcribe(item.id, pcm16, audio_start_ms, prepared=prepared))
 
     def _forget_turn(self) -> None:
         """Drop the turn in progress and its prepared transcription (it will not commit)."""
