@@ -103,7 +103,7 @@ async def test_the_persons_turn_is_transcribed_before_queued_cross_checks(
     monkeypatch.setattr(asr, "_local_limit", PriorityLimit(2))
     pcm, rate = speech
     calibration = LocalWhisperTranscriber(cpu_threads=1, priority=BACKGROUND)
-    person = LocalWhisperTranscriber(word_timestamps=False)
+    person = asr.person_transcriber()
     calibration.load()
     person.load()
     finished: list[str] = []
@@ -116,6 +116,8 @@ async def test_the_persons_turn_is_transcribed_before_queued_cross_checks(
     checks = [asyncio.create_task(run(f"check {n}", calibration)) for n in (1, 2)]
     await asyncio.sleep(0)
     turn = await run("turn", person)
-    assert "window" in turn.lower()
+    # The words tiny.en reads alike in every run (once "the wind on the kitchen" for "the
+    # window in the kitchen" in a full CI run): the turn was transcribed, whatever came first.
+    assert {"open", "kitchen", "warm"} <= set(turn.lower().replace(".", " ").split()), turn
     await asyncio.gather(*checks)
     assert finished.index("turn") < finished.index("check 2"), finished

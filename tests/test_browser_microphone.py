@@ -189,8 +189,13 @@ async def test_speech_over_a_reply_cuts_it_at_the_onset_and_is_answered(
         await demo.page.evaluate(SAMPLE_RENDERED, response_id)
         mic = await demo.page.evaluate(CLICK_MIC, response_id)
         min_speech = await demo.page.evaluate("window.duplexDemo.vadConfig.minSpeechMs")
-        await demo.wait_state("s.bargeIns.length > 0 && s.responseState === 'stopped'",
-                              timeout_s=QUESTION_LEAD_MS / 1000 + 5)
+        try:
+            await demo.wait_state("s.bargeIns.length > 0 && s.responseState === 'stopped'",
+                                  timeout_s=QUESTION_LEAD_MS / 1000 + 5)
+        except TimeoutError:
+            seen = await demo.state("({response: s.responseState, vad: s.vadEvents, "
+                                    "pauses: s.pauses, bargeIns: s.bargeIns})")
+            raise AssertionError(f"no barge-in stopped the reply; mic {mic}; page {seen}") from None
         samples = await demo.page.evaluate(
             "(() => { window.renderedSamples.stop(); return window.renderedSamples.samples; })()")
         barge, = await demo.state("s.bargeIns")
