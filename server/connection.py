@@ -31,6 +31,7 @@ from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
 from server.listening.input_speech import InputSpeechDetector
+from server.listening.pcm16 import pcm16_to_float
 from server.listening.vad import SpeechPaused, SpeechStarted
 from server.outbound import send_events
 from server.realtime.effects import (
@@ -46,7 +47,7 @@ from server.realtime.effects import (
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.protocol import ClientEvent
 from server.realtime.session import Session, SessionConfig
-from server.reply_echo import ReplyEcho, pcm16_to_float
+from server.reply_echo import ReplyEcho
 from server.responders.prompt import Prompt, Responder, ResponderError
 from server.speech.resampling import StreamResampler
 from server.speech.segmenter import SpeechSegmenter

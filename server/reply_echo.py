@@ -20,6 +20,7 @@ from collections import deque
 import numpy as np
 
 from server.listening.echo import EchoReference
+from server.listening.pcm16 import pcm16_to_float
 
 HOLD_MS = 20_000
 """Held reply audio kept (ms, the latest; at 24 kHz PCM16 at most 960 KB per session). The echo
@@ -33,11 +34,6 @@ length, which keeps every later level at its position."""
 
 _SILENCE_BLOCK_SAMPLES = 240_000
 """Silence is fed to the envelope in blocks of at most this many samples (bounded memory)."""
-
-
-def pcm16_to_float(pcm16: bytes) -> np.ndarray:
-    """PCM16 LE bytes -> float32 samples in [-1, 1)."""
-    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
 
 
 class ReplyEcho:

@@ -20,6 +20,7 @@ import soxr
 
 from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
 from server.listening.echo_suppression import band_gains, suppress
+from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
 from server.listening.vad import (
     SAMPLE_RATE_HZ,
@@ -71,7 +72,7 @@ class InputSpeechDetector:
         audio arrived (`EchoDetector.feed`; either None: nothing to compare, the gate stays
         open). Event positions are on the input timeline (ms).
         """
-        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        samples = pcm16_to_float(pcm16)
         pcm_16k = self._resampler.resample_chunk(samples)
         self._echo.feed(pcm_16k, playback_ms, reference)
         self._turns.assistant_playing = assistant_playing or (
@@ -95,7 +96,7 @@ class InputSpeechDetector:
         predicts of it; from the onset on the audio is left as it is (see that module for
         why). None when there is nothing to suppress: the microphone before `start_ms` did not
         hold the reply's echo, that stretch was not fed here, or no voice onset was found."""
-        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        samples = pcm16_to_float(pcm16)
         first = start_ms - self.start_ms
         end = first + samples.size * 1000 // self._rate_hz
         levels = self._echo.echo_levels(first, end)

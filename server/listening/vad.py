@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from server.listening.pcm16 import pcm16_to_float
 from server.speech.resampling import resample
 
 if TYPE_CHECKING:
@@ -522,5 +523,4 @@ def resample_to_16k(pcm16: bytes, rate_hz: int) -> np.ndarray:
         raise ValueError("rate_hz must be a positive int")
     if len(pcm16) % 2:
         raise ValueError("PCM16 audio must have an even number of bytes")
-    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
-    return resample(samples, rate_hz, SAMPLE_RATE_HZ)
+    return resample(pcm16_to_float(pcm16), rate_hz, SAMPLE_RATE_HZ)

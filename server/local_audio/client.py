@@ -30,6 +30,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from server.listening.echo import EchoReference
+from server.listening.pcm16 import pcm16_to_float
 from server.local_audio.capture import BargeInDetector, RealTimeGate
 from server.local_audio.devices import check_devices, open_stream
 from server.local_audio.playback import PlaybackLedger
@@ -206,7 +207,7 @@ class TalkClient:
         reply = self._replies.setdefault(response_id, _Reply())
         if reply.finished:
             return
-        pcm = np.frombuffer(base64.b64decode(delta), dtype="<i2").astype(np.float32) / 32768.0
+        pcm = pcm16_to_float(base64.b64decode(delta))
         if reply.reference is None:
             reply.reference = EchoReference(self._ledger.rate_hz)
         reply.reference.append(pcm)

@@ -26,9 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from server.listening.backchannel import Verdict, classify
+from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
 from server.realtime.effects import WakeSender
 from server.realtime.events import EventLog
@@ -227,7 +226,7 @@ class ReplyPauses:
 
     def _decide(self, item_id: str, transcript: str, pcm16: bytes) -> Verdict:
         """Classify the deciding utterance and resume or cut; returns the verdict."""
-        pcm = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        pcm = pcm16_to_float(pcm16)
         decision = classify(transcript, pcm, self._rate, language=self.settings.language,
                             max_ms=self.settings.max_backchannel_ms)
         pause = self.current

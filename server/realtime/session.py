@@ -18,12 +18,11 @@ import base64
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from calibration.history_calibration import CalibrationView
 from calibration.word_marks import WordMark
 from server.listening.backchannel import VOCABULARIES
 from server.listening.echo import ECHO_TAIL_MS
+from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
@@ -592,4 +591,4 @@ class Session:
 
 def _pcm16_to_f32le(pcm16: bytes) -> bytes:
     """PCM16 LE bytes -> float32 LE bytes in [-1, 1)."""
-    return (np.frombuffer(pcm16, dtype="<i2").astype("<f4") / 32768.0).tobytes()
+    return pcm16_to_float(pcm16).astype("<f4", copy=False).tobytes()

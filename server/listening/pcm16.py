@@ -1,0 +1,14 @@
+"""PCM16 audio as the protocol carries it (signed 16-bit little-endian mono samples)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pcm16_to_float(pcm16: bytes) -> np.ndarray:
+    """PCM16 LE bytes (an even count) -> float32 samples in [-1, 1), scaled by 1/32768.
+
+    Raises:
+        ValueError: an odd number of bytes.
+    """
+    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
