@@ -16,9 +16,12 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    "mm-hmm") or rising from the first to the second (the yes-contour) are a backchannel; one
    syllable, or two split by a closure (the glottal stop of "uh-uh") and not rising, are an
    interruption. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
-5. Anything else: an interruption, unless it has at most `MAX_WORDS` words, none of `NEVER`,
-   and sounds exactly like such a two-syllable /h/ murmur (tiny.en writes "Remember" or
-   "And make a chance." for a synthetic "mm-hmm").
+5. Anything else: an interruption, whatever it sounds like. Words the ASR wrote are never
+   overruled by the sound: a rule that took any three words sounding like a two-syllable /h/
+   murmur for one (tiny.en writes "And then boom." or "in the meantime." for espeak-ng's
+   "mm-hmm") also took "how come?" (read "Hot comb."), "how so?", "he said what?" and,
+   read right, "Let me...", "I hope.", "Anyhow." and "Is it?" for backchannels, and threw
+   the person's words away. A murmur misread as words is answered instead.
 
 `NEVER` always wins: "uh-uh", "no", "wait" and "stop" are never backchannels, whatever the
 prosody. Prior art: LiveKit Agents' false-interruption handling (`resume_false_interruption`,
@@ -110,7 +113,7 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "backchannel_words", "murmur_h", "murmur_rising", "murmur_closure", "noise",
-            "other_words", "h_murmur_sound").
+            "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
     """
@@ -190,6 +193,4 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         if len(prosody.nuclei) == 2 and prosody.pitch_change_st >= RISING_ST:
             return decided(Verdict.BACKCHANNEL, "murmur_rising")
         return decided(Verdict.INTERRUPTION, "murmur_closure")
-    if _h_murmur(prosody):
-        return decided(Verdict.BACKCHANNEL, "h_murmur_sound")
     return decided(Verdict.INTERRUPTION, "other_words")
