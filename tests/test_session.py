@@ -150,6 +150,28 @@ def test_barge_in_after_the_end_of_playback_changes_nothing() -> None:
     assert (item.text, item.interrupted) == ("Hello! How can I help you today?", False)
 
 
+def test_barge_in_without_a_position_keeps_what_the_acks_reported_heard() -> None:
+    """A tester's client ACKed 1300 ms and sent `{"type": "barge_in"}`: the reply was capped
+    at 0 and its heard text lost. Without `audio_end_ms` the cap is the ACKed position (the
+calibration then keeps "one two three")."""
+    session = Session(SessionConfig(lead_ms=60_000))
+    send(session, type="response.create")
+    rid = next(e.response_id for e in session.take_effects() if isinstance(e, StartGeneration))
+    text = "one two three four five six"
+    session.on_text(rid, text)
+    marks = [WordMark(text.index(word), text.index(word) + len(word), 400 * i, 400 * i + 350)
+             for i, word in enumerate(text.split())]
+    session.on_speech(rid, len(text), pcm_ms(2400), marks)
+    session.pull_outbound(now_ms=0.0)
+    send(session, type="playback.ack", response_id=rid, played_ms=1300)
+    events = send(session, type="barge_in")
+    truncated = [e for e in events if e["type"] == "conversation.item.truncated"]
+    assert [e["audio_end_ms"] for e in truncated] == [1300]
+    cursor = session.responses[rid].cursor
+    assert (cursor.hard_cap_ms, cursor.cutoff_ms) == (1300, 1300)
+    assert session.history.get(session.responses[rid].item_id).interrupted
+
+
 def test_failed_generation_keeps_established_history() -> None:
     session = Session(SessionConfig(lead_ms=60_000))
     first = start_reply(session, "It is sunny today.", 1600)

@@ -63,7 +63,8 @@ class Interruptions:
 
     def barge_in(self, event: protocol.BargeIn) -> None:
         """`barge_in`: stop the named reply (default: the active, else the latest one) at the
-        client's rendered position `audio_end_ms` (a permanent cap).
+        client's rendered position `audio_end_ms` (a permanent cap); without one, at the
+        position its ACKs reported (the real-time estimate for a client without ACKs).
 
         Raises:
             protocol.ProtocolError: no such response or item, or none to interrupt.
@@ -81,7 +82,12 @@ class Interruptions:
             return
         reason = "turn_detected" if event.source == "vad" else "client_cancelled"
         self._responses.cancel_generation(response, reason)
-        self._cap(response, event.audio_end_ms)
+        position = event.audio_end_ms
+        if position is None:
+            if not self._items.reports_playback:
+                response.cursor.acknowledge(self._estimate(response))
+            position = response.cursor.played_ms
+        self._cap(response, position)
 
     def _cap(self, response: ResponseState, audio_end_ms: int) -> None:
         """Apply a permanent cap (ms), acknowledge it with `conversation.item.truncated` and

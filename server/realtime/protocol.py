@@ -163,12 +163,16 @@ class PlaybackAck:
 
 @dataclass(frozen=True, slots=True)
 class BargeIn:
-    """`barge_in` (extension): cancel, stop sending, cap at `audio_end_ms`, calibrate now."""
+    """`barge_in` (extension): cancel, stop sending, cap at `audio_end_ms`, calibrate now.
+
+    `audio_end_ms` is None when the client left it out: the reply is then capped where the
+    client's last `playback.ack` put it (or, for a client that does not report playback, at
+    its real-time position), never before what was already reported heard."""
 
     event_id: str | None
     response_id: str | None
     item_id: str | None
-    audio_end_ms: int
+    audio_end_ms: int | None
     source: str = "unknown"
     pause: bool = False
 
@@ -529,7 +533,7 @@ def _parse_barge_in(fields: _Fields) -> BargeIn:
         fields.event_id,
         fields.string("response_id", required=False),
         fields.string("item_id", required=False),
-        fields.milliseconds("audio_end_ms", required=False),
+        fields.milliseconds("audio_end_ms") if "audio_end_ms" in fields.data else None,
         source,
         fields.boolean("pause"),
     )

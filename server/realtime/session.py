@@ -354,7 +354,8 @@ class Session:
         if response is None or not response.active:
             self.interruptions.barge_in(event)
             return
-        response.cursor.acknowledge(event.audio_end_ms)
+        if event.audio_end_ms is not None:
+            response.cursor.acknowledge(event.audio_end_ms)
         self.pauses.pause(response, "barge_in", response.cursor.played_ms)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
