@@ -174,3 +174,27 @@ def test_a_retrieve_right_after_the_ack_timeout_sees_the_reply_in_full() -> None
                                    item_id=session.responses[rid].item_id)
                    if e["type"] == "conversation.item.retrieved"]
     assert retrieved["item"]["content"][0]["transcript"] == "Okay."
+
+
+def test_a_prompt_before_the_ack_timeout_keeps_a_short_completed_reply() -> None:
+    """A tester's `openai` SDK client: "say: alpha beta gamma." (1.2 s of audio), the next
+    prompt sent on `response.done`, about 0.7 s after the first audio, within the 1 s no-ACK
+    timeout: the reply was cut to "alpha" at its real-time position. A client that asks for
+    the next reply without ever having sent a `playback.ack` does not report playback: the
+    completed reply is kept in full."""
+    session = new_session()
+    rid = start_reply(session, "alpha beta gamma.", 1200)
+    now = 0.0
+    while (deadline := session.pull_outbound(now_ms=now)) is not None and deadline < 800:
+        now = deadline
+    assert "response.done" in types(session.take_events())
+    assert now < ACK_TIMEOUT_MS
+    send(session, type="conversation.item.create", item={
+        "type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "and then?"}]})
+    events = send(session, type="response.create")
+    item = session.history.get(session.responses[rid].item_id)
+    assert (item.text, item.interrupted) == ("alpha beta gamma.", False)
+    assert [(e["text"], e["interrupted"]) for e in events
+            if e["type"] == "conversation.item.heard"] == [("alpha beta gamma.", False)]
+    assert session.playback_unreported()
