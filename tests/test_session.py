@@ -219,3 +219,27 @@ def test_a_client_caught_up_with_paced_audio_is_not_interrupted() -> None:
     session.pull_outbound(now_ms=5000.0)
     send(session, type="playback.ack", response_id=rid, played_ms=3000)
     assert (item.text, item.interrupted) == ("a long reply", False)
+
+
+def test_previous_item_id_inserts_where_it_says_or_is_refused() -> None:
+    """OpenAI Realtime's `previous_item_id`: after that item, `"root"` first; an id that names
+    no item is an `item_not_found` error and adds nothing (a tester's `"nope"` was appended)."""
+    session = Session()
+
+    def create(item_id: str, **extra: Any) -> list[dict[str, Any]]:
+        return send(session, type="conversation.item.create", **extra, item={
+            "id": item_id, "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": item_id}]})
+
+    create("a")
+    create("b")
+    added = [e for e in create("c", previous_item_id="a")
+             if e["type"] == "conversation.item.added"]
+    assert [e["previous_item_id"] for e in added] == ["a"]
+    added = [e for e in create("first", previous_item_id="root")
+             if e["type"] == "conversation.item.added"]
+    assert [e["previous_item_id"] for e in added] == [None]
+    [error] = create("lost", previous_item_id="nope", event_id="ev1")
+    assert (error["type"], error["error"]["code"], error["error"]["event_id"]) == (
+        "error", "item_not_found", "ev1")
+    assert session.history.ids() == ["first", "a", "c", "b"]

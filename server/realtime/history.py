@@ -141,6 +141,18 @@ class ConversationHistory:
             raise ValueError(f"duplicate item id {item.id}")
         self._items[item.id] = item
 
+    def insert_after(self, previous_id: str | None, item: HistoryItem) -> None:
+        """Add an item right after `previous_id` (None: first). Raises ValueError if its id
+        is taken or `previous_id` is unknown. O(len(history))."""
+        if item.id in self._items:
+            raise ValueError(f"duplicate item id {item.id}")
+        if previous_id is not None and previous_id not in self._items:
+            raise ValueError(f"unknown item id {previous_id}")
+        items = list(self._items.items())
+        at = 0 if previous_id is None else [key for key, _ in items].index(previous_id) + 1
+        items.insert(at, (item.id, item))
+        self._items = dict(items)
+
     def delete(self, item_id: str) -> HistoryItem | None:
         """Remove and return the item, or None when unknown."""
         return self._items.pop(item_id, None)

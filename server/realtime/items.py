@@ -15,6 +15,9 @@ from server.realtime.events import EventLog
 from server.realtime.history import ConversationHistory, HistoryItem, heard_text_for
 from server.realtime.response_state import ResponseState
 
+ROOT = "root"
+"""`previous_item_id` that puts a new item first (OpenAI Realtime)."""
+
 
 class ConversationItems:
     """Item operations on one session's history.
@@ -59,10 +62,16 @@ class ConversationItems:
         items = list(self.history)
         return items[-1].id if items else None
 
-    def add(self, item: HistoryItem, status: str = "completed") -> None:
-        """Append `item`; emit `conversation.item.added` (and `.done` when `completed`)."""
-        previous = self.last_id()
-        self.history.append(item)
+    def add(self, item: HistoryItem, status: str = "completed", *,
+            after: str | None = None) -> None:
+        """Append `item` (or insert it after the item `after`, `"root"`: first); emit
+        `conversation.item.added` (and `.done` when `completed`) naming the item before it."""
+        if after is None:
+            previous = self.last_id()
+            self.history.append(item)
+        else:
+            previous = None if after == ROOT else after
+            self.history.insert_after(previous, item)
         self._log.emit("conversation.item.added", previous_item_id=previous,
                        item=item.as_wire(status))
         if status == "completed":
@@ -95,10 +104,12 @@ class ConversationItems:
             raise error
 
     def create(self, event: protocol.ItemCreate) -> None:
-        """`conversation.item.create`: add the client's user text item.
+        """`conversation.item.create`: add the client's user text item, at the end or after
+        `previous_item_id` (`"root"`: first), as OpenAI Realtime does.
 
         Raises:
             protocol.ProtocolError: `duplicate_item_id` when the client's id is taken,
+                `item_not_found` when `previous_item_id` names no item,
                 `history_limit_exceeded` when the history is full.
         """
         item_id = event.item_id or self.new_id()
@@ -107,8 +118,14 @@ class ConversationItems:
                 "duplicate_item_id", f"Item '{item_id}' already exists.", param="item.id",
                 event_id=event.event_id,
             )
+        after = event.previous_item_id
+        if after is not None and after != ROOT and after not in self.history:
+            raise protocol.ProtocolError(
+                "item_not_found", f"No item '{after}' to insert after.",
+                param="previous_item_id", event_id=event.event_id,
+            )
         self.check_room(len(event.text), event.event_id)
-        self.add(HistoryItem(id=item_id, role="user", text=event.text))
+        self.add(HistoryItem(id=item_id, role="user", text=event.text), after=after)
 
     def retrieve(self, item: HistoryItem, status: str) -> None:
         """`conversation.item.retrieve`: emit `conversation.item.retrieved` with `status`."""

@@ -71,11 +71,14 @@ class SessionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ItemCreate:
-    """`conversation.item.create` with a user text message."""
+    """`conversation.item.create` with a user text message.
+
+    `previous_item_id`: insert after this item (`"root"`: first); None appends."""
 
     event_id: str | None
     text: str
     item_id: str | None = None
+    previous_item_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,8 +466,8 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item_id = item.get("id")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
-    fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), item_id)
+    previous_item_id = fields.string("previous_item_id", required=False)
+    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id)
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:
