@@ -481,8 +481,11 @@ class HistoryCalibration:
             )
 
     def close(self) -> None:
-        """Release recordings and prevent further calibration or writeback."""
+        """Release recordings and prevent further calibration or writeback; `on_applied` is
+        dropped (it is never called once closed, and it may hold the calibration's owner,
+        which holds the calibration: a reference cycle)."""
         self.closed = True
+        self.on_applied = None
         tasks = list(self.tasks.values())
         self.tasks.clear()
         for task in tasks:
