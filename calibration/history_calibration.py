@@ -29,7 +29,7 @@ from typing import Protocol
 
 from calibration.heard_cut import HeardCut
 from calibration.units import token_cut
-from calibration.word_marks import WordMark
+from calibration.word_marks import PackedWordMarks, WordMark
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class _Audio:
     chunks: list[bytes] = field(default_factory=list)
     size: int = 0
     sample_rate_hz: int = 0
-    marks: list[WordMark] = field(default_factory=list)
+    marks: PackedWordMarks = field(default_factory=PackedWordMarks)
     valid: bool = True
     audio_dropped: bool = False
 
