@@ -96,17 +96,24 @@ def listening_line(host: str, port: int, metrics_port: int | None) -> str:
     return f"duplex-demo listening on http://{host}:{port} (WebSocket at /v1/realtime{metrics})"
 
 
-GC_THRESHOLDS = (700, 10, 100)
-"""The cyclic garbage collector's thresholds while serving (`gc.set_threshold`): CPython's
-defaults (700, 10, 10) but for the last, so that a full collection waits for 100 collections
-of the middle generation instead of 10 (and, as before, for the objects moved into the oldest
-generation since the last one to make up a quarter of it). A full collection walks every
-session's objects on the event loop while every session waits, and finds nothing there:
-sessions leave no reference cycles (`tests/test_connection_teardown.py`); cycles that die
-young are freed by the younger collections as before. Measured under `benchmarks.bench_load`
-(steps 200 and 300, side by side, gc.callbacks timing): with the defaults, 2 full collections
-in ~40 s of load, finding 0 objects among 26,759 and 74,994 tracked and taking 23 and 79 ms
-of the loop's CPU (another run: 0 found among 42,975, 42 ms); with these, none."""
+GC_THRESHOLDS = (200, 10, 300)
+"""The cyclic garbage collector's thresholds while serving (`gc.set_threshold`; CPython's
+defaults: (700, 10, 10)). Every collection runs on the event loop while every session waits;
+measured under `benchmarks.bench_load` (200-300 sessions, side by side, every collection timed
+by a `gc.callbacks` hook on the loop thread's CPU clock):
+
+- youngest generation, 200 instead of 700 allocations: in steady load its collections walked
+  7,700-12,300 objects each (CPython counts deallocations of older objects against the
+  threshold, so the young generation grows far past it: sessions' awaits, coroutines, futures
+  and callbacks, ~45 per session), 4-10 ms of CPU; with 200 the 99th percentile went from
+  7.0-8.0 to 3.2-3.7 ms and the middle generation's largest from 12.4-25.3 to 9.2-13.1 ms
+  (three runs), for 40-80 % more collector CPU in all (under 1 % of a core);
+- oldest generation, a full collection after 300 collections of the middle one instead of 10
+  (and, as before, once a quarter of it is new): it walks every session's objects and found 0
+  of 26,759-74,994 (sessions leave no reference cycles: `tests/test_connection_teardown.py`)
+  in 23-79 ms of CPU, 1-2 per ~40 s of load with the defaults; with 300 (about 5 min of
+  200-session load) none ran during the load steps. Cycles that die young are freed by the
+  younger collections as before."""
 
 
 def freeze_startup_objects() -> None:
