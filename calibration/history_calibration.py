@@ -29,7 +29,7 @@ from typing import Protocol
 
 from calibration.heard_cut import HeardCut
 from calibration.units import token_cut
-from calibration.word_marks import WordMark
+from calibration.word_marks import PackedWordMarks, WordMark
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class _Audio:
     chunks: list[bytes] = field(default_factory=list)
     size: int = 0
     sample_rate_hz: int = 0
-    marks: list[WordMark] = field(default_factory=list)
+    marks: PackedWordMarks = field(default_factory=PackedWordMarks)
     valid: bool = True
     audio_dropped: bool = False
 
@@ -481,8 +481,11 @@ class HistoryCalibration:
             )
 
     def close(self) -> None:
-        """Release recordings and prevent further calibration or writeback."""
+        """Release recordings and prevent further calibration or writeback; `on_applied` is
+        dropped (it is never called once closed, and it may hold the calibration's owner,
+        which holds the calibration: a reference cycle)."""
         self.closed = True
+        self.on_applied = None
         tasks = list(self.tasks.values())
         self.tasks.clear()
         for task in tasks:

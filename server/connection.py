@@ -163,6 +163,11 @@ class RealtimeServerConnection(ServerConnection):
     frame only after its close timeout (10 s), and meanwhile the session generated on: a
     model's HTTP stream stayed open until the model had written its whole reply. The close
     frame ends the session instead (RFC 6455 5.5.1: after it the client reads nothing more).
+
+    It also leaves no reference cycle of websockets' making behind once the connection has
+    ended, so that a closed connection is freed by reference counting at once, not by the next
+    full collection of the cyclic garbage collector (which walks every session's objects on
+    the event loop: benchmarks/README.md, "Load benchmark").
     """
 
     on_close_frame: Callable[[], None] | None = None
@@ -173,6 +178,28 @@ class RealtimeServerConnection(ServerConnection):
         if (isinstance(event, Frame) and event.opcode is Opcode.CLOSE
                 and self.on_close_frame is not None):
             self.on_close_frame()
+
+    async def handshake(self, *args: Any, **kwargs: Any) -> None:
+        """websockets' opening handshake; then the subprotocol hook of `serve` leaves the
+        protocol object: websockets binds it to that object as a closure over this
+        connection (a cycle: connection, protocol, hook, connection), and only the handshake
+        calls it."""
+        try:
+            await super().handshake(*args, **kwargs)
+        finally:
+            vars(self.protocol).pop("select_subprotocol", None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """websockets' end of the connection; then its protocol object's frame parser, a
+        generator that holds the object and has nothing more to parse (the stream ended), is
+        closed, and the exception that ended the parsing if any (e.g. the EOFError of a
+        connection lost without a close frame; it stays the cause of every later
+        `ConnectionClosed`) loses its traceback, which holds the parser's frame."""
+        super().connection_lost(exc)
+        protocol = self.protocol
+        protocol.parser.close()
+        if protocol.parser_exc is not None:
+            protocol.parser_exc.__traceback__ = None
 
 
 class Connection:
@@ -252,6 +279,9 @@ class Connection:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, *self._stopped_readers, return_exceptions=True)
+            if isinstance(self.websocket, RealtimeServerConnection):
+                # the connection would hold this object (a cycle) as long as it lives
+                self.websocket.on_close_frame = None
 
     async def _next_frame(self) -> str | bytes | None:
         """The next client frame; None once the client's close frame arrived

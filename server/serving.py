@@ -96,13 +96,34 @@ def listening_line(host: str, port: int, metrics_port: int | None) -> str:
     return f"duplex-demo listening on http://{host}:{port} (WebSocket at /v1/realtime{metrics})"
 
 
+GC_THRESHOLDS = (200, 10, 300)
+"""The cyclic garbage collector's thresholds while serving (`gc.set_threshold`; CPython's
+defaults: (700, 10, 10)). Every collection runs on the event loop while every session waits;
+measured under `benchmarks.bench_load` (200-300 sessions, side by side, every collection timed
+by a `gc.callbacks` hook on the loop thread's CPU clock):
+
+- youngest generation, 200 instead of 700 allocations: in steady load its collections walked
+  7,700-12,300 objects each (CPython counts deallocations of older objects against the
+  threshold, so the young generation grows far past it: sessions' awaits, coroutines, futures
+  and callbacks, ~45 per session), 4-10 ms of CPU; with 200 the 99th percentile went from
+  7.0-8.0 to 3.2-3.7 ms and the middle generation's largest from 12.4-25.3 to 9.2-13.1 ms
+  (three runs), for 40-80 % more collector CPU in all (under 1 % of a core);
+- oldest generation, a full collection after 300 collections of the middle one instead of 10
+  (and, as before, once a quarter of it is new): it walks every session's objects and found 0
+  of 26,759-74,994 (sessions leave no reference cycles: `tests/test_connection_teardown.py`)
+  in 23-79 ms of CPU, 1-2 per ~40 s of load with the defaults; with 300 (about 5 min of
+  200-session load) none ran during the load steps. Cycles that die young are freed by the
+  younger collections as before."""
+
+
 def freeze_startup_objects() -> None:
     """Move every object alive now (modules, models, the services) out of the cyclic garbage
     collector's reach (`gc.freeze`, after a last full collection so that no garbage is
-    frozen): they live as long as the process, and a full collection would otherwise walk
-    them all each time while every session waits. Measured under `benchmarks.bench_load`
-    (uniform voice, 100 sessions): about 100,000 of the 117,000 tracked objects were there
-    at startup, and each full collection took 52 ms of CPU on the event loop; frozen, the
-    collector tracks the sessions' ~20,000-30,000 objects only."""
+    frozen), and set `GC_THRESHOLDS`: they live as long as the process, and a full collection
+    would otherwise walk them all each time while every session waits. Measured under
+    `benchmarks.bench_load` (uniform voice, 100 sessions): about 100,000 of the 117,000
+    tracked objects were there at startup, and each full collection took 52 ms of CPU on the
+    event loop; frozen, the collector tracks the sessions' ~20,000-30,000 objects only."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)

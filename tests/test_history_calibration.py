@@ -135,7 +135,7 @@ async def test_case1_bounded_retention_releases_audio_oldest_first_and_keeps_mar
         assert ctl.retained_bytes <= 16
     assert list(ctl.audio) == ["resp_36", "resp_37", "resp_38", "resp_39"]
     assert [ctl.audio[rid].audio_dropped for rid in ctl.audio] == [True, True, False, False]
-    assert all(ctl.audio[rid].marks == [WordMark(0, 5, 0, 100)] for rid in ctl.audio)
+    assert all(list(ctl.audio[rid].marks) == [WordMark(0, 5, 0, 100)] for rid in ctl.audio)
     assert not calibrate.snapshots and not ctl.tasks
 
 

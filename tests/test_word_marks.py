@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from calibration.units import text_units
-from calibration.word_marks import WordMark
+from calibration.word_marks import PackedWordMarks, WordMark
 from server.speech.engines import create_synthesizer
 from server.speech.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
@@ -192,3 +192,16 @@ def test_text_the_voice_spells_out_gets_ordered_marks_over_every_unit(
     assert all(a.char_end <= b.char_start and a.end_ms <= b.start_ms
                for a, b in itertools.pairwise(marks))
     assert {unit.start for unit in units} >= {mark.char_start for mark in marks}
+
+
+def test_packed_word_marks_give_back_the_marks_they_were_given() -> None:
+    marks = [WordMark(0, 5, 0, 180), WordMark(6, 11, 180, 410, estimated=True),
+             WordMark(12, 13, 2**40, 2**40 + 1)]
+    packed = PackedWordMarks()
+    assert not packed and list(packed) == []
+    packed.extend(marks[:1])
+    packed.extend(iter(marks[1:]))
+    assert len(packed) == 3 and list(packed) == marks
+    assert [type(mark.estimated) for mark in packed] == [bool, bool, bool]
+    packed.clear()
+    assert len(packed) == 0 and list(packed) == []

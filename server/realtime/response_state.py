@@ -1,4 +1,4 @@
-"""One response's state: status, playback cursor, text, word marks and its paced outbound queue.
+"""One response's state: status, playback cursor, text and its paced outbound queue.
 
 Sans-I/O: plain data plus the arithmetic of its outputs: queueing synthesized speech as paced
 frames (`queue_speech`), releasing what pacing allows (`pop_sendable`, `send_budget_ms`) and
@@ -74,7 +74,6 @@ class ResponseState:
         text: the full text generated so far (the history item's `full_text`).
         queued_text_end, sent_text_end: how much of `text` was queued / sent as transcript
             deltas; `response.output_audio_transcript.done` carries exactly the deltas sent.
-        marks: word marks on the reply timeline (char offsets into `text`).
         generation_ended: the responder/TTS stopped (finished, cancelled or failed).
         generated_samples, sent_samples: sample counts at the output rate.
         queue: transcript and audio outputs waiting for pacing.
@@ -91,7 +90,6 @@ class ResponseState:
     text: str = ""
     queued_text_end: int = 0
     sent_text_end: int = 0
-    marks: list[WordMark] = field(default_factory=list)
     generation_ended: bool = False
     generated_samples: int = 0
     sent_samples: int = 0
@@ -154,12 +152,11 @@ class ResponseState:
             frame_ms: audio per queued frame (the last may be shorter).
 
         Returns:
-            The marks shifted onto the reply timeline (also added to `marks`); the chunk's first
-            frame carries their wire form (`QueuedSpeech`).
+            The marks shifted onto the reply timeline; the chunk's first frame carries their
+            wire form (`QueuedSpeech`).
         """
         offset_ms = self.generated_samples * 1000 // sample_rate_hz
         placed = [mark.shifted(0, offset_ms) for mark in marks]
-        self.marks.extend(placed)
         wire_marks = [mark.to_wire(self.text) for mark in placed]
         self.queue.append(QueuedSpeech(pcm16, sample_rate_hz * frame_ms // 1000 * 2,
                                        wire_marks))

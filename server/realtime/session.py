@@ -15,6 +15,7 @@ newer response started; caps only tighten; history holds only what the listener 
 from __future__ import annotations
 
 import base64
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +97,15 @@ class Session:
         self.closed = False
         self.calibration: HistoryCalibration | None = None
         self._log = EventLog()
-        self.items = ConversationItems(self.history, self._log, self.playback_unreported,
+        # The parts call back into the session through a weak proxy: they belong to it, and
+        # callbacks holding the session itself would put it, and all it holds, in reference
+        # cycles, which only a full collection of the cyclic GC frees (on the event loop,
+        # 50-250 ms at 200 sessions: benchmarks/README.md, "Load benchmark"). Each callback
+        # is a lambda: a bound method taken from the proxy holds the session again.
+        me = weakref.proxy(self)
+        jitter_ms = self.config.jitter_ms
+        self.items = ConversationItems(self.history, self._log,
+                                       lambda: me.playback_unreported(),
                                        max_items=self.config.max_history_items,
                                        max_chars=self.config.max_history_chars)
         self.input_turns = InputTurns(self.config.sample_rate_hz,
@@ -105,14 +114,15 @@ class Session:
             session_id, {"format": {"type": "audio/pcm", "rate": self.config.sample_rate_hz},
                          "voice": self.config.voice}, self.items, self._log)
         self.responses = self.lifecycle.by_id
-        self.heard_text = HeardTextStore(self.lifecycle, self.items, self._playback_active,
-                                         lambda: self.closed, self.config.ack_timeout_ms)
+        self.heard_text = HeardTextStore(self.lifecycle, self.items,
+                                         lambda response: me._playback_active(response),
+                                         lambda: me.closed, self.config.ack_timeout_ms)
         self.interruptions = Interruptions(
-            self.lifecycle, self.heard_text, self.items, self._log, lambda: self.calibration,
-            lambda response: response.estimated_played_ms(self._clock_ms, self.config.jitter_ms))
+            self.lifecycle, self.heard_text, self.items, self._log, lambda: me.calibration,
+            lambda response: response.estimated_played_ms(me._clock_ms, jitter_ms))
         self.pauses = ReplyPauses(self.lifecycle, self.input_turns, self.interruptions,
                                   self._log, self.config.sample_rate_hz,
-                                  self.config.interruption, lambda: self._clock_ms)
+                                  self.config.interruption, lambda: me._clock_ms)
         self._clock_ms = 0.0
 
     def take_events(self) -> list[dict[str, Any]]:
@@ -169,13 +179,16 @@ class Session:
         self._log.emit("session.created", session=self.session_wire())
 
     def close(self) -> None:
-        """Mark the session closed: generation is cancelled, calibration stops."""
+        """Mark the session closed: generation is cancelled, calibration stops, and the
+        session lets go of its calibration (which holds the session: a reference cycle; a
+        closed calibration does nothing anyway)."""
         self.closed = True
         for response in self.responses.values():
             if response.active:
                 self._log.effect(CancelGeneration(response.id))
         if self.calibration is not None:
             self.calibration.close()
+            self.calibration = None
 
     def set_clock(self, now_ms: float) -> None:
         """Tell the session the current monotonic time (ms) before feeding it an ACK (also set
