@@ -23,6 +23,16 @@ window (measured in tests/test_vad.py), and the transcript should keep it. Serve
 reports a pause (`server.listening.vad.SpeechPaused`) once the silence reaches this tail, when the
 audio a commit would take is complete (`Session.on_speech_paused`)."""
 
+DECISION_TAIL_MS = 150
+"""Silence after a turn's speech at which server VAD reports a gap
+(`server.listening.vad.SpeechGap`) and a turn deciding a paused reply is transcribed for that
+decision, with this much audio after its speech end (`InputTurns.speech_gap`): a backchannel
+then resumes the reply 150 ms sooner than at `UTTERANCE_TAIL_MS`. Measured on
+`benchmarks/bench_backchannel.py`'s recordings (tails of 100, 150, 200 ms on the audio server
+VAD prepares, tiny.en): all 44 decisions and their words as with 300 ms. A turn that is cut is
+committed and transcribed with the whole `UTTERANCE_TAIL_MS`, for its final unvoiced
+consonant."""
+
 
 @dataclass(frozen=True, slots=True)
 class TurnDetection:
