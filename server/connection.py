@@ -366,8 +366,11 @@ class Connection:
             case DetectSpeech():
                 self._detect_speech(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
-                            prepared=prepared):
+                            prepared=prepared, transcript=known):
                 recognition = self._take_prepared(item_id if prepared else None)
+                if known is not None:
+                    recognition = asyncio.get_running_loop().create_future()
+                    recognition.set_result(known)
                 task = asyncio.ensure_future(self._transcribe(
                     item_id, pcm16, start_ms, recognition, self._latest_transcription))
                 self._latest_transcription = task

@@ -217,9 +217,12 @@ def test_a_backchannel_is_decided_at_its_gap_and_its_stop_waits_for_the_verdict(
     assert item_id not in session.items.reserved
 
 
-def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_gets_the_whole_tail() -> None:
+def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_keeps_the_decision_s_words(
+) -> None:
     """An interruption's verdict cuts at once; the held turn is then committed with the whole
-    `UTTERANCE_TAIL_MS` (its final unvoiced consonant) and transcribed anew."""
+    `UTTERANCE_TAIL_MS`, and as nothing audible follows the decision's audio (the sound of
+    "wait" ends 700 ms in, before its speech end + `DECISION_TAIL_MS`), with the decision's
+    transcript: no second transcription before the answer."""
     session, rid = paused_session()
     item_id = spoken_turn(session, "wait")
     session.on_speech_gap(600)
@@ -233,24 +236,27 @@ def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_gets_the_whole_tai
     assert "input_audio_buffer.committed" in types(events)
     assert session.responses[rid].cursor.cutoff_ms == 400
     [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
-    assert (transcribe.item_id, transcribe.prepared) == (item_id, False)
+    assert (transcribe.item_id, transcribe.transcript) == (item_id, "Wait.")
     assert len(transcribe.pcm16) == 24000 * 2 * (600 + UTTERANCE_TAIL_MS) // 1000
 
 
-def test_an_interruption_decided_before_the_stop_prepares_the_turn_it_skipped() -> None:
-    """A verdict that comes after the pause but before the stop prepares the transcription the
-    pause held back (the whole tail), which the commit then claims."""
+def test_a_cut_turn_with_sound_after_the_decision_s_audio_is_transcribed_again() -> None:
+    """When the turn's audio goes on sounding after the decision's (its speech end as server
+    VAD saw it + `DECISION_TAIL_MS`: here 550 ms, while "wait" sounds until 700 ms), the
+    committed turn, with the whole `UTTERANCE_TAIL_MS`, is transcribed anew; a verdict
+    before the stop prepares that transcription, which the commit claims."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "wait")
-    session.on_speech_gap(600)
-    session.on_speech_paused(600)
+    session.on_speech_gap(400)
+    session.on_speech_paused(400)
     session.take_effects()
-    session.on_decision_transcription(item_id, 600, "Wait.")
+    session.on_decision_transcription(item_id, 400, "Wait.")
     [prepare] = [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
-    assert len(prepare.pcm16) == 24000 * 2 * (600 + UTTERANCE_TAIL_MS) // 1000
-    session.on_speech_stopped(600)
+    assert len(prepare.pcm16) == 24000 * 2 * (400 + UTTERANCE_TAIL_MS) // 1000
+    session.on_speech_stopped(400)
     [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
-    assert transcribe.prepared
+    assert transcribe.prepared and transcribe.transcript is None
+    assert transcribe.pcm16 == prepare.pcm16
 
 
 def test_a_verdict_on_speech_the_person_continued_is_ignored() -> None:

@@ -63,12 +63,15 @@ class Transcribe:
         prepared: the audio is exactly that of the latest `PrepareTranscription` (same item,
             same bytes): use that transcription instead of starting another. When False, the
             driver drops any prepared transcription.
+        transcript: the transcript is already known (the decision's, whose audio is this
+            audio up to its silence, `InputTurns.decided`): hand it over, transcribe nothing.
     """
 
     item_id: str
     pcm16: bytes = field(repr=False)
     audio_start_ms: int
     prepared: bool = False
+    transcript: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

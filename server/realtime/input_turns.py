@@ -6,7 +6,8 @@ appends into `DetectSpeech` effects, VAD reports (`speech_started` / `speech_gap
 awaiting their transcript (`Transcribe`, with a speculative `PrepareTranscription` at the
 utterance's pause), and transcripts into user turns. A turn that decides a paused reply is
 transcribed for that decision at its speech gap (`DecideTranscription`, `decide`); its commit
-waits for the decision (`decided`): a backchannel is never committed. Whether a turn
+waits for the decision (`decided`): a backchannel is never committed, and a cut turn keeps the
+decision's transcript when nothing audible follows the decision's audio. Whether a turn
 interrupts the assistant or starts a response is the session's decision; the methods here
 report what happened. Sans-I/O.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from server.listening.input_audio import InputAudioBuffer
+from server.listening.pcm16 import pcm16_to_float
+from server.listening.prosody import analyse
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
     SPEECH_DETECTION_LATENCY_MS,
@@ -63,6 +66,7 @@ class InputTurns:
         self._decision: tuple[str, int, bytes] | None = None
         self._skipped_pause: tuple[str, int] | None = None
         self._held: tuple[str, int, int] | None = None
+        self._decided: tuple[str, int, bytes, str] | None = None
         self._pending_transcripts: set[str] = set()
 
     @property
@@ -136,25 +140,28 @@ class InputTurns:
         self._log.effect(DecideTranscription(item_id, pcm16, max(start_ms, self.audio.start_ms),
                                              end_ms))
 
-    def decided(self, item_id: str, backchannel: bool) -> None:
-        """The pending decision on `item_id` was taken (or the reply it decided ended).
+    def decided(self, item_id: str, backchannel: bool, transcript: str) -> None:
+        """The pending decision on `item_id` was taken (or the reply it decided ended) on
+        `transcript`.
 
         A backchannel is never committed: a turn whose speech already stopped at the decided
         gap is dropped now, one still in that silence when it stops. Otherwise the turn goes
         on as any other: a stopped turn is committed now (with the whole `UTTERANCE_TAIL_MS`),
         and one whose pause was reached meanwhile prepares its transcription now
-        (`speech_paused` waited for the decision rather than compete with it for the cores).
+        (`speech_paused` waited for the decision rather than compete with it for the cores),
+        unless the commit will keep `transcript` (`_known_transcript`).
         """
         decision, self._decision = self._decision, None
         if decision is None or decision[0] != item_id:
             self._decision = decision
             return
         end_ms = decision[1]
+        self._decided = None if backchannel else (item_id, end_ms, decision[2], transcript)
         held, self._held = self._held, None
         if held is not None and held[0] == item_id:
             _, start_ms, held_end_ms = held
             if not backchannel:
-                self._commit(start_ms, held_end_ms + UTTERANCE_TAIL_MS, item_id)
+                self._commit(start_ms, held_end_ms + UTTERANCE_TAIL_MS, item_id, held_end_ms)
                 return
             self._items.reserved.discard(item_id)
             if self._speech_item is None:
@@ -163,8 +170,33 @@ class InputTurns:
         self._held = held
         if backchannel:
             self._backchannel = (item_id, end_ms)
-        elif self._skipped_pause == (item_id, end_ms):
+        elif self._skipped_pause == (item_id, end_ms) and self._speech_item is not None and (
+                self._known_transcript(item_id, end_ms, self.audio.peek(
+                    self._speech_item[1], end_ms + UTTERANCE_TAIL_MS)) is None):
             self.speech_paused(end_ms)
+
+    def _known_transcript(self, item_id: str, audio_end_ms: int, pcm16: bytes) -> str | None:
+        """The decision's transcript for `item_id`'s audio `pcm16` (PCM16 LE, its speech up to
+        `audio_end_ms` and the utterance tail), None when it must be transcribed anew.
+
+        Kept when `pcm16` is the decision's audio and then nothing audible
+        (`server.listening.prosody.analyse`: no frame within `SPEECH_RANGE_DB` of the
+        utterance's loudest after the decision's audio): the rest of the tail is there for
+        a final unvoiced consonant that Silero scores as non-speech, and there is none. Measured
+        on `benchmarks/bench_backchannel.py`'s 25 interruptions (tiny.en on the audio server VAD
+        prepares): the same words with 150 and 300 ms of silence after the speech in all 25
+        (one "Uh" / "Uh..."), while a second transcription delayed the cut turn's transcript
+        (so the answer) by 0.6-1.5 s on a loaded 2-core machine.
+        """
+        decided = self._decided
+        if decided is None or decided[:2] != (item_id, audio_end_ms):
+            return None
+        decision_pcm16, transcript = decided[2], decided[3]
+        if not pcm16.startswith(decision_pcm16):
+            return None
+        sound = analyse(pcm16_to_float(pcm16), self.audio.sample_rate_hz)
+        decision_ms = len(decision_pcm16) * 1000 // (2 * self.audio.sample_rate_hz)
+        return transcript if sound.sound_end_ms <= decision_ms else None
 
     def configure(self, detection: TurnDetection | None) -> None:
         """Apply new `server_vad` settings (None turns server VAD off); a turn in progress is
@@ -220,7 +252,7 @@ class InputTurns:
         if self._speech_item is not None:
             self._items.reserved.discard(self._speech_item[0])
             self._speech_item = None
-        self._commit(self.audio.start_ms, self.audio.end_ms, None)
+        self._commit(self.audio.start_ms, self.audio.end_ms, None, None)
 
     def clear(self) -> None:
         """`input_audio_buffer.clear`: drop the buffered audio and any turn in progress."""
@@ -300,7 +332,7 @@ class InputTurns:
             self._held = (item_id, start_ms, audio_end_ms)
             self._speech_item = None
             return
-        self._commit(start_ms, end_ms, item_id)
+        self._commit(start_ms, end_ms, item_id, audio_end_ms)
         self._speech_item = None
 
     def transcribed(self, item_id: str, transcript: str) -> bool:
@@ -324,11 +356,16 @@ class InputTurns:
                        item=item.as_wire())
         return True
 
-    def _commit(self, start_ms: int, end_ms: int, item_id: str | None) -> None:
+    def _commit(self, start_ms: int, end_ms: int, item_id: str | None,
+                speech_end_ms: int | None) -> None:
         """Turn input audio [start_ms, end_ms) into user item `item_id` (None: a new one)
-        awaiting its transcript."""
+        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`."""
         audio_start_ms = max(start_ms, self.audio.start_ms)
         pcm16 = self.audio.take(start_ms, end_ms)
+        known = None
+        if item_id is not None and speech_end_ms is not None:
+            known = self._known_transcript(item_id, speech_end_ms, pcm16)
+        self._decided = None
         item_id = item_id or self._items.new_id()
         self._items.reserved.discard(item_id)
         prepared = self._prepared == (item_id, pcm16)
@@ -339,7 +376,8 @@ class InputTurns:
                        previous_item_id=self._items.last_id())
         self._items.add(item, status="in_progress")
         self._pending_transcripts.add(item.id)
-        self._log.effect(Transcribe(item.id, pcm16, audio_start_ms, prepared=prepared))
+        self._log.effect(Transcribe(item.id, pcm16, audio_start_ms,
+                                    prepared=prepared and known is None, transcript=known))
 
     def _forget_turn(self) -> None:
         """Drop the turn in progress, a turn held for its decision, and their prepared and
@@ -349,7 +387,7 @@ class InputTurns:
                 self._items.reserved.discard(turn[0])
         self._speech_item = None
         self._held = None
-        self._decision = None
+        self._decision = self._decided = None
         self._silent_end_ms = self._skipped_pause = None
         self._backchannel = None
         if self._prepared is not None:

@@ -383,7 +383,7 @@ class Session:
         if pcm16 is None:
             return
         verdict = self.pauses.decide(item_id, transcript, pcm16)
-        self.input_turns.decided(item_id, backchannel=verdict is Verdict.BACKCHANNEL)
+        self.input_turns.decided(item_id, verdict is Verdict.BACKCHANNEL, transcript)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
