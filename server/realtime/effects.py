@@ -95,7 +95,8 @@ class PrepareTranscription:
 class DecideTranscription:
     """Effect: transcribe the utterance of a server VAD turn that decides a paused reply, up
     to its speech gap (`Session.on_decision_transcription` gets the transcript). Runs beside
-    any `PrepareTranscription`; a newer one replaces it (the core ignores a stale result).
+    any `PrepareTranscription`; each runs to its end, and the core ignores the result of one
+    whose turn spoke on after its gap.
 
     Attributes:
         item_id: the pending item of the turn.

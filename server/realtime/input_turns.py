@@ -186,7 +186,7 @@ class InputTurns:
         on `benchmarks/bench_backchannel.py`'s 25 interruptions (tiny.en on the audio server VAD
         prepares): the same words with 150 and 300 ms of silence after the speech in all 25
         (one "Uh" / "Uh..."), while a second transcription delayed the cut turn's transcript
-        (so the answer) by 0.6-1.5 s on a loaded 2-core machine.
+        (so the answer) by 0.66 s at p50, 0.96 s at p95 on a loaded 2-core machine.
         """
         decided = self._decided
         if decided is None or decided[:2] != (item_id, audio_end_ms):
