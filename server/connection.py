@@ -32,10 +32,17 @@ from calibration.history_calibration import HistoryCalibration, HistoryCalibrati
 from calibration.word_marks import WordMark
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
-from server.listening.vad import SpeechPaused, SpeechStarted
+from server.listening.vad import (
+    SpeechGap,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+)
 from server.outbound import send_events
 from server.realtime.effects import (
     CancelGeneration,
+    DecideTranscription,
     DetectSpeech,
     DiscardTranscription,
     Effect,
@@ -389,8 +396,11 @@ class Connection:
             case DetectSpeech():
                 self._detect_speech(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
-                            prepared=prepared):
+                            prepared=prepared, transcript=known):
                 recognition = self._take_prepared(item_id if prepared else None)
+                if known is not None:
+                    recognition = asyncio.get_running_loop().create_future()
+                    recognition.set_result(known)
                 task = asyncio.ensure_future(self._transcribe(
                     item_id, pcm16, start_ms, recognition, self._latest_transcription))
                 self._latest_transcription = task
@@ -401,6 +411,12 @@ class Connection:
                 recognition = asyncio.ensure_future(self._recognise(pcm16, start_ms))
                 self._prepared = (item_id, recognition)
                 task = asyncio.ensure_future(self._prepared_transcription(item_id, recognition))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            case DecideTranscription(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
+                                     audio_end_ms=end_ms):
+                task = asyncio.ensure_future(self._decision_transcription(
+                    item_id, end_ms, self._recognise(pcm16, start_ms)))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
             case DiscardTranscription(item_id=item_id):
@@ -421,9 +437,13 @@ class Connection:
                                    reference):
             if isinstance(event, SpeechStarted):
                 self.session.on_speech_started(event.audio_start_ms)
+            elif isinstance(event, SpeechGap):
+                self.session.on_speech_gap(event.audio_end_ms)
             elif isinstance(event, SpeechPaused):
                 self.session.on_speech_paused(event.audio_end_ms)
-            else:
+            elif isinstance(event, SpeechResumed):
+                self.session.on_speech_resumed()
+            elif isinstance(event, SpeechStopped):
                 self.session.on_speech_stopped(event.audio_end_ms)
 
     def _take_prepared(self, item_id: str | None) -> asyncio.Future[str] | None:
@@ -478,6 +498,16 @@ class Connection:
             self.session.set_clock(_now_ms())
             self.session.on_prepared_transcription(item_id, transcript)
             await self._settle()
+
+    async def _decision_transcription(self, item_id: str, audio_end_ms: int,
+                                      recognition: Awaitable[str]) -> None:
+        """Hand the transcript of a turn up to its speech gap at `audio_end_ms` to the session
+        as soon as it is ready: it decides the reply that turn paused
+        (`Session.on_decision_transcription`)."""
+        transcript = await recognition
+        self.session.set_clock(_now_ms())
+        self.session.on_decision_transcription(item_id, audio_end_ms, transcript)
+        await self._settle()
 
     async def _transcribe(self, item_id: str, pcm16: bytes, start_ms: int,
                           prepared: asyncio.Future[str] | None,

@@ -30,8 +30,8 @@ from calibration.asr import (
 from calibration.asr_queue import PriorityLimit
 from server.listening.backchannel import Verdict, classify
 from server.listening.input_speech import InputSpeechDetector
-from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
-from server.listening.vad import SpeechPaused, SpeechStarted
+from server.listening.server_vad_settings import DECISION_TAIL_MS, TurnDetection
+from server.listening.vad import SpeechGap, SpeechStarted
 from tests import speech_fixtures
 from tests.pausing_page import FRAME_MS, INPUT_RATE_HZ, mic_pcm16
 from tests.transcription_endpoint import TranscriptionEndpoint
@@ -310,8 +310,8 @@ def decision_audio(utterance: np.ndarray) -> np.ndarray:
     """The audio a pause over a reply is decided on: `utterance` 900 ms into the microphone
     stream (bench_backchannel's onset), fed to server VAD in 40 ms appends as the page sends
     them (the echo threshold until speech starts, as while the reply plays), cut as
-    `InputTurns.speech_paused` prepares it (speech start minus the padding to its end plus
-    the utterance tail)."""
+    `InputTurns.decide` takes it (speech start minus the padding to its end plus the decision
+    tail)."""
     mic = np.concatenate([speech_fixtures.silence(900), utterance,
                           speech_fixtures.silence(1000)])
     stream = mic_pcm16(mic)
@@ -322,8 +322,8 @@ def decision_audio(utterance: np.ndarray) -> np.ndarray:
         for event in detector.feed(stream[at:at + step], assistant_playing=start_ms is None):
             if isinstance(event, SpeechStarted):
                 start_ms = event.audio_start_ms
-            elif isinstance(event, SpeechPaused) and start_ms is not None:
-                return mic[start_ms * 16:(event.audio_end_ms + UTTERANCE_TAIL_MS) * 16]
+            elif isinstance(event, SpeechGap) and start_ms is not None:
+                return mic[start_ms * 16:(event.audio_end_ms + DECISION_TAIL_MS) * 16]
     raise AssertionError("server VAD heard no utterance")
 
 

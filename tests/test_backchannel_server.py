@@ -8,9 +8,11 @@ import asyncio
 import numpy as np
 import pytest
 
+from server.listening.server_vad_settings import DECISION_TAIL_MS
 from tests import speech_fixtures
 from tests.pausing_page import mic_pcm16, receive_while, speak_over_reply, stream_mic
 from tests.realtime_client import RealtimeClient
+from tests.test_server_vad import CountingTranscriber
 
 SETTINGS_REPLY = "say: First, open the settings app. Then tap on Wi-Fi and choose your network."
 PATIENT = {"pause_timeout_ms": 20000}
@@ -99,3 +101,40 @@ async def test_interruption_mode_cancel_keeps_cancelling_at_once(start_server) -
         updated = client.of_type("session.updated")[-1]
     assert updated["session"]["interruption"]["mode"] == "cancel"
     assert outcome.paused == [] and outcome.status == "cancelled"
+
+
+@pytest.mark.parametrize(("word", "kind"), [("uh-huh", "backchannel"), ("wait", "interruption")])
+async def test_the_decision_hears_the_speech_and_the_decision_tail_only(
+        start_server, word: str, kind: str) -> None:
+    """The real tiny.en decides from the turn's audio up to `DECISION_TAIL_MS` after its
+    speech (server VAD's gap), not the 300 ms utterance tail: each word is transcribed once,
+    on that audio. "uh-huh" resumes the reply and is never committed; "wait" cuts it, and its
+    turn is committed with the whole `UTTERANCE_TAIL_MS` and keeps the decision's words
+    (nothing sounds after the decision's audio), which the answer's prompt sees."""
+    transcriber = CountingTranscriber()
+    await asyncio.to_thread(transcriber.inner.load)
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400,
+                                input_transcriber=transcriber)
+    speech = speech_fixtures.speech(word, "espeak", "en-us")
+    mic = np.concatenate([speech_fixtures.silence(900), speech, speech_fixtures.silence(2500)])
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+        if kind == "interruption":
+            await client.wait_for("conversation.item.input_audio_transcription.completed",
+                                  timeout=30)
+            await client.wait_for("response.created",
+                                  lambda e: e["response"]["id"] != outcome.response_id,
+                                  timeout=30)
+    [started] = client.of_type("input_audio_buffer.speech_started")
+    [stopped] = client.of_type("input_audio_buffer.speech_stopped")
+    speech_ms = stopped["audio_end_ms"] - started["audio_start_ms"]
+    [heard_ms] = transcriber.calls
+    assert abs(heard_ms - (speech_ms + DECISION_TAIL_MS)) <= 1
+    if kind == "backchannel":
+        assert [e["reason"] for e in outcome.resumed] == ["backchannel"]
+        assert client.of_type("input_audio_buffer.committed") == []
+        return
+    assert outcome.status == "cancelled" and outcome.resumed == []
+    [transcript] = client.of_type("conversation.item.input_audio_transcription.completed")
+    assert "wait" in transcript["transcript"].lower()
+    assert server.responder.prompts[-1].turns[-1].text == transcript["transcript"]

@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.realtime.effects import Transcribe
+from server.listening.server_vad_settings import DECISION_TAIL_MS, UTTERANCE_TAIL_MS
+from server.realtime.effects import (
+    DecideTranscription,
+    PrepareTranscription,
+    Transcribe,
+    WakeSender,
+)
 from server.realtime.session import Session, SessionConfig
 from tests import speech_fixtures
 from tests.pausing_page import mic_pcm16
@@ -168,3 +174,117 @@ def test_a_pause_never_settles_the_history() -> None:
         e.get("interrupted") for e in events)
     assert not session.history.get(session.responses[rid].item_id).interrupted
     assert np.isfinite(session.pull_outbound(now_ms=1500.0))
+
+
+def decisions(session: Session) -> list[DecideTranscription]:
+    return [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+
+
+def spoken_turn(session: Session, word: str) -> str:
+    """`word` (espeak-ng en-us, 300 ms of silence each side) appended as the paused reply's
+    deciding turn, which started at input 0 ms; its item id."""
+    session.take_events()
+    session.input_turns.audio.append(mic_pcm16(speech_fixtures.place(
+        speech_fixtures.speech(word, "espeak", "en-us"), 300, 300)))
+    turn = session.input_turns.speech_turn
+    assert turn is not None
+    return turn[0]
+
+
+def test_a_backchannel_is_decided_at_its_gap_and_its_stop_waits_for_the_verdict() -> None:
+    """The gap (`DECISION_TAIL_MS` of silence) starts the deciding transcription of the speech
+    and that much silence; the pause prepares nothing more and the stop commits nothing while
+    it runs; its verdict resumes the reply and the held turn is dropped: no item, no
+    transcription."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "uh-huh")
+    session.on_speech_gap(700)
+    [decide] = decisions(session)
+    assert (decide.item_id, decide.audio_start_ms, decide.audio_end_ms) == (item_id, 0, 700)
+    assert len(decide.pcm16) == 24000 * 2 * (700 + DECISION_TAIL_MS) // 1000
+    session.on_speech_paused(700)
+    session.on_speech_stopped(700)
+    assert not [e for e in session.take_effects() if not isinstance(e, WakeSender)]
+    assert types(session.take_events()) == ["input_audio_buffer.speech_stopped"]
+    history = [item.id for item in session.history]
+    session.set_clock(1000.0)
+    session.on_decision_transcription(item_id, 700, "Uh-uh.")
+    events = session.take_events()
+    assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
+    assert (events[1]["reason"], events[1]["paused_ms"]) == ("backchannel", 600)
+    assert not [e for e in session.take_effects() if isinstance(e, Transcribe)]
+    assert [item.id for item in session.history] == history
+    assert item_id not in session.items.reserved
+
+
+def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_keeps_the_decision_s_words(
+) -> None:
+    """An interruption's verdict cuts at once; the held turn is then committed with the whole
+    `UTTERANCE_TAIL_MS`, and as nothing audible follows the decision's audio (the sound of
+    "wait" ends 700 ms in, before its speech end + `DECISION_TAIL_MS`), with the decision's
+    transcript: no second transcription before the answer."""
+    session, rid = paused_session()
+    item_id = spoken_turn(session, "wait")
+    session.on_speech_gap(600)
+    session.on_speech_paused(600)
+    session.on_speech_stopped(600)
+    session.take_effects()
+    session.take_events()
+    session.on_decision_transcription(item_id, 600, "Wait.")
+    events = session.take_events()
+    assert types(events)[0] == "output_audio_buffer.cleared"
+    assert "input_audio_buffer.committed" in types(events)
+    assert session.responses[rid].cursor.cutoff_ms == 400
+    [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
+    assert (transcribe.item_id, transcribe.transcript) == (item_id, "Wait.")
+    assert len(transcribe.pcm16) == 24000 * 2 * (600 + UTTERANCE_TAIL_MS) // 1000
+
+
+def test_a_cut_turn_with_sound_after_the_decision_s_audio_is_transcribed_again() -> None:
+    """When the turn's audio goes on sounding after the decision's (its speech end as server
+    VAD saw it + `DECISION_TAIL_MS`: here 550 ms, while "wait" sounds until 700 ms), the
+    committed turn, with the whole `UTTERANCE_TAIL_MS`, is transcribed anew; a verdict
+    before the stop prepares that transcription, which the commit claims."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "wait")
+    session.on_speech_gap(400)
+    session.on_speech_paused(400)
+    session.take_effects()
+    session.on_decision_transcription(item_id, 400, "Wait.")
+    [prepare] = [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
+    assert len(prepare.pcm16) == 24000 * 2 * (400 + UTTERANCE_TAIL_MS) // 1000
+    session.on_speech_stopped(400)
+    [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
+    assert transcribe.prepared and transcribe.transcript is None
+    assert transcribe.pcm16 == prepare.pcm16
+
+
+def test_a_verdict_on_speech_the_person_continued_is_ignored() -> None:
+    """Speech after the gap ("uh" ... "uh" of "uh-uh") makes the decision on the first part
+    stale: its transcript decides nothing; the next gap decides the whole utterance."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "uh-uh")
+    session.on_speech_gap(300)
+    session.on_speech_resumed()
+    session.take_effects()
+    session.on_decision_transcription(item_id, 300, "Uh.")
+    assert session.take_events() == [] and session.pauses.current is not None
+    session.on_speech_gap(700)
+    [decide] = decisions(session)
+    assert decide.audio_end_ms == 700
+    session.on_decision_transcription(item_id, 700, "No.")
+    assert types(session.take_events())[0] == "output_audio_buffer.cleared"
+
+
+def test_the_timeout_cuts_while_the_deciding_transcription_runs() -> None:
+    """A pause whose turn stopped and waits for its decision is undecided: the timeout cuts
+    (never resume over words not understood); the late verdict then commits the turn."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "uh-huh")
+    session.on_speech_gap(700)
+    session.on_speech_stopped(700)
+    session.take_events()
+    session.pull_outbound(now_ms=400.0 + 2500)
+    assert "output_audio_buffer.cleared" in types(session.take_events())
+    session.on_decision_transcription(item_id, 700, "Uh-huh.")
+    assert "input_audio_buffer.committed" in types(session.take_events())

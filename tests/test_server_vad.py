@@ -16,10 +16,16 @@ import numpy as np
 
 from calibration.asr import person_transcriber
 from server.listening.input_speech import InputSpeechDetector
-from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
+from server.listening.server_vad_settings import (
+    DECISION_TAIL_MS,
+    UTTERANCE_TAIL_MS,
+    TurnDetection,
+)
 from server.listening.vad import (
     WINDOW_MS,
+    SpeechGap,
     SpeechPaused,
+    SpeechResumed,
     SpeechStarted,
     SpeechStopped,
     TurnDetectionConfig,
@@ -212,8 +218,30 @@ def test_speech_resumed_after_a_pause_pauses_again() -> None:
     events = detector_events(PAUSING, [0.0] * 20 + [0.9] * 15 + gap + [0.6] * 10 + [0.0] * 30)
     first_end = 35 * WINDOW_MS
     second_end = (35 + len(gap) + 10) * WINDOW_MS
-    assert [e for _, e in events[1:]] == [SpeechPaused(first_end), SpeechPaused(second_end),
-                                          SpeechStopped(second_end)]
+    resumed_end = (35 + len(gap) + 1) * WINDOW_MS
+    assert [e for _, e in events[1:]] == [SpeechPaused(first_end), SpeechResumed(resumed_end),
+                                          SpeechPaused(second_end), SpeechStopped(second_end)]
+
+
+def test_a_gap_comes_at_the_decision_tail_before_the_pause_and_speech_resumes_it() -> None:
+    """With `gap_ms` (the server's `DECISION_TAIL_MS`), a turn's silence reports `SpeechGap`
+    at the first window ending >= gap_ms after the speech, then the pause; a silence shorter
+    than the pause reports the gap and, on the next speech window, `SpeechResumed`."""
+    config = TurnDetectionConfig(pause_ms=UTTERANCE_TAIL_MS, gap_ms=DECISION_TAIL_MS)
+    gap_windows = -(-DECISION_TAIL_MS // WINDOW_MS)
+    short = [0.0] * gap_windows
+    events = detector_events(config, [0.0] * 20 + [0.9] * 15 + short + [0.9] * 10 + [0.0] * 30)
+    first_end = 35 * WINDOW_MS
+    second_end = (35 + gap_windows + 10) * WINDOW_MS
+    assert events[1:] == [
+        (first_end + gap_windows * WINDOW_MS, SpeechGap(first_end)),
+        (first_end + (gap_windows + 1) * WINDOW_MS, SpeechResumed(first_end + (gap_windows + 1)
+                                                                  * WINDOW_MS)),
+        (second_end + gap_windows * WINDOW_MS, SpeechGap(second_end)),
+        (second_end + PAUSE_WINDOWS * WINDOW_MS, SpeechPaused(second_end)),
+        (second_end + -(-config.silence_duration_ms // WINDOW_MS) * WINDOW_MS,
+         SpeechStopped(second_end)),
+    ]
 
 
 def test_no_pause_without_a_turn_or_without_pause_ms() -> None:

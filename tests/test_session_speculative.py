@@ -11,7 +11,13 @@ import numpy as np
 
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
-from server.listening.vad import SpeechPaused, SpeechStarted, SpeechStopped
+from server.listening.vad import (
+    SpeechGap,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+)
 from server.realtime.effects import DiscardTranscription, PrepareTranscription, Transcribe
 from server.realtime.session import Session
 from server.speech.resampling import resample
@@ -155,16 +161,21 @@ def test_pauses_of_real_speech_prepare_what_the_commit_takes() -> None:
             turn_events.append(event)
             if isinstance(event, SpeechStarted):
                 session.on_speech_started(event.audio_start_ms)
+            elif isinstance(event, SpeechGap):
+                session.on_speech_gap(event.audio_end_ms)
             elif isinstance(event, SpeechPaused):
                 session.on_speech_paused(event.audio_end_ms)
+            elif isinstance(event, SpeechResumed):
+                session.on_speech_resumed()
             else:
                 session.on_speech_stopped(event.audio_end_ms)
         effects = session.take_effects()
         prepared += only(effects, PrepareTranscription)
         transcribed += only(effects, Transcribe)
-    assert [type(e) for e in turn_events] == [SpeechStarted, SpeechPaused, SpeechPaused,
+    assert [type(e) for e in turn_events] == [SpeechStarted, SpeechGap, SpeechPaused,
+                                              SpeechResumed, SpeechGap, SpeechPaused,
                                               SpeechStopped]
-    assert turn_events[2].audio_end_ms == turn_events[3].audio_end_ms
+    assert turn_events[5].audio_end_ms == turn_events[6].audio_end_ms
     [commit] = transcribed
     assert [p.item_id for p in prepared] == [commit.item_id] * 2
     assert prepared[0].pcm16 != commit.pcm16

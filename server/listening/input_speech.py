@@ -3,8 +3,9 @@
 Glue between the session's `DetectSpeech` effects and `server.listening.vad`: a streaming soxr
 resampler to 16 kHz (one filter state across appends, so chunk edges add no artefacts), the
 streaming Silero VAD, and the `TurnDetector` state machine configured from the session's
-`server_vad` settings, with `SpeechPaused` at the utterance tail a commit keeps
-(`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`). While a reply plays,
+`server_vad` settings, with `SpeechGap` at the decision tail of a backchannel
+(`server.listening.server_vad_settings.DECISION_TAIL_MS`) and `SpeechPaused` at the utterance
+tail a commit keeps (`UTTERANCE_TAIL_MS`). While a reply plays,
 `server.listening.echo.EchoDetector` follows
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
 the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
@@ -15,19 +16,23 @@ Positions are ms on the session's input timeline.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import soxr
 
 from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
-from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
+from server.listening.server_vad_settings import (
+    DECISION_TAIL_MS,
+    UTTERANCE_TAIL_MS,
+    TurnDetection,
+)
 from server.listening.vad import (
     SAMPLE_RATE_HZ,
     SileroStreamingVad,
-    SpeechPaused,
     SpeechStarted,
-    SpeechStopped,
     TurnDetectionConfig,
     TurnDetector,
     TurnEvent,
@@ -53,6 +58,7 @@ class InputSpeechDetector:
             prefix_padding_ms=settings.prefix_padding_ms,
             silence_duration_ms=settings.silence_duration_ms,
             pause_ms=UTTERANCE_TAIL_MS,
+            gap_ms=DECISION_TAIL_MS,
         ))
         self._rate_hz = input_rate_hz
         self._echo = EchoDetector()
@@ -82,10 +88,8 @@ class InputSpeechDetector:
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
             if isinstance(event, SpeechStarted):
                 events.append(SpeechStarted(event.audio_start_ms + self.start_ms))
-            elif isinstance(event, SpeechPaused):
-                events.append(SpeechPaused(event.audio_end_ms + self.start_ms))
-            elif isinstance(event, SpeechStopped):
-                events.append(SpeechStopped(event.audio_end_ms + self.start_ms))
+            elif event is not None:
+                events.append(replace(event, audio_end_ms=event.audio_end_ms + self.start_ms))
         return events
 
     def without_echo(self, pcm16: bytes, start_ms: int) -> np.ndarray | None:

@@ -74,6 +74,8 @@ class Prosody:
         pitch_change_st: median pitch of the last nucleus minus that of the first, in
             semitones (0.0 with fewer than two nuclei).
         level_dbfs: level of the loudest frame (dBFS, RMS).
+        sound_end_ms: end of the last frame within `SPEECH_RANGE_DB` of the loudest, ms from
+            the first sample (0 when silent): after it the audio holds nothing audible.
     """
 
     duration_ms: int
@@ -82,6 +84,7 @@ class Prosody:
     gaps: tuple[Gap, ...]
     pitch_change_st: float
     level_dbfs: float
+    sound_end_ms: int = 0
 
     @property
     def voiced_share(self) -> float:
@@ -134,6 +137,7 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
         voiced_ms=int(voiced.sum()) * HOP_MS,
         nuclei=tuple((a * HOP_MS, b * HOP_MS + FRAME_MS - HOP_MS) for a, b in nuclei),
         gaps=gaps, pitch_change_st=change, level_dbfs=peak,
+        sound_end_ms=last * HOP_MS + FRAME_MS,
     )
 
 

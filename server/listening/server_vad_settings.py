@@ -23,6 +23,18 @@ window (measured in tests/test_vad.py), and the transcript should keep it. Serve
 reports a pause (`server.listening.vad.SpeechPaused`) once the silence reaches this tail, when the
 audio a commit would take is complete (`Session.on_speech_paused`)."""
 
+DECISION_TAIL_MS = 150
+"""Silence after a turn's speech at which server VAD reports a gap
+(`server.listening.vad.SpeechGap`) and a turn deciding a paused reply is transcribed for that
+decision, with this much audio after its speech end (`InputTurns.decide`): a backchannel
+then resumes the reply 150 ms sooner than at `UTTERANCE_TAIL_MS`. Measured on
+`benchmarks/bench_backchannel.py`'s recordings (tails of 100, 150, 200 ms on the audio server
+VAD prepares, tiny.en): all 44 decisions as with 300 ms, and the words of 45 of 50 recordings
+(the rest differ in punctuation or a murmur's spelling; benchmarks/README.md); a bench run
+with it: the pause -> resume gap without the transcription 492 -> 314 ms at p50. A turn that
+is cut is committed with the whole `UTTERANCE_TAIL_MS`, for a final unvoiced consonant, and
+transcribed again when anything audible follows the decision's audio."""
+
 
 @dataclass(frozen=True, slots=True)
 class TurnDetection:

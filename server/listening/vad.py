@@ -224,7 +224,26 @@ class SpeechPaused:
     audio_end_ms: int
 
 
-TurnEvent = SpeechStarted | SpeechPaused | SpeechStopped
+@dataclass(frozen=True, slots=True)
+class SpeechGap:
+    """The non-speech after a turn's last speech window reached `TurnDetectionConfig.gap_ms`,
+    sooner than `pause_ms`: `audio_end_ms` is the end of that window, ms on the input
+    timeline (the `SpeechPaused` and `SpeechStopped` to come if no speech follows). Lets the
+    caller decide early what a short utterance was (a backchannel over a paused reply)."""
+
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechResumed:
+    """Speech came back after a reported `SpeechGap` or `SpeechPaused`: work started on the
+    utterance up to that pause no longer covers all of it. `audio_end_ms` is the end of the
+    speech window that resumed it, ms on the input timeline."""
+
+    audio_end_ms: int
+
+
+TurnEvent = SpeechStarted | SpeechGap | SpeechPaused | SpeechResumed | SpeechStopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +277,11 @@ class TurnDetectionConfig:
             (default). The server passes the utterance tail its commits keep
             (`server.listening.server_vad_settings.UTTERANCE_TAIL_MS`): the audio is then complete
             up to the end of what a commit at that moment would take.
+        gap_ms: non-speech after the last speech window at which a turn in progress reports
+            `SpeechGap`, when shorter than `pause_ms` (or `silence_duration_ms`); None never
+            reports it (default). The server passes the shorter tail a backchannel decision
+            takes (`server.listening.server_vad_settings.DECISION_TAIL_MS`). A speech window
+            after a reported gap or pause reports `SpeechResumed`.
 
     Raises:
         ValueError: a threshold outside (0, 1), a negative duration or range, or a
@@ -273,6 +297,7 @@ class TurnDetectionConfig:
     min_level_range_db: float = 3.0
     echo_threshold: float = 0.8
     pause_ms: int | None = None
+    gap_ms: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("threshold", "echo_threshold"):
@@ -284,8 +309,10 @@ class TurnDetectionConfig:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 <= self.hysteresis < 1.0:
             raise ValueError("hysteresis must be in [0, 1)")
-        if self.pause_ms is not None and not self.pause_ms >= 0:
-            raise ValueError("pause_ms must be >= 0")
+        for name in ("pause_ms", "gap_ms"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be >= 0")
 
 
 ONSET_LOOKBACK_MS = 64
@@ -321,7 +348,8 @@ class TurnDetector:
       final "s" of "minutes" off, whose windows score 0.4-0.5 after a 0.2 dip.) Before that,
       with a `pause_ms` shorter than the silence duration, `SpeechPaused(end of the last
       speech window)` is returned once the silence reaches `pause_ms`, once per silence: a
-      speech window ends the pause, so a later silence can pause again.
+      speech window ends the pause, so a later silence can pause again. Likewise
+      `SpeechGap` at `gap_ms`, and a speech window after either returns `SpeechResumed`.
 
     `assistant_playing` (set by the caller) switches the threshold to `echo_threshold`.
     `echo_gate(start_ms, window_end_ms)` (set by the caller, None: no gate) returns True when
@@ -353,6 +381,7 @@ class TurnDetector:
         self._echo_held = False
         self._speaking = False
         self._paused = False
+        self._gapped = False
         self._speech_end_ms = 0
         self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
 
@@ -367,6 +396,7 @@ class TurnDetector:
         self._last_end_ms = None
         self._speaking = False
         self._paused = False
+        self._gapped = False
         self._drop_candidate()
 
     def process(
@@ -488,18 +518,24 @@ class TurnDetector:
         self._recent.clear()
 
     def _continue_turn(self, window_end_ms: int, probability: float,
-                       low: float) -> SpeechPaused | SpeechStopped | None:
-        """Speaking state: a window >= low is speech, a lower one counts toward the silence
-        (a pause at `pause_ms`, the stop at `silence_duration_ms`)."""
+                       low: float) -> TurnEvent | None:
+        """Speaking state: a window >= low is speech (resuming a reported gap or pause), a
+        lower one counts toward the silence (a gap at `gap_ms`, a pause at `pause_ms`, the
+        stop at `silence_duration_ms`)."""
         if probability >= low:
             self._speech_end_ms = window_end_ms
-            self._paused = False
-            return None
+            resumed = self._paused or self._gapped
+            self._paused = self._gapped = False
+            return SpeechResumed(window_end_ms) if resumed else None
         silence_ms = window_end_ms - self._speech_end_ms
         if silence_ms >= self.config.silence_duration_ms:
             self._speaking = False
-            self._paused = False
+            self._paused = self._gapped = False
             return SpeechStopped(self._speech_end_ms)
+        gap_ms = self.config.gap_ms
+        if not self._gapped and gap_ms is not None and silence_ms >= gap_ms:
+            self._gapped = True
+            return SpeechGap(self._speech_end_ms)
         pause_ms = self.config.pause_ms
         if self._paused or pause_ms is None or silence_ms < pause_ms:
             return None

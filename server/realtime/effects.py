@@ -63,12 +63,15 @@ class Transcribe:
         prepared: the audio is exactly that of the latest `PrepareTranscription` (same item,
             same bytes): use that transcription instead of starting another. When False, the
             driver drops any prepared transcription.
+        transcript: the transcript is already known (the decision's, whose audio is this
+            audio up to its silence, `InputTurns.decided`): hand it over, transcribe nothing.
     """
 
     item_id: str
     pcm16: bytes = field(repr=False)
     audio_start_ms: int
     prepared: bool = False
+    transcript: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,26 @@ class PrepareTranscription:
 
 
 @dataclass(frozen=True, slots=True)
+class DecideTranscription:
+    """Effect: transcribe the utterance of a server VAD turn that decides a paused reply, up
+    to its speech gap (`Session.on_decision_transcription` gets the transcript). Runs beside
+    any `PrepareTranscription`; each runs to its end, and the core ignores the result of one
+    whose turn spoke on after its gap.
+
+    Attributes:
+        item_id: the pending item of the turn.
+        pcm16: PCM16 LE mono at the input rate, [speech start, speech end + decision tail).
+        audio_start_ms: input-timeline position (ms) of its first sample.
+        audio_end_ms: the speech end (ms on the input timeline) the gap was reported at.
+    """
+
+    item_id: str
+    pcm16: bytes = field(repr=False)
+    audio_start_ms: int
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class DiscardTranscription:
     """Effect: drop the prepared transcription of `item_id`: its turn will not be committed
     (the input buffer was cleared, turn detection changed)."""
@@ -97,5 +120,5 @@ class DiscardTranscription:
 
 
 Effect = (StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
-          | PrepareTranscription | DiscardTranscription)
+          | PrepareTranscription | DecideTranscription | DiscardTranscription)
 """Everything the session asks its asyncio driver to do."""

@@ -1,11 +1,15 @@
 """The person's input-audio turns: append, commit, clear, server VAD turn events, transcripts.
 
 `InputTurns` owns the session's `InputAudioBuffer` and its `server_vad` settings. It turns
-appends into `DetectSpeech` effects, VAD reports (`speech_started` / `speech_paused` /
-`speech_stopped`) and manual commits into user items awaiting their transcript (`Transcribe`,
-with a speculative `PrepareTranscription` at the utterance's pause), and transcripts into user
-turns. Whether a turn interrupts the assistant or starts a response is the session's decision;
-the methods here report what happened. Sans-I/O.
+appends into `DetectSpeech` effects, VAD reports (`speech_started` / `speech_gap` /
+`speech_paused` / `speech_resumed` / `speech_stopped`) and manual commits into user items
+awaiting their transcript (`Transcribe`, with a speculative `PrepareTranscription` at the
+utterance's pause), and transcripts into user turns. A turn that decides a paused reply is
+transcribed for that decision at its speech gap (`DecideTranscription`, `decide`); its commit
+waits for the decision (`decided`): a backchannel is never committed, and a cut turn keeps the
+decision's transcript when nothing audible follows the decision's audio. Whether a turn
+interrupts the assistant or starts a response is the session's decision; the methods here
+report what happened. Sans-I/O.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from server.listening.input_audio import InputAudioBuffer
+from server.listening.pcm16 import pcm16_to_float
+from server.listening.prosody import analyse
 from server.listening.server_vad_settings import (
+    DECISION_TAIL_MS,
     SPEECH_DETECTION_LATENCY_MS,
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
 from server.realtime import protocol
 from server.realtime.effects import (
+    DecideTranscription,
     DetectSpeech,
     DiscardTranscription,
     PrepareTranscription,
@@ -52,8 +60,13 @@ class InputTurns:
         self._log = log
         self._speech_item: tuple[str, int] | None = None
         self._prepared: tuple[str, bytes] | None = None
-        self._backchannel: tuple[str, bytes] | None = None
+        self._backchannel: tuple[str, int] | None = None
         self._committed: tuple[str, bytes] | None = None
+        self._silent_end_ms: int | None = None
+        self._decision: tuple[str, int, bytes] | None = None
+        self._skipped_pause: tuple[str, int] | None = None
+        self._held: tuple[str, int, int] | None = None
+        self._decided: tuple[str, int, bytes, str] | None = None
         self._pending_transcripts: set[str] = set()
 
     @property
@@ -80,6 +93,25 @@ class InputTurns:
             return None
         return self._committed[1]
 
+    def speaking(self, item_id: str) -> bool:
+        """True while `item_id` is the turn in progress and no gap or pause of its speech was
+        reported since it last spoke."""
+        return self._speech_item is not None and self._speech_item[0] == item_id and (
+            self._silent_end_ms is None)
+
+    def awaits_decision(self, item_id: str) -> bool:
+        """True while `item_id`'s decision transcription (`decide`) is pending."""
+        return self._decision is not None and self._decision[0] == item_id
+
+    def decision_audio(self, item_id: str, audio_end_ms: int) -> bytes | None:
+        """The audio of the pending decision transcription of `item_id`'s speech up to
+        `audio_end_ms` (PCM16 LE at the input rate), None when there is none: the person
+        spoke on after that gap (a later gap decides) or the turn was forgotten."""
+        decision = self._decision
+        if decision is None or decision[:2] != (item_id, audio_end_ms):
+            return None
+        return decision[2]
+
     def withdraw(self, item_id: str) -> None:
         """A committed utterance awaiting its transcript was a backchannel: delete its user
         item (`conversation.item.deleted`); its transcript is then ignored."""
@@ -89,10 +121,82 @@ class InputTurns:
 
     def drop_as_backchannel(self, item_id: str) -> None:
         """The turn in progress `item_id`, up to its latest pause, was a backchannel: when its
-        speech stops with exactly that audio, nothing is committed (no user item, no
-        transcript); when the person spoke on, the whole utterance commits as usual."""
-        if self._prepared is not None and self._prepared[0] == item_id:
-            self._backchannel = self._prepared
+        speech stops at that pause, nothing is committed (no user item, no transcript); when
+        the person spoke on, the whole utterance commits as usual."""
+        if self._prepared is not None and self._prepared[0] == item_id and (
+                self._silent_end_ms is not None):
+            self._backchannel = (item_id, self._silent_end_ms)
+
+    def decide(self) -> None:
+        """Transcribe the turn in progress up to its reported gap, with `DECISION_TAIL_MS` of
+        the silence after it, for the decision on the reply it paused (`DecideTranscription`);
+        `decided` takes the verdict. Nothing without a turn in a reported gap."""
+        end_ms = self._silent_end_ms
+        if self._speech_item is None or end_ms is None:
+            return
+        item_id, start_ms = self._speech_item
+        pcm16 = self.audio.peek(start_ms, min(end_ms + DECISION_TAIL_MS, self.audio.end_ms))
+        self._decision = (item_id, end_ms, pcm16)
+        self._log.effect(DecideTranscription(item_id, pcm16, max(start_ms, self.audio.start_ms),
+                                             end_ms))
+
+    def decided(self, item_id: str, backchannel: bool, transcript: str) -> None:
+        """The pending decision on `item_id` was taken (or the reply it decided ended) on
+        `transcript`.
+
+        A backchannel is never committed: a turn whose speech already stopped at the decided
+        gap is dropped now, one still in that silence when it stops. Otherwise the turn goes
+        on as any other: a stopped turn is committed now (with the whole `UTTERANCE_TAIL_MS`),
+        and one whose pause was reached meanwhile prepares its transcription now
+        (`speech_paused` waited for the decision rather than compete with it for the cores),
+        unless the commit will keep `transcript` (`_known_transcript`).
+        """
+        decision, self._decision = self._decision, None
+        if decision is None or decision[0] != item_id:
+            self._decision = decision
+            return
+        end_ms = decision[1]
+        self._decided = None if backchannel else (item_id, end_ms, decision[2], transcript)
+        held, self._held = self._held, None
+        if held is not None and held[0] == item_id:
+            _, start_ms, held_end_ms = held
+            if not backchannel:
+                self._commit(start_ms, held_end_ms + UTTERANCE_TAIL_MS, item_id, held_end_ms)
+                return
+            self._items.reserved.discard(item_id)
+            if self._speech_item is None:
+                self.audio.drop_before(held_end_ms + UTTERANCE_TAIL_MS)
+            return
+        self._held = held
+        if backchannel:
+            self._backchannel = (item_id, end_ms)
+        elif self._skipped_pause == (item_id, end_ms) and self._speech_item is not None and (
+                self._known_transcript(item_id, end_ms, self.audio.peek(
+                    self._speech_item[1], end_ms + UTTERANCE_TAIL_MS)) is None):
+            self.speech_paused(end_ms)
+
+    def _known_transcript(self, item_id: str, audio_end_ms: int, pcm16: bytes) -> str | None:
+        """The decision's transcript for `item_id`'s audio `pcm16` (PCM16 LE, its speech up to
+        `audio_end_ms` and the utterance tail), None when it must be transcribed anew.
+
+        Kept when `pcm16` is the decision's audio and then nothing audible
+        (`server.listening.prosody.analyse`: no frame within `SPEECH_RANGE_DB` of the
+        utterance's loudest after the decision's audio): the rest of the tail is there for
+        a final unvoiced consonant that Silero scores as non-speech, and there is none. Measured
+        on `benchmarks/bench_backchannel.py`'s 25 interruptions (tiny.en on the audio server VAD
+        prepares): the same words with 150 and 300 ms of silence after the speech in all 25
+        (one "Uh" / "Uh..."), while a second transcription delayed the cut turn's transcript
+        (so the answer) by 0.66 s at p50, 0.96 s at p95 on a loaded 2-core machine.
+        """
+        decided = self._decided
+        if decided is None or decided[:2] != (item_id, audio_end_ms):
+            return None
+        decision_pcm16, transcript = decided[2], decided[3]
+        if not pcm16.startswith(decision_pcm16):
+            return None
+        sound = analyse(pcm16_to_float(pcm16), self.audio.sample_rate_hz)
+        decision_ms = len(decision_pcm16) * 1000 // (2 * self.audio.sample_rate_hz)
+        return transcript if sound.sound_end_ms <= decision_ms else None
 
     def configure(self, detection: TurnDetection | None) -> None:
         """Apply new `server_vad` settings (None turns server VAD off); a turn in progress is
@@ -124,7 +228,7 @@ class InputTurns:
         detection = self.turn_detection
         if detection is None:
             return
-        if self._speech_item is None:
+        if self._speech_item is None and self._held is None:
             self.audio.drop_before(
                 position_ms - detection.prefix_padding_ms - SPEECH_DETECTION_LATENCY_MS)
         position = playback()
@@ -148,7 +252,7 @@ class InputTurns:
         if self._speech_item is not None:
             self._items.reserved.discard(self._speech_item[0])
             self._speech_item = None
-        self._commit(self.audio.start_ms, self.audio.end_ms)
+        self._commit(self.audio.start_ms, self.audio.end_ms, None, None)
 
     def clear(self) -> None:
         """`input_audio_buffer.clear`: drop the buffered audio and any turn in progress."""
@@ -169,6 +273,20 @@ class InputTurns:
                        item_id=item_id)
         return True
 
+    def speech_gap(self, audio_end_ms: int) -> None:
+        """Server VAD heard `DECISION_TAIL_MS` of silence after speech ending at
+        `audio_end_ms` (ms of input audio); nothing is announced (`decide` may follow)."""
+        if self._speech_item is not None:
+            self._silent_end_ms = audio_end_ms
+
+    def speech_resumed(self) -> None:
+        """Server VAD heard speech again after a reported gap or pause: a decision pending on
+        the speech before it no longer covers the utterance and is dropped (a later gap
+        decides)."""
+        self._silent_end_ms = None
+        self._decision = None
+        self._skipped_pause = None
+
     def speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard `UTTERANCE_TAIL_MS` of silence after speech ending at
         `audio_end_ms` (ms of input audio): the turn may be over.
@@ -177,11 +295,17 @@ class InputTurns:
         would commit, so transcription overlaps the rest of the silence; the commit claims it
         (`Transcribe.prepared`) only when its audio is byte-identical. No event is announced.
         When speech resumes, a later pause prepares again (replacing this one) or the stop
-        commits different audio: one transcription wasted per resumed pause.
+        commits different audio: one transcription wasted per resumed pause. While a decision
+        transcription of the same speech is pending, nothing is prepared until its verdict
+        (`decided`): most such turns are backchannels, never committed.
         """
         if self.turn_detection is None or self._speech_item is None:
             return
+        self._silent_end_ms = audio_end_ms
         item_id, start_ms = self._speech_item
+        if self.decision_audio(item_id, audio_end_ms) is not None:
+            self._skipped_pause = (item_id, audio_end_ms)
+            return
         pcm16 = self.audio.peek(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS,
                                               self.audio.end_ms))
         self._prepared = (item_id, pcm16)
@@ -189,7 +313,9 @@ class InputTurns:
                                               max(start_ms, self.audio.start_ms)))
 
     def speech_stopped(self, audio_end_ms: int) -> None:
-        """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription."""
+        """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription,
+        drop it (a backchannel up to that end), or hold it while a decision on exactly that
+        speech is pending (`decided` commits or drops it; meanwhile a new turn may start)."""
         if self.turn_detection is None or self._speech_item is None:
             return
         item_id, start_ms = self._speech_item
@@ -197,11 +323,16 @@ class InputTurns:
                        item_id=item_id)
         end_ms = min(audio_end_ms + UTTERANCE_TAIL_MS, self.audio.end_ms)
         backchannel, self._backchannel = self._backchannel, None
-        if backchannel == (item_id, self.audio.peek(start_ms, end_ms)):
+        self._silent_end_ms = self._skipped_pause = None
+        if backchannel == (item_id, audio_end_ms):
             self.audio.take(start_ms, end_ms)
             self._forget_turn()
             return
-        self._commit(start_ms, end_ms)
+        if self.decision_audio(item_id, audio_end_ms) is not None:
+            self._held = (item_id, start_ms, audio_end_ms)
+            self._speech_item = None
+            return
+        self._commit(start_ms, end_ms, item_id, audio_end_ms)
         self._speech_item = None
 
     def transcribed(self, item_id: str, transcript: str) -> bool:
@@ -225,11 +356,17 @@ class InputTurns:
                        item=item.as_wire())
         return True
 
-    def _commit(self, start_ms: int, end_ms: int) -> None:
-        """Turn input audio [start_ms, end_ms) into a user item awaiting its transcript."""
+    def _commit(self, start_ms: int, end_ms: int, item_id: str | None,
+                speech_end_ms: int | None) -> None:
+        """Turn input audio [start_ms, end_ms) into user item `item_id` (None: a new one)
+        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`."""
         audio_start_ms = max(start_ms, self.audio.start_ms)
         pcm16 = self.audio.take(start_ms, end_ms)
-        item_id = self._speech_item[0] if self._speech_item else self._items.new_id()
+        known = None
+        if item_id is not None and speech_end_ms is not None:
+            known = self._known_transcript(item_id, speech_end_ms, pcm16)
+        self._decided = None
+        item_id = item_id or self._items.new_id()
         self._items.reserved.discard(item_id)
         prepared = self._prepared == (item_id, pcm16)
         self._prepared = None
@@ -239,13 +376,19 @@ class InputTurns:
                        previous_item_id=self._items.last_id())
         self._items.add(item, status="in_progress")
         self._pending_transcripts.add(item.id)
-        self._log.effect(Transcribe(item.id, pcm16, audio_start_ms, prepared=prepared))
+        self._log.effect(Transcribe(item.id, pcm16, audio_start_ms,
+                                    prepared=prepared and known is None, transcript=known))
 
     def _forget_turn(self) -> None:
-        """Drop the turn in progress and its prepared transcription (it will not commit)."""
-        if self._speech_item is not None:
-            self._items.reserved.discard(self._speech_item[0])
+        """Drop the turn in progress, a turn held for its decision, and their prepared and
+        decision transcriptions (they will not commit)."""
+        for turn in (self._speech_item, self._held):
+            if turn is not None:
+                self._items.reserved.discard(turn[0])
         self._speech_item = None
+        self._held = None
+        self._decision = self._decided = None
+        self._silent_end_ms = self._skipped_pause = None
         self._backchannel = None
         if self._prepared is not None:
             self._log.effect(DiscardTranscription(self._prepared[0]))

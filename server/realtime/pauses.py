@@ -131,14 +131,27 @@ class ReplyPauses:
 
     def appended(self, input_end_ms: int) -> None:
         """Input audio now reaches `input_end_ms`: cut when the deciding turn is still speaking
-        (no pause reported yet) longer than any backchannel plus the utterance tail."""
+        (no gap or pause reported since it last spoke) longer than any backchannel plus the
+        utterance tail."""
         pause = self.current
         if pause is None or pause.item_id is None or pause.transcribing:
             return
-        if self._turns.prepared_audio(pause.item_id) is None and (
+        if self._turns.speaking(pause.item_id) and (
                 input_end_ms - (pause.speech_start_ms or 0)
                 > self.settings.max_backchannel_ms + UTTERANCE_TAIL_MS):
             self.cut("speech_continued")
+
+    def awaits(self, item_id: str) -> bool:
+        """True when the paused reply waits for the words of turn `item_id`."""
+        pause = self.current
+        return pause is not None and pause.item_id == item_id and not pause.transcribing
+
+    def decide(self, item_id: str, transcript: str, pcm16: bytes) -> Verdict | None:
+        """The transcript of the deciding turn's audio up to its speech gap is ready
+        (`InputTurns.decide`): resume or cut. The verdict, None when no pause waited for it."""
+        if not self.awaits(item_id):
+            return None
+        return self._decide(item_id, transcript, pcm16)
 
     def prepared(self, item_id: str, transcript: str) -> None:
         """The transcript of the deciding turn's audio up to its pause is ready: decide."""
@@ -181,7 +194,8 @@ class ReplyPauses:
         if now_ms < pause.deadline_ms(self.settings):
             return pause.deadline_ms(self.settings)
         undecided = pause.item_id is not None and (
-            pause.transcribing or self._turns.speech_turn is not None)
+            pause.transcribing or self._turns.speech_turn is not None
+            or self._turns.awaits_decision(pause.item_id))
         if undecided:
             self.cut("timeout")
         else:

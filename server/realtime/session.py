@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from calibration.history_calibration import CalibrationView
 from calibration.word_marks import WordMark
-from server.listening.backchannel import VOCABULARIES
+from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
@@ -370,6 +370,34 @@ class Session:
         if event.audio_end_ms is not None:
             response.cursor.acknowledge(event.audio_end_ms)
         self.pauses.pause(response, "barge_in", response.cursor.played_ms)
+
+    def on_speech_gap(self, audio_end_ms: int) -> None:
+        """Server VAD heard the decision tail of silence after `audio_end_ms` (ms of input
+        audio): a paused reply is cut when the speech was too long for a backchannel, else a
+        turn it waits for is transcribed for the decision now (`InputTurns.decide`)."""
+        turn = self.input_turns.speech_turn
+        if turn is None:
+            return
+        self.input_turns.speech_gap(audio_end_ms)
+        self.pauses.speech_paused(turn[0], audio_end_ms)
+        if self.pauses.awaits(turn[0]):
+            self.input_turns.decide()
+
+    def on_speech_resumed(self) -> None:
+        """Server VAD heard speech again after a reported gap or pause of the turn."""
+        self.input_turns.speech_resumed()
+
+    def on_decision_transcription(self, item_id: str, audio_end_ms: int,
+                                  transcript: str) -> None:
+        """The transcript of `item_id`'s speech up to its gap at `audio_end_ms` is ready
+        (`DecideTranscription`): it resumes or cuts the reply it paused
+        (`ReplyPauses.decide`), and the turn is dropped (a backchannel) or goes on
+        (`InputTurns.decided`). A stale one (the person spoke on) is ignored."""
+        pcm16 = self.input_turns.decision_audio(item_id, audio_end_ms)
+        if pcm16 is None:
+            return
+        verdict = self.pauses.decide(item_id, transcript, pcm16)
+        self.input_turns.decided(item_id, verdict is Verdict.BACKCHANNEL, transcript)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
