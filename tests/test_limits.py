@@ -9,8 +9,11 @@ and the other sessions carry on.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,7 +22,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.frames import Close, Opcode
 from websockets.uri import parse_uri
 
+from server.realtime.effects import Transcribe
 from server.realtime.limits import Admission, EventRateLimiter
+from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import ConversationTurn, Prompt
 from server.responders.reply_limit import ReplyLengthLimit, word_prefix
 from tests.realtime_client import RealtimeClient
@@ -300,3 +305,55 @@ async def test_far_from_the_limit_a_reply_is_not_held_back() -> None:
     assert await anext(replies) == "The tour lasts 90 minutes."
     assert pulled == ["The tour lasts 90 minutes."]
     assert [delta async for delta in replies] == [" Bye."]
+
+
+def spoken_session(**limits: int) -> Session:
+    """A sans-I/O session under server VAD with the given history limits."""
+    session = Session(SessionConfig(**limits))
+    session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
+        "turn_detection": {"type": "server_vad", "create_response": True}}}}}))
+    session.take_events()
+    return session
+
+
+def speak(session: Session, start_ms: int) -> list[dict[str, Any]]:
+    """One spoken turn of 1 s at `start_ms` of input audio, as server VAD reports it."""
+    pcm16 = b"\x01\x00" * (24 * 1500)
+    session.receive(json.dumps({"type": "input_audio_buffer.append",
+                                "audio": base64.b64encode(pcm16).decode()}))
+    session.on_speech_started(start_ms)
+    session.on_speech_stopped(start_ms + 1000)
+    return session.take_events()
+
+
+def test_spoken_turns_and_their_replies_keep_to_max_history_items() -> None:
+    """A tester's server VAD session with `--max-history-items 2` grew to 4-6 items: spoken
+    turns and their automatic replies were never checked. A turn that finds the history full
+    is refused with an `error` and leaves no item; a reply that would not fit is not started."""
+    session = spoken_session(max_history_items=2)
+    session.receive(json.dumps(user_item("one")))
+    session.take_events()
+    events = speak(session, 0)
+    [committed] = [e for e in events if e["type"] == "input_audio_buffer.committed"]
+    session.take_effects()
+    session.on_transcription(committed["item_id"], "And two.")
+    events = session.take_events()
+    assert [e["error"]["code"] for e in events if e["type"] == "error"] == [
+        "history_limit_exceeded"]
+    assert not session.take_effects(), "no reply was started"
+    assert len(session.history.ids()) == 2
+    events = speak(session, 1500)
+    assert [e["type"] for e in events] == ["input_audio_buffer.speech_started",
+                                           "input_audio_buffer.speech_stopped", "error"]
+    assert events[-1]["error"]["code"] == "history_limit_exceeded"
+    assert not any(isinstance(e, Transcribe) for e in session.take_effects())
+    assert len(session.history.ids()) == 2
+
+
+def test_a_spoken_turn_whose_words_overflow_max_history_chars_is_dropped() -> None:
+    session = spoken_session(max_history_chars=20)
+    [committed] = [e for e in speak(session, 0) if e["type"] == "input_audio_buffer.committed"]
+    session.on_transcription(committed["item_id"], "Far too many words for this history.")
+    events = session.take_events()
+    assert [e["type"] for e in events] == ["conversation.item.deleted", "error"]
+    assert session.history.ids() == []

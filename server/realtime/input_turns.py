@@ -25,7 +25,7 @@ from server.listening.server_vad_settings import (
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
-from server.realtime import protocol
+from server.realtime import limits, protocol
 from server.realtime.effects import (
     DecideTranscription,
     DetectSpeech,
@@ -339,7 +339,9 @@ class InputTurns:
         """The transcript of a committed utterance is ready; True when it became a user turn.
 
         An utterance with no words (noise, a cough) is deleted instead (False); so is nothing
-        when the item is gone.
+        when the item is gone. So is one whose words would take the history past its
+        `max_chars` (the item itself is already counted among the items), with an `error`
+        (`history_limit_exceeded`).
         """
         self._pending_transcripts.discard(item_id)
         item = self._items.history.get(item_id)
@@ -348,7 +350,15 @@ class InputTurns:
         if not any(ch.isalnum() for ch in transcript):
             self._items.delete(item_id)
             return False
-        item.text = transcript.strip()
+        text = transcript.strip()
+        full = limits.history_limit_error(
+            self._items.history, len(text), max_items=self._items.max_items + 1,
+            max_chars=self._items.max_chars)
+        if full is not None:
+            self._items.delete(item_id)
+            self._log.error(full)
+            return False
+        item.text = text
         self._log.emit("conversation.item.input_audio_transcription.completed",
                        item_id=item_id, content_index=0, transcript=item.text)
         self._log.emit("conversation.item.done",
@@ -359,9 +369,23 @@ class InputTurns:
     def _commit(self, start_ms: int, end_ms: int, item_id: str | None,
                 speech_end_ms: int | None) -> None:
         """Turn input audio [start_ms, end_ms) into user item `item_id` (None: a new one)
-        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`."""
+        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`.
+
+        A server VAD turn that finds the history full (`ConversationItems.check_room`; a
+        client's own commit was checked before) is refused like a client's event: its audio is
+        dropped and an `error` (`history_limit_exceeded`) says why."""
         audio_start_ms = max(start_ms, self.audio.start_ms)
         pcm16 = self.audio.take(start_ms, end_ms)
+        try:
+            self._items.check_room(0, None)
+        except protocol.ProtocolError as full:
+            if item_id is not None:
+                self._items.reserved.discard(item_id)
+            if self._prepared is not None:
+                self._log.effect(DiscardTranscription(self._prepared[0]))
+            self._prepared = self._decided = None
+            self._log.error(full)
+            return
         known = None
         if item_id is not None and speech_end_ms is not None:
             known = self._known_transcript(item_id, speech_end_ms, pcm16)

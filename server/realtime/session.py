@@ -425,7 +425,8 @@ class Session:
 
         An utterance with no words (noise, a cough) is deleted instead of becoming a user turn.
         Otherwise the item gets its transcript and, under server VAD with `create_response`,
-        a response starts when none is active.
+        a response starts when none is active and the history has room for its item (else an
+        `error`, `history_limit_exceeded`, as for a client's `response.create`).
         """
         if self.pauses.transcribed(item_id, transcript):
             return
@@ -435,6 +436,11 @@ class Session:
         if detection is not None and detection.create_response and (
             self.lifecycle.active() is None
         ):
+            try:
+                self.items.check_room(1, None)
+            except protocol.ProtocolError as full:
+                self._log.error(full)
+                return
             self._start_response(None)
 
     def pending_transcripts(self) -> bool:
