@@ -288,3 +288,33 @@ def test_the_timeout_cuts_while_the_deciding_transcription_runs() -> None:
     assert "output_audio_buffer.cleared" in types(session.take_events())
     session.on_decision_transcription(item_id, 700, "Uh-huh.")
     assert "input_audio_buffer.committed" in types(session.take_events())
+
+
+def test_a_cleared_input_leaves_no_utterance_and_a_committed_one_decides() -> None:
+    """A tester's client cleared the input audio while server VAD's speech paused the reply:
+    it was cut a second later as `speech_continued`; a client's own commit of "wait" there
+    was transcribed and never answered. Cleared (or server VAD turned off): no utterance
+    decides, the timeout rule resumes. Committed by the client: its words decide."""
+    session, rid = paused_session()
+    session.input_turns.audio.append(b"\x01\x00" * 24 * 600)
+    send(session, type="input_audio_buffer.clear")
+    session.take_events()
+    session.input_turns.audio.append(b"\x01\x00" * 24 * 2000)
+    session.pauses.appended(session.input_turns.audio.end_ms)
+    assert session.pull_outbound(now_ms=2900.0) is not None
+    events = session.take_events()
+    assert [(e["type"], e.get("reason")) for e in events if e["type"] in (
+        "response.resumed", "output_audio_buffer.cleared")] == [("response.resumed", "timeout")]
+
+    session, rid = paused_session()
+    wait = mic_pcm16(speech_fixtures.place(speech_fixtures.speech("wait", "espeak", "en-us"),
+                                           300, 300))
+    session.input_turns.audio.append(wait)
+    [committed] = [e for e in send(session, type="input_audio_buffer.commit")
+                   if e["type"] == "input_audio_buffer.committed"]
+    session.on_transcription(committed["item_id"], "Wait.")
+    events = session.take_events()
+    assert ("output_audio_buffer.cleared", "interruption") in [
+        (e["type"], e.get("reason")) for e in events]
+    assert not session.responses[rid].active
+    assert "response.created" in types(events), "the words are answered"

@@ -238,8 +238,9 @@ class InputTurns:
             playback_ms=position[1] if position else None,
         ))
 
-    def commit(self, event: protocol.InputAudioCommit) -> None:
-        """`input_audio_buffer.commit`: the whole buffer becomes a user turn.
+    def commit(self, event: protocol.InputAudioCommit) -> str | None:
+        """`input_audio_buffer.commit`: the whole buffer becomes a user turn; returns its
+        item id (None when the history had no room for it).
 
         Raises:
             protocol.ProtocolError: `input_audio_buffer_commit_empty`.
@@ -252,7 +253,7 @@ class InputTurns:
         if self._speech_item is not None:
             self._items.reserved.discard(self._speech_item[0])
             self._speech_item = None
-        self._commit(self.audio.start_ms, self.audio.end_ms, None, None)
+        return self._commit(self.audio.start_ms, self.audio.end_ms, None, None)
 
     def clear(self) -> None:
         """`input_audio_buffer.clear`: drop the buffered audio and any turn in progress."""
@@ -367,9 +368,10 @@ class InputTurns:
         return True
 
     def _commit(self, start_ms: int, end_ms: int, item_id: str | None,
-                speech_end_ms: int | None) -> None:
+                speech_end_ms: int | None) -> str | None:
         """Turn input audio [start_ms, end_ms) into user item `item_id` (None: a new one)
-        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`.
+        awaiting its transcript; a server VAD turn's speech ended at `speech_end_ms`. Returns
+        the item's id, None when it was refused.
 
         A server VAD turn that finds the history full (`ConversationItems.check_room`; a
         client's own commit was checked before) is refused like a client's event: its audio is
@@ -385,7 +387,7 @@ class InputTurns:
                 self._log.effect(DiscardTranscription(self._prepared[0]))
             self._prepared = self._decided = None
             self._log.error(full)
-            return
+            return None
         known = None
         if item_id is not None and speech_end_ms is not None:
             known = self._known_transcript(item_id, speech_end_ms, pcm16)
@@ -402,6 +404,7 @@ class InputTurns:
         self._pending_transcripts.add(item.id)
         self._log.effect(Transcribe(item.id, pcm16, audio_start_ms,
                                     prepared=prepared and known is None, transcript=known))
+        return item.id
 
     def _forget_turn(self) -> None:
         """Drop the turn in progress, a turn held for its decision, and their prepared and

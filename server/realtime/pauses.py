@@ -141,6 +141,19 @@ class ReplyPauses:
                 > self.settings.max_backchannel_ms + UTTERANCE_TAIL_MS):
             self.cut("speech_continued")
 
+    def input_replaced(self, item_id: str | None) -> None:
+        """The client changed what decides the pause outside server VAD: it cleared the input
+        audio or turned server VAD off (`item_id` None: no utterance decides; the timeout rule
+        resumes unless a new server VAD turn attaches), or committed the input itself (turn
+        `item_id`: its transcript decides, as a committed server VAD turn's does). A tester's
+        clear while paused was cut as `speech_continued`, and a commit of "wait" was
+        transcribed and never answered."""
+        pause = self.current
+        if pause is None:
+            return
+        pause.item_id, pause.speech_start_ms = item_id, None
+        pause.transcribing = item_id is not None
+
     def awaits(self, item_id: str) -> bool:
         """True when the paused reply waits for the words of turn `item_id`."""
         pause = self.current

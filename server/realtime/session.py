@@ -238,9 +238,10 @@ class Session:
                 self.pauses.appended(turns.audio.end_ms)
             case protocol.InputAudioCommit():
                 self.items.check_room(1, event.event_id)
-                turns.commit(event)
+                self.pauses.input_replaced(turns.commit(event))
             case protocol.InputAudioClear():
                 turns.clear()
+                self.pauses.input_replaced(None)
             case protocol.PlaybackAck():
                 interruptions.playback_ack(event, self._clock_ms)
             case protocol.BargeIn() if event.pause and self.pauses.settings.mode == "pause":
@@ -260,6 +261,8 @@ class Session:
             self.instructions = event.changes["instructions"]
         if "turn_detection" in event.changes:
             self.input_turns.configure(event.changes["turn_detection"])
+            if event.changes["turn_detection"] is None:
+                self.pauses.input_replaced(None)
         if "interruption" in event.changes:
             self.pauses.settings = self.pauses.settings.updated(event.changes["interruption"],
                                                                 frozenset(VOCABULARIES))
