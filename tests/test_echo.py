@@ -299,6 +299,37 @@ def test_a_stalled_playback_s_echo_never_starts_a_turn(stall_at_ms: int) -> None
                        playing_ms=reply_ms() + STALL_MS) == []
 
 
+STOP_AT_MS = (900, 2300)
+"""Reply positions (ms) at which the person stops the reply in `test_the_echo_after_a_stop_...`."""
+
+
+@pytest.mark.parametrize("stop_at_ms", STOP_AT_MS)
+@pytest.mark.parametrize("room", [Room(-20.0, 400, -60.0, rt60_ms=400.0),
+                                  Room(-30.0, 250, -50.0)], ids=Room.describe)
+def test_the_echo_after_a_stop_never_starts_a_turn(stop_at_ms: int, room: Room) -> None:
+    """Issue 13's kind: the reply is stopped (Stop, a barge-in) in the middle, and the
+    microphone still hears its last words for the echo's lag (up to 400 ms, the longest a
+    loudspeaker and a browser give) and the room's tail after the loudspeaker fell silent; the
+    session's playing position stays at the stop, given for `ECHO_TAIL_MS` more. No turn."""
+    cut = stop_at_ms * OUTPUT_RATE_HZ // 1000
+    echo = np.convolve(reply_24k()[:cut], room.impulse_response())
+    lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
+    total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
+    mic = np.zeros(total, dtype=np.float32)
+    mic[lead:lead + echo.size] += echo
+    mic += room.noise(total * 1000 / OUTPUT_RATE_HZ + 10)[:total]
+    mic = np.clip(resample(mic, OUTPUT_RATE_HZ, fx.RATE_HZ), -1.0, 1.0)
+
+    def stopped_position(mic_ms: float, rng: np.random.Generator) -> int | None:
+        elapsed = mic_ms - LEAD_MS
+        if not 0.0 <= elapsed <= stop_at_ms + ECHO_TAIL_MS:
+            return None
+        return int(min(max(elapsed + rng.uniform(-20.0, 20.0), 0.0), stop_at_ms))
+
+    assert turn_starts(mic, position_at=stopped_position, playing_ms=stop_at_ms) == []
+    assert turn_starts(mic, with_reference=False, playing_ms=stop_at_ms), "Silero alone: a turn"
+
+
 # --- the playing position the session estimates --------------------------------------------
 
 
