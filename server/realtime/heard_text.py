@@ -49,8 +49,6 @@ class HeardTextStore:
         ACK, history holds only acknowledged audio."""
         if self._items.reports_playback:
             return False
-        if self._unreported_settled:
-            return True
         first = self._first_audio_ms()
         return first is not None and now_ms >= first + self._ack_timeout_ms
 
@@ -65,26 +63,11 @@ class HeardTextStore:
             return None
         if not self.playback_unreported(now_ms):
             return first + self._ack_timeout_ms
-        self._settle()
-        return None
-
-    def settle_before_response(self) -> None:
-        """A new response starts: a client that has had audio and sent no `playback.ack`
-        does not report playback, whether or not `ack_timeout_ms` has passed (it asks for the
-        next reply without saying what it played: the `openai` SDK after a 1.2 s reply that
-        ended within the timeout had that reply cut to its first word at real time). Settle it
-        now, so the reply before keeps its completed text."""
-        if (not self._items.reports_playback and not self._unreported_settled
-                and self._first_audio_ms() is not None):
-            self._settle()
-
-    def _settle(self) -> None:
-        """Record that the client does not report playback and bring every ended reply's
-        stored text up to date (a completed one counts as heard in full)."""
         self._unreported_settled = True
         for response in list(self._responses.by_id.values()):
             if not response.active:
                 self.refresh(response)
+        return None
 
     def _first_audio_ms(self) -> float | None:
         """Clock reading (ms) at which the session's first audio was sent, None before."""

@@ -463,10 +463,9 @@ class Session:
         self._start_response(event.instructions)
 
     def _start_response(self, instructions: str | None) -> None:
-        self.heard_text.settle_before_response()
         previous = self.lifecycle.latest()
         if previous is not None and not previous.cursor.fully_played and (
-            not self.playback_unreported()
+            self.items.reports_playback
         ):
             self.interruptions.mark_interrupted(previous)
         self.lifecycle.start(instructions)
