@@ -128,4 +128,4 @@ async def test_the_persons_turn_is_transcribed_before_queued_cross_checks(
     # window in the kitchen" in a full CI run): the turn was transcribed, whatever came first.
     assert {"open", "kitchen", "warm"} <= set(turn.lower().replace(".", " ").split()), turn
     await asyncio.gather(*checks)
-    assert limit.started == [BACKGROUND, AsrPriority.PERSON, BACKGROUND], limit.started
+    assert limit.started == [BACKGROUND, FOREGROUND, BACKGROUND], limit.started
