@@ -169,10 +169,10 @@ class Interruptions:
         """
         response = self._responses.resolve(event.response_id, event.item_id, event.event_id)
         self._items.reports_playback = True
-        response.last_ack_ms = now_ms
         cursor = response.cursor
         was_fully_played = cursor.fully_played
         cursor.acknowledge(event.played_ms)
+        response.acknowledged(now_ms)
         if event.truncate and not was_fully_played:
             cursor.truncate(event.played_ms)
         self._log.emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,
