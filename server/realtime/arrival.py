@@ -22,6 +22,13 @@ client that stopped sending and resumed, its audio continuing where it left off)
 stall; a position estimated that far back would be wrong for the whole window."""
 
 
+BURST_MS = 10.0
+"""Events arriving within this (ms) of an append came in its burst (`burst_late_ms`): a client
+sends an append and its ACK in one go (the tester's, every third 40 ms tick), a stalled event
+loop takes them together; the page's appends and ACKs come on their own timers 20-40 ms apart
+when nothing stalls."""
+
+
 class ArrivalLateness:
     """Each append's lateness (ms): its arrival clock minus its audio's end, less the least
     such difference of the appends of the last `LATENESS_WINDOW_MS` (this one included); 0
@@ -29,6 +36,7 @@ class ArrivalLateness:
 
     def __init__(self) -> None:
         self._delays: deque[tuple[float, float]] = deque()  # (clock ms, delay ms), increasing
+        self._latest = (float("-inf"), 0.0)  # (clock ms, lateness ms) of the latest append
 
     def late_ms(self, clock_ms: float, audio_end_ms: float) -> float:
         """The lateness (ms, >= 0) of an append arriving at `clock_ms` whose audio ends at
@@ -42,4 +50,12 @@ class ArrivalLateness:
         delays.append((clock_ms, delay))
         while delays[0][0] < clock_ms - LATENESS_WINDOW_MS:
             delays.popleft()
-        return delay - delays[0][1]
+        self._latest = (clock_ms, delay - delays[0][1])
+        return self._latest[1]
+
+    def burst_late_ms(self, clock_ms: float) -> float:
+        """The lateness (ms) of another event (a playback ACK) arriving at `clock_ms`: the
+        latest append's when it came within `BURST_MS` before (the same burst: a client, or
+        this server's event loop, that stalled held both), else 0."""
+        arrived_ms, late_ms = self._latest
+        return late_ms if clock_ms - arrived_ms <= BURST_MS else 0.0

@@ -267,12 +267,13 @@ class ResponseState:
         if self.last_ack_ms is not None:
             self.last_ack_ms = now_ms
 
-    def acknowledged(self, now_ms: float) -> None:
-        """A playback ACK (already applied to the cursor) arrived at clock `now_ms`: the
-        estimate runs from it (`estimated_played_ms`), and only audio sent from now on bounds
-        it."""
+    def acknowledged(self, now_ms: float, sent_at_ms: float | None = None) -> None:
+        """A playback ACK (already applied to the cursor) arrived at clock `now_ms`, sent by
+        the client at `sent_at_ms` (default: `now_ms`): the estimate runs from then
+        (`estimated_played_ms`), and only audio sent from now on bounds it."""
         self.last_ack_ms = now_ms
-        self._note(now_ms, self.cursor.played_ms - now_ms, float("inf"))
+        sent_at_ms = now_ms if sent_at_ms is None else sent_at_ms
+        self._note(now_ms, self.cursor.played_ms - sent_at_ms, float("inf"))
 
     def _note(self, now_ms: float, offset: float | None, bound: float) -> None:
         """Add a `timeline` entry at clock `now_ms`; forget those older than

@@ -231,7 +231,8 @@ class Session:
             case protocol.InputAudioClear():
                 turns.clear()
             case protocol.PlaybackAck():
-                interruptions.playback_ack(event, self._clock_ms)
+                interruptions.playback_ack(event, self._clock_ms,
+                                           self._arrival.burst_late_ms(self._clock_ms))
             case protocol.BargeIn() if event.pause and self.pauses.settings.mode == "pause":
                 self._barge_in_pause(event)
             case protocol.BargeIn():
