@@ -132,11 +132,13 @@ class RoomPage:
         room: the echo path.
         person: what a person says into the microphone (24 kHz), or None.
         person_at_ms: when the person starts, ms after the reply started playing.
+        ack_interval_ms: `playback.ack` period while the reply plays (ms).
     """
 
     def __init__(self, client: RealtimeClient, room: Room, person: np.ndarray | None = None,
-                 person_at_ms: float = 0.0) -> None:
+                 person_at_ms: float = 0.0, ack_interval_ms: int = ACK_INTERVAL_MS) -> None:
         self.client = client
+        self.ack_interval_ms = ack_interval_ms
         self.room = room
         self.person = person
         self.person_at_ms = person_at_ms
@@ -188,7 +190,7 @@ class RoomPage:
                     self._finished_at = self._speaker_samples
                     await client.ack(self._response_id, self.played_ms())
                 elif self._finished_at is None and now - last_ack >= (
-                        ACK_INTERVAL_MS * RATE_HZ // 1000):
+                        self.ack_interval_ms * RATE_HZ // 1000):
                     last_ack = now
                     await client.ack(self._response_id, self.played_ms())
         finally:

@@ -10,6 +10,7 @@ position the session would estimate (known to +-20 ms).
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from server.listening.echo import (
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
 from server.listening.vad import VOICE_ONSET_MARGIN_MS, SpeechStarted, SpeechStopped
+from server.realtime.arrival import ArrivalLateness
+from server.realtime.response_state import QueuedAudio, ResponseState
 from server.realtime.session import Session, SessionConfig
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
@@ -330,6 +333,153 @@ def test_the_echo_after_a_stop_never_starts_a_turn(stop_at_ms: int, room: Room) 
     assert turn_starts(mic, with_reference=False, playing_ms=stop_at_ms), "Silero alone: a turn"
 
 
+# --- paced playback: synthesis falling behind, any ACK interval ----------------------------
+
+
+MOON = "Sure. The moon pulls the sea, and the sea answers twice a day. That's it!"
+"""The tester's reply (`say: ...`, Piper, `--deterministic`)."""
+
+SYNTHESIZED_AT_MS = (150, 475, 1360)
+"""When Piper's first chunks of `MOON` were ready (ms after the request; the rest with the
+last), as in the tester's trace: the third came 480 ms after the client had played the first
+two, and the client's loudspeaker fell silent in between."""
+
+
+STALL_CHANCE = 0.05
+"""Share of the appends of `paced_playback` that a stall holds back: about one a second, as
+the tester's client on a loaded machine did (300-450 ms of appends in one burst, several times
+a run)."""
+
+
+def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | None = None,
+                   person_at_ms: float = 0.0, late_ms: int = 0) -> list[SpeechStarted]:
+    """The server VAD's turns over `MOON` played through `room` by a client the server paces.
+
+    The server's own pacing and estimate run (`ResponseState`, the session's defaults: 400 ms
+    lead, 100 ms jitter buffer, 100 ms frames) as Piper's chunks become ready
+    (`SYNTHESIZED_AT_MS`). The client plays like the page (from 100 ms queued on, then whatever
+    it has: silent when it runs dry, on as soon as more comes) and ACKs its position every
+    `ack_every_ms` when it moved (None: never). Its microphone hears the loudspeaker through
+    `room` plus `person` (24 kHz) at `person_at_ms` (ms after the request) and is appended
+    every 40 ms; one in `1 / STALL_CHANCE` appends is held up to `late_ms` (uniformly, seeded)
+    and those after it wait behind it (a stalled event loop, the network). Each append is
+    tagged with the position the server estimated when it arrived less its lateness, as
+    `Session.playback_position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
+    clock ticks every 10 ms.
+    """
+    tts = fx.synthesizer("piper")
+    chunks = [resample(chunk.pcm, tts.sample_rate_hz, OUTPUT_RATE_HZ)
+              for chunk in tts.synthesize(MOON)]
+    total = sum(chunk.size for chunk in chunks)
+    tick, config = OUTPUT_RATE_HZ // 100, SessionConfig()
+    response, recorded = ResponseState("resp", "item", 0), EchoReference(OUTPUT_RATE_HZ)
+    received = np.zeros(0, dtype=np.float32)
+    speaker = np.zeros(total + OUTPUT_RATE_HZ * 8, dtype=np.float32)
+    queued = played = 0
+    ended_ms: float | None = None
+    rng, arrival = np.random.default_rng(3), ArrivalLateness()
+    ends_ms = np.arange(APPEND_MS, speaker.size * 1000 // OUTPUT_RATE_HZ + 1, APPEND_MS)
+    stalls_ms = rng.integers(0, late_ms // 10 + 1, ends_ms.size) * 10
+    arrivals_ms = np.maximum.accumulate(
+        ends_ms + np.where(rng.random(ends_ms.size) < STALL_CHANCE, stalls_ms, 0))
+    positions: list[int | None] = []
+    for k in range(speaker.size // tick):
+        now_ms = 10.0 * k
+        while queued < len(chunks) and now_ms >= SYNTHESIZED_AT_MS[
+                min(queued, len(SYNTHESIZED_AT_MS) - 1)]:
+            response.queue_speech(fx.to_pcm16(chunks[queued]), [], OUTPUT_RATE_HZ,
+                                  config.frame_ms)
+            queued += 1
+        while isinstance(frame := response.pop_sendable(
+                now_ms, OUTPUT_RATE_HZ, config.lead_ms, config.jitter_ms,
+                config.ack_timeout_ms, ack_every_ms is not None), QueuedAudio):
+            audio = np.frombuffer(frame.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+            received = np.concatenate((received, audio))
+            recorded.append(audio)
+        if played or received.size >= OUTPUT_RATE_HZ * config.jitter_ms // 1000:
+            audio = received[played:played + tick]
+            speaker[k * tick:k * tick + audio.size] = audio
+            played += audio.size
+            if played == total and ended_ms is None:
+                ended_ms = now_ms
+        played_ms = played * 1000 // OUTPUT_RATE_HZ
+        if (ack_every_ms is not None and k % (ack_every_ms // 10) == 0
+                and response.first_send_ms is not None and played_ms != response.cursor.played_ms):
+            response.cursor.acknowledge(played_ms)
+            response.acknowledged(now_ms)
+        while len(positions) < ends_ms.size and arrivals_ms[len(positions)] <= now_ms:
+            late = arrival.late_ms(now_ms, ends_ms[len(positions)])
+            positions.append(None if response.first_send_ms is None
+                             or (ended_ms is not None and now_ms > ended_ms + ECHO_TAIL_MS)
+                             else response.estimated_played_ms(now_ms - late, config.jitter_ms))
+    echo = np.convolve(speaker, room.impulse_response())[:speaker.size]
+    lag = room.echo_lag_ms * OUTPUT_RATE_HZ // 1000
+    mic = np.concatenate((np.zeros(lag, dtype=np.float32), echo[:echo.size - lag]))
+    mic += room.noise(speaker.size * 1000 / OUTPUT_RATE_HZ + 10)[:speaker.size]
+    if person is not None:
+        at = round(person_at_ms * OUTPUT_RATE_HZ / 1000)
+        mic[at:at + person.size] += person[:mic.size - at]
+    pcm16 = fx.to_pcm16(mic)
+    detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, 0)
+    step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000
+    events = []
+    for start, position in zip(range(0, len(pcm16), step), positions, strict=False):
+        playing = position is not None and position < total * 1000 // OUTPUT_RATE_HZ
+        events += detector.feed(pcm16[start:start + step], playing, position, recorded)
+    return [event for event in events if isinstance(event, SpeechStarted)]
+
+
+@pytest.mark.parametrize("lag_ms", [300, 400])
+@pytest.mark.parametrize("ack_every_ms", [None, 40, 120, 500])
+def test_the_tester_s_echo_never_starts_a_turn(ack_every_ms: int | None, lag_ms: int) -> None:
+    """The tester's room: `MOON` at -6 dB (gain 0.5), 300-400 ms late, over a -60 dBFS floor
+    (their Gaussian sigma 30 in PCM16 is -61 dBFS), synthesis falling 480 ms behind. With ACKs
+    every 120 ms the echo started a turn in 7 of 22 protocol runs ("pulls the seat."): the
+    estimate ran on from the last ACK while the client waited for audio, and the echo detector
+    mapped the microphone to the reply by one offset, which the stall breaks. Offline before
+    the fix, 4 of these 8 started one (300 ms at every ACK interval, 400 ms with ACKs every
+    500 ms; the protocol's timing varies from run to run, this simulation's does not)."""
+    assert paced_playback(Room(-6.0, lag_ms, -60.0), ack_every_ms) == []
+
+
+PACED_ROOMS = [Room(gain, lag, noise) for gain in (-40.0, -20.0, -6.0, 0.0)
+               for lag in (0, 300, 500) for noise in (-60.0, None)]
+
+
+@pytest.mark.parametrize(("ack_every_ms", "late_ms"), [(120, 0), (500, 0), (120, 500)])
+def test_a_paced_echo_never_starts_a_turn_at_any_ack_interval(ack_every_ms: int,
+                                                              late_ms: int) -> None:
+    """The kind: the echo at -40..0 dB, 0-500 ms late, over a -60 dBFS floor or none, the
+    client ACKing every 120 or 500 ms, synthesis falling behind, and appends held up to 500 ms
+    by stalls: no room starts a turn. Before the fix 18 of these 24 rooms did at each interval
+    without stalls; the whole grid (benchmarks/README.md "Echo benchmark") went from 125 of
+    200 rooms to none."""
+    started = {room.describe(): turns for room in PACED_ROOMS
+               if (turns := paced_playback(room, ack_every_ms, late_ms=late_ms))}
+    assert started == {}
+
+
+@pytest.mark.parametrize("text", [person[0] for person in PEOPLE])
+@pytest.mark.parametrize("room", [Room(-6.0, 400, -60.0), Room(0.0, 500, None)],
+                         ids=Room.describe)
+def test_a_person_over_a_paced_loud_echo_starts_a_turn(text: str, room: Room) -> None:
+    """A person (`PEOPLE`'s sentences and voices) at -6 dBFS peak speaking 2.5 s into the paced
+    reply (ACKs every 500 ms, appends held up to 500 ms by stalls) over its echo at -6 or
+    0 dB: one turn, from 350 ms before their voice to 1.5 s after it. Measured over these
+    rooms, ACKs every 120 and 500 ms, three times each (espeak-ng's audio differs by a few
+    samples from call to call), and with stalls of up to 100-500 ms: always one turn, 277 ms
+    before to 1099 ms after the voice (the late ones: "Wait, stop" and "Hold on", whose start
+    the echo gate holds back; 969 ms before the fix too); before the fix the 0 dB echo started
+    its own turn 0.5-0.95 s before the person."""
+    _, engine, voice, _ = next(person for person in PEOPLE if person[0] == text)
+    person = resample(fx.at_peak_dbfs(fx.speech(text, engine, voice), -6.0), fx.RATE_HZ,
+                      OUTPUT_RATE_HZ)
+    onset_ms = 2500 + fx.active_span_ms(person)[0]
+    started = paced_playback(room, 500, person, 2500, late_ms=500)
+    assert len(started) == 1
+    assert onset_ms - 350 <= started[0].audio_start_ms <= onset_ms + 1500
+
+
 # --- the playing position the session estimates --------------------------------------------
 
 
@@ -345,10 +495,15 @@ def test_the_session_maps_appends_to_the_playing_position() -> None:
     session.on_generation_done(response_id)
     session.take_effects()
 
-    def append_at(clock_ms: float) -> tuple[str | None, int | None]:
+    heard = [0.0]  # ms of microphone audio appended
+
+    def append_at(clock_ms: float, late_ms: float = 0.0) -> tuple[str | None, int | None]:
+        """Append the microphone up to `clock_ms` less `late_ms` (a continuous stream)."""
         session.set_clock(clock_ms)
-        session.receive(json.dumps({"type": "input_audio_buffer.append",
-                                    "audio": "AAAAAA=="}))
+        samples = max(round((clock_ms - late_ms - heard[0]) * 24), 2)
+        heard[0] += samples / 24
+        session.receive(json.dumps({"type": "input_audio_buffer.append", "audio": (
+            base64.b64encode(b"\x00\x00" * samples).decode())}))
         effect = session.take_effects()[-1]
         return effect.response_id, effect.playback_ms  # type: ignore[union-attr]
 
@@ -360,6 +515,8 @@ def test_the_session_maps_appends_to_the_playing_position() -> None:
     session.receive(json.dumps({"type": "playback.ack", "response_id": response_id,
                                 "played_ms": 250}))
     assert append_at(1460.0) == (response_id, 310)
+    # Audio that arrives 150 ms later than the stream so far: what played when it was captured.
+    assert append_at(1700.0, late_ms=150.0) == (response_id, 400)
     assert append_at(5000.0) == (response_id, 500)  # at most what was sent
     session.pull_outbound(5000.0)
     session.set_clock(6000.0)

@@ -45,6 +45,25 @@ async def test_the_reply_heard_back_in_a_noisy_room_is_never_a_turn(start_server
     assert len(server.responder.prompts) == 1  # the typed prompt only
 
 
+MOON_REPLY = "say: Sure. The moon pulls the sea, and the sea answers twice a day. That's it!"
+"""The tester's reply: Piper's second sentence comes after the client played the first."""
+
+
+@pytest.mark.parametrize("ack_interval_ms", [120, 500])
+async def test_the_echo_of_a_reply_whose_synthesis_fell_behind_is_never_a_turn(
+        start_server, ack_interval_ms: int) -> None:
+    """The tester's kind: `MOON_REPLY`'s echo at -6 dB, 400 ms late, over a -60 dBFS floor,
+    the page ACKing every 120 or 500 ms. Before the fix, with ACKs every 120 ms, it started a
+    turn in 7 of 22 runs ("pulls the seat." answered, or a pause resumed as a backchannel)."""
+    server = await start_server(tts="piper", calibration="auto")
+    async with RealtimeClient.connect(server.ws_url) as client:
+        result = await RoomPage(client, Room(-6.0, 400, -60.0),
+                                ack_interval_ms=ack_interval_ms).run(MOON_REPLY)
+    assert result.speech_started == []
+    assert result.interrupted_at_ms is None
+    assert result.responses == []
+
+
 PEOPLE = [("Hold on a second.", "espeak", "en-us"),
           ("Just a second, let me grab a pen.", "espeak", "en-us+f3"),
           ("What was the name of that street?", "piper", None)]

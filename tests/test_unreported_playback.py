@@ -87,13 +87,15 @@ def test_a_truncate_still_cuts_a_reply_kept_in_full() -> None:
 
 
 def test_server_vad_cuts_an_unacknowledged_reply_at_its_real_time_position() -> None:
-    """A soft cut at the estimated playing position: the client's truncate may still set it."""
+    """A soft cut at the estimated playing position: the client's truncate may still set it.
+    (The audio is let out as pacing allows, every 100 ms: a client sent nothing for a while
+    has played no further than what it had.)"""
     session = new_session()
     session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
         "turn_detection": {"type": "server_vad"}}}}}))
     rid = start_reply(session, REPLY, 4800)
-    for now in (0.0, 1000.0, 1500.0):
-        session.pull_outbound(now_ms=now)
+    for now in range(0, 1700, 100):
+        session.pull_outbound(now_ms=float(now))
     session.take_events()
     session.set_clock(1700.0)
     session.on_speech_started(0)

@@ -10,7 +10,9 @@ quiet echo by about 10 dB and keeps changing its gain), so instead of waveforms 
 *band envelopes*: every 10 ms, the energy of the last 30 ms in the bands of `BAND_EDGES_HZ`,
 in dB. A gain on the path is an
 offset per band in dB, which the per-band mean removal of the Pearson correlation cancels; an
-unknown delay is searched over `LAG_RANGE_MS`.
+unknown delay is searched over `LAG_RANGE_MS`. The delay is one of time, not of reply position:
+the microphone hears what played that long before, which is where the reply stood then, stalls
+and all (`EchoDetector._playing_frames`).
 
 - `BandEnvelope` turns a stream of samples (any rate) into such frames.
 - `EchoReference` holds the envelope of one reply's audio, indexed by its position in the
@@ -59,10 +61,11 @@ floor, so that the depth of silences (digital zero in the reply, a noise floor i
 microphone) does not count as a difference."""
 
 LAG_RANGE_MS = (-200, 800)
-"""Delays of the microphone behind the estimated playing position that are searched (ms): the
-estimate (`Session.playback_position_ms`) misses the client's output and capture latency, the
-network (the ACK's age and the append's) and the room, so the microphone is normally behind it;
-ahead of it by up to 200 ms when an ACK was late."""
+"""Delays searched (ms) of the microphone behind the moment its audio was estimated to play (by
+the position the session estimated for each append's capture): the estimate
+(`Session.playback_position_ms`) misses the client's output and capture latency, the network
+(the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
+of it by up to 200 ms when an ACK was late."""
 
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
@@ -127,8 +130,9 @@ unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offlin
 echo only 5 dB over a -50 dBFS RMS pink noise floor correlated 0.69-0.92 with zero excess; a
 person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the echo (the share
 rejects them, not the correlation). An echo whose stretch spans a playback stall (the page's
-jitter buffer ran dry: a silence in the echo the reference does not have, and one lag cannot
-align both sides) correlated 0.40 with 8 % unexplained and started a turn at 0.5. At 0.35 a
+jitter buffer ran dry: a silence in the echo the reference did not have, when the microphone
+was mapped to the reply by one offset) correlated 0.40 with 8 % unexplained and started a turn
+at 0.5 (since then the reference follows the stall, `EchoDetector._playing_frames`). At 0.35 a
 person over a Piper echo in the page (tests/test_browser_microphone.py) was held back as echo
 in 2 of 3 runs; 0.38 passed both tests (echo rooms 35 of 35, that browser test 3 of 3)."""
 
@@ -163,6 +167,13 @@ EXCESS_SLACK_FRAMES = 5
 """The echo explains a microphone frame with its loudest level within this many frames
 (50 ms): the position the session estimates is playing jitters with the ACKs and appends
 (measured over loopback on a loaded machine: tags spread over 100-400 ms within a second)."""
+
+STALL_FRAMES = 5
+"""Frames (50 ms) a reply position must stand still for the loudspeaker to count as silent
+(`EchoDetector._playing_frames`): a client that played all it had waits for more, and a paused
+reply stops, while the session's estimate stays at the audio sent (the pause's position). The
+estimate's own jitter holds a position for shorter: its corrections (an ACK, an append arriving
+late) are tens of ms, and the echo detector's offline tests move it +-20 ms per append."""
 
 EXCESS_GAIN_RANGE_DB = 20.0
 """Reference frames within this of the reference's loudest (per band) set the echo's gain."""
@@ -260,13 +271,17 @@ class EchoReference:
     def levels(self, first: int, count: int) -> np.ndarray:
         """Levels (count, bands) of reference frames first .. first + count - 1; frames before
         0 or not appended yet are `SILENCE_DB`."""
+        return self.rows(np.arange(first, first + count))
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        """Levels (len(indices), bands) of the reference frames at `indices` (1-D ints, any
+        order, repeats allowed); frames before 0 or not appended yet are `SILENCE_DB`."""
         if len(self._levels) != self._count:
             self._levels = np.concatenate(self._frames) if self._frames else self._levels
             self._frames = [self._levels]
-        out = np.full((count, self._levels.shape[1]), SILENCE_DB)
-        lo, hi = max(first, 0), min(first + count, self._count)
-        if hi > lo:
-            out[lo - first: hi - first] = self._levels[lo:hi]
+        out = np.full((len(indices), self._levels.shape[1]), SILENCE_DB)
+        known = (indices >= 0) & (indices < self._count)
+        out[known] = self._levels[indices[known]]
         return out
 
 
@@ -276,8 +291,8 @@ class EchoMatch:
 
     Attributes:
         correlation: normalized correlation in [-1, 1] (0.0 when nothing could be compared).
-        lag_ms: how far the microphone was behind the estimated playing position at that
-            correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
+        lag_ms: how long after its audio was estimated to play the microphone heard it, at
+            that correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
         excess_db: per compared frame, how far the microphone rose above the echo (the
             reference at that lag, at the gain the echo has in the lead-in) plus the noise
             floor (dB, >= 0): what someone else in the room added (`_excess_db`).
@@ -355,10 +370,13 @@ class EchoDetector:
         """Best normalized correlation between the microphone from `start_ms` - `LEAD_IN_MS`
         (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS`.
 
-        The microphone frames are mapped to reply positions by the median of their tags
-        (position - stream time; the median is robust to the jitter of append arrival); for
-        each lag the reference frames at those positions minus the lag are taken, dry and with
-        a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
+        For each lag, each microphone frame is compared with the reference frame that was
+        playing that long before it (`_playing_frames`: from the frames' tags, the position
+        the session estimated), dry and with a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`).
+        Before, one offset (the median of the stretch's tags) mapped the whole stretch: a
+        stretch across a stall (the client waiting for synthesis that fell behind, or for
+        the next ACK to let more audio out) could not be aligned on both sides, and its echo
+        at -6 dB started turns (tests/test_echo.py, `paced_playback`). Both stretches get the
         `DYNAMIC_RANGE_DB` floor and the noise floor (`noise_floor` + `NOISE_MARGIN_DB`, for
         the reference at the level the echo has: its loudest frame per band mapped to the
         microphone's) and lose each band's mean; the correlation is the sum of their products
@@ -435,14 +453,13 @@ class EchoDetector:
         if tagged.size < MIN_FRAMES:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
         extra = min(extra, len(self._levels) - hi)
-        shift = round(float(np.median(tagged)) / FRAME_MS)
         min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
         count = hi - lo
-        first_ref = self._first + lo + shift - max_lag
-        block = reference.levels(first_ref, count + extra + max_lag - min_lag)
+        playing = self._playing_frames(lo - max_lag, hi + extra - min_lag)
         if played_only:
-            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES - first_ref
-            block[max(played, 0):] = SILENCE_DB
+            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES
+            playing[playing > played] = -1
+        block = reference.rows(playing)
         floor = self.noise_floor() + NOISE_MARGIN_DB
         raw = self._levels[lo:hi + extra]
         mic = raw[:count]
@@ -467,6 +484,31 @@ class EchoDetector:
         return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
                          (self._first + lo) * FRAME_MS), gain, aligned
 
+    def _playing_frames(self, start: int, stop: int) -> np.ndarray:
+        """The reference frame the loudspeaker played while each kept frame start .. stop - 1
+        was captured (indices may reach outside the kept frames), -1 where it played nothing.
+
+        From the frames' tags (reply position minus stream time), linearly interpolated over
+        untagged frames and carried on at real time beyond the first and last tagged ones.
+        Playback never runs faster than real time, so the true offset (position minus time)
+        never grows: each frame takes the largest offset tagged from it on (a later ACK that
+        found the client further on than estimated moves the frames before it on too; with
+        ACKs every 500 ms, the estimate before the first one was 140 ms behind the client's
+        start and the echo there started a turn). Nor does playback go back: the positions
+        are a running maximum (which also undoes the real-time assumption within an append
+        whose position stood still). A position held for `STALL_FRAMES` or longer is a
+        loudspeaker fallen silent (the client played all it had and waits for more, or the
+        reply is paused)."""
+        offsets = self._offsets
+        tagged = np.flatnonzero(~np.isnan(offsets))
+        frames = np.arange(min(start, 0), max(stop, len(offsets)))
+        filled = np.interp(frames, tagged, offsets[tagged])
+        latest = np.maximum.accumulate(filled[::-1])[::-1]
+        positions = frames + self._first + latest / FRAME_MS
+        playing = np.maximum.accumulate(np.round(positions).astype(np.int64))
+        playing[STALL_FRAMES:][playing[STALL_FRAMES:] == playing[:-STALL_FRAMES]] = -1
+        return playing[start - frames[0]:stop - frames[0]]
+
     def echo_levels(self, start_ms: int, end_ms: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """The microphone's band levels from `start_ms` to `end_ms` (ms on this stream) and
         the echo's levels predicted there, for echo suppression
@@ -475,9 +517,9 @@ class EchoDetector:
 
         The echo is the reference at the lag and gain of the `LEAD_IN_MS` before `start_ms`
         (a turn's audio starts at the person's voice onset: before it the microphone held the
-        echo and the noise only), mapped on at real time from there (the playing position the
-        session estimates stands still once the reply is paused, the echo does not), silent
-        after the latest position fed (`_compare`'s `played_only`), each frame the loudest
+        echo and the noise only), mapped on as it played (`_playing_frames`: silent where
+        the position stood still, as in a pause), silent after the latest position fed
+        (`_compare`'s `played_only`), each frame the loudest
         within `EXCESS_SLACK_FRAMES`. None when that lead-in is not clearly echo (it
         correlates below `ECHO_CORRELATION` with the reply: a room's noise floor alone, with
         no echo, could reach `WEAK_ECHO_CORRELATION`), or nothing could be compared (no reply,

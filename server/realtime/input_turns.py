@@ -205,15 +205,15 @@ class InputTurns:
         self._forget_turn()
 
     def append(self, event: protocol.InputAudioAppend, playing: Callable[[], bool],
-               playback: Callable[[], tuple[str, int] | None]) -> None:
+               playback: Callable[[int], tuple[str, int] | None]) -> None:
         """`input_audio_buffer.append`: buffer the audio; under server VAD, ask for speech
         detection on it.
 
         Args:
             event: the append (PCM16 LE mono at the input rate).
             playing: whether an assistant reply is playing now (`Session.assistant_playing`).
-            playback: (response id, ms) of the reply audio playing now
-                (`Session.playback_position_ms`).
+            playback: (response id, ms) of the reply audio playing when the audio ending at
+                the given input position (ms) was captured (`Session.playback_position_ms`).
 
         Raises:
             protocol.ProtocolError: `input_audio_buffer_full` (nothing is appended).
@@ -231,7 +231,7 @@ class InputTurns:
         if self._speech_item is None and self._held is None:
             self.audio.drop_before(
                 position_ms - detection.prefix_padding_ms - SPEECH_DETECTION_LATENCY_MS)
-        position = playback()
+        position = playback(self.audio.end_ms)
         self._log.effect(DetectSpeech(
             event.pcm16, playing(), detection, position_ms,
             response_id=position[0] if position else None,

@@ -162,8 +162,11 @@ class Interruptions:
         self._responses.cancel_generation(response, "client_cancelled")
         self.mark_interrupted(response)
 
-    def playback_ack(self, event: protocol.PlaybackAck, now_ms: float) -> None:
-        """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms);
+    def playback_ack(self, event: protocol.PlaybackAck, now_ms: float,
+                     late_ms: float = 0.0) -> None:
+        """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms),
+        arriving `late_ms` late (`server.realtime.arrival`: the playing position runs from
+        when it was sent, as appends are placed at their capture);
         with `truncate`, playback stopped there for good. Announces
         `playback.acknowledged`; a reply whose playback is over is settled (interrupted
         when cut short), otherwise its stored text follows the new position. The ACK of a
@@ -175,10 +178,10 @@ class Interruptions:
         """
         response = self._responses.resolve(event.response_id, event.item_id, event.event_id)
         self._items.reports_playback = True
-        response.last_ack_ms = now_ms
         cursor = response.cursor
         was_fully_played = cursor.fully_played
         cursor.acknowledge(event.played_ms)
+        response.acknowledged(now_ms, now_ms - late_ms)
         if event.truncate and not was_fully_played:
             cursor.truncate(event.played_ms)
         self._log.emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,

@@ -7,11 +7,17 @@ its wire shape (`as_wire`); the session decides, the asyncio driver sends.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
 from calibration.word_marks import WordMark
 from server.realtime.playback import PlaybackCursor
+
+SEND_HISTORY_MS = 5000.0
+"""How long the sends that bound the playing position are kept (ms of clock): longer than an
+append is ever taken to be late (`server.realtime.arrival.LATENESS_WINDOW_MS`), so a position
+estimated back to its capture finds the sends before it."""
 
 
 @dataclass(slots=True)
@@ -78,6 +84,13 @@ class ResponseState:
         generated_samples, sent_samples: sample counts at the output rate.
         queue: transcript and audio outputs waiting for pacing.
         first_send_ms, last_ack_ms: clock readings (ms) used by pacing.
+        timeline: what `estimated_played_ms` knows from each clock reading on, for the last
+            `SEND_HISTORY_MS`: (clock ms, offset, bound, sent), one at each ACK
+            (`acknowledged`), resume and audio frame sent. Offset: the ACKed position minus
+            the ACK's clock (None before any ACK); sent: the audio sent by then (ms of this
+            reply); bound: the least, over the frames sent since the ACK, of the audio sent
+            before the frame minus the clock reading at which it was sent (the client cannot
+            have played further than it plus the clock reading).
         paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
             and playback reports do not settle it until it resumes or is cut.
     """
@@ -96,6 +109,7 @@ class ResponseState:
     queue: deque[QueuedTranscript | QueuedSpeech] = field(default_factory=deque)
     first_send_ms: float | None = None
     last_ack_ms: float | None = None
+    timeline: list[tuple[float, float | None, float, int]] = field(default_factory=list)
     status_reason: str | None = None
     error_message: str | None = None
     paused: bool = False
@@ -187,11 +201,17 @@ class ResponseState:
                                                  reports_playback)
             if self.first_send_ms is None:
                 self.first_send_ms = now_ms
+            bound = self.cursor.sent_ms - now_ms
             frame = head.take_frame()
             if head.taken:
                 self.queue.popleft()
             self.sent_samples += frame.samples
             self.cursor.sent_ms = self.sent_samples * 1000 // sample_rate_hz
+            offset = None
+            if self.timeline:
+                _, offset, previous, _ = self.timeline[-1]
+                bound = min(bound, previous)
+            self._note(now_ms, offset, bound)
             return frame
         self.sent_text_end += len(head.text)
         return self.queue.popleft()
@@ -230,23 +250,54 @@ class ResponseState:
 
     def resume(self, now_ms: float, paused_ms: int) -> None:
         """Resume after a pause of `paused_ms` ending at clock `now_ms`: the real-time pacing
-        estimate skips the pause (`first_send_ms` moves by it) and the ACK silence timer
-        restarts (the client played nothing while paused, so its silence was expected)."""
+        estimate skips the pause (`first_send_ms` and the `timeline`'s bound move by it; a
+        reported position runs from the resume on) and the ACK
+        silence timer restarts (the client played nothing while paused, so its silence was
+        expected)."""
         self.paused = False
+        if self.timeline:
+            _, offset, bound, _ = self.timeline[-1]
+            self._note(now_ms, None if offset is None else self.cursor.played_ms - now_ms,
+                       bound - paused_ms)
         if self.first_send_ms is not None:
             self.first_send_ms += paused_ms
         if self.last_ack_ms is not None:
             self.last_ack_ms = now_ms
 
+    def acknowledged(self, now_ms: float, sent_at_ms: float | None = None) -> None:
+        """A playback ACK (already applied to the cursor) arrived at clock `now_ms`, sent by
+        the client at `sent_at_ms` (default: `now_ms`): the estimate runs from then
+        (`estimated_played_ms`), and only audio sent from now on bounds it."""
+        self.last_ack_ms = now_ms
+        sent_at_ms = now_ms if sent_at_ms is None else sent_at_ms
+        self._note(now_ms, self.cursor.played_ms - sent_at_ms, float("inf"))
+
+    def _note(self, now_ms: float, offset: float | None, bound: float) -> None:
+        """Add a `timeline` entry at clock `now_ms`; forget those older than
+        `SEND_HISTORY_MS` but the one in force then."""
+        timeline = self.timeline
+        timeline.append((now_ms, offset, bound, self.cursor.sent_ms))
+        while len(timeline) > 1 and timeline[1][0] < now_ms - SEND_HISTORY_MS:
+            del timeline[0]
+
     def estimated_played_ms(self, now_ms: float, jitter_ms: int) -> int:
         """The position (ms) of this reply's audio estimated to be playing at clock `now_ms`:
         the latest ACK plus the time since it arrived; before any ACK, the time since the first
         audio was sent minus the client's initial jitter buffer; within [0, sent_ms]; 0 before
-        any audio was sent."""
+        any audio was sent. `now_ms` may lie back (when an append was captured,
+        `Session.playback_position_ms`): only the audio sent by then bounds the estimate.
+
+        At most where the audio sent since that ACK lets the client be (`timeline`;
+        never before the position ACKed from the ACK's arrival on, as the client cannot ACK
+        audio it was not sent): a client that played all it had waits for more, and
+        plays on from the moment it comes, whatever its last ACK said. Without the bound, a
+        reply whose synthesis fell behind (Piper's second sentence came 480 ms after the
+        client had played the first) was estimated to play as far ahead as that wait from the
+        first audio sent after it to the next ACK (ACKs every 120 ms: three appends)."""
         if self.first_send_ms is None:
             return 0
-        if self.last_ack_ms is None:
-            played = now_ms - self.first_send_ms - jitter_ms
-        else:
-            played = self.cursor.played_ms + now_ms - self.last_ack_ms
+        index = bisect.bisect_right(self.timeline, now_ms, key=lambda entry: entry[0])
+        _, offset, bound, sent = self.timeline[max(index - 1, 0)]
+        played = now_ms - self.first_send_ms - jitter_ms if offset is None else now_ms + offset
+        played = min(played, now_ms + bound, sent)
         return int(min(max(played, 0.0), self.cursor.sent_ms))

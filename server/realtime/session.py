@@ -26,6 +26,7 @@ from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
+from server.realtime.arrival import ArrivalLateness
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.heard_text import HeardTextStore
@@ -124,6 +125,7 @@ class Session:
                                   self._log, self.config.sample_rate_hz,
                                   self.config.interruption, lambda: me._clock_ms)
         self._clock_ms = 0.0
+        self._arrival = ArrivalLateness()
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -243,7 +245,8 @@ class Session:
                 turns.clear()
                 self.pauses.input_replaced(None)
             case protocol.PlaybackAck():
-                interruptions.playback_ack(event, self._clock_ms)
+                interruptions.playback_ack(event, self._clock_ms,
+                                           self._arrival.burst_late_ms(self._clock_ms))
             case protocol.BargeIn() if event.pause and self.pauses.settings.mode == "pause":
                 self._barge_in_pause(event)
             case protocol.BargeIn():
@@ -305,16 +308,25 @@ class Session:
         """`assistant_playing`, except while the reply is paused (the client is silent)."""
         return self.pauses.current is None and self.assistant_playing()
 
-    def playback_position_ms(self) -> tuple[str, int] | None:
+    def playback_position_ms(self, audio_end_ms: int | None = None) -> tuple[str, int] | None:
         """(response id, ms into its audio) of the latest reply's audio estimated to be playing
-        at the session clock (`set_clock`); None before any of it was sent, and once the reply
-        stopped playing (`assistant_playing`) more than `ECHO_TAIL_MS` after its last ACK.
+        at the session clock (`set_clock`), or, for an append whose audio ends at
+        `audio_end_ms` on the input timeline (arriving now), when that audio was captured: that
+        much earlier than now as the append came later than the earliest recent ones
+        (`ArrivalLateness`). None before any of the reply was sent, and once it stopped playing
+        (`assistant_playing`) more than `ECHO_TAIL_MS` after its last ACK.
 
         The estimate is `ResponseState.estimated_played_ms`. Network and capture latencies are
         not known here: the echo detector searches a lag range around this estimate
-        (`server.listening.echo.LAG_RANGE_MS`). The tail after playback ended is there because
-        the microphone hears the end of the reply that much later.
+        (`server.listening.echo.LAG_RANGE_MS`). Their jitter is taken out: the echo detector
+        maps every microphone frame by its own position, and appends that a stalled client
+        sent in one burst (300-450 ms late, measured on a loaded machine) were estimated that
+        far on, so that their echo did not align with the rest and started turns. The tail
+        after playback ended is there because the microphone hears the end of the reply that
+        much later.
         """
+        late_ms = 0.0 if audio_end_ms is None else self._arrival.late_ms(self._clock_ms,
+                                                                          audio_end_ms)
         response = self.lifecycle.latest()
         if response is None or response.first_send_ms is None:
             return None
@@ -327,7 +339,8 @@ class Session:
                 response.last_ack_ms is None
                 or self._clock_ms - response.last_ack_ms > ECHO_TAIL_MS):
             return None
-        return response.id, response.estimated_played_ms(self._clock_ms, self.config.jitter_ms)
+        return response.id, response.estimated_played_ms(self._clock_ms - late_ms,
+                                                          self.config.jitter_ms)
 
     # ------------------------------------------------------------------ input turns
 
