@@ -73,11 +73,11 @@ def microphone(delay_ms: float, gain_db: float, boost_db: float = 0.0,
 
 
 def room_microphone(room: Room, person: np.ndarray | None = None,
-                    person_at_ms: float = 0.0) -> np.ndarray:
-    """16 kHz microphone in `room` (tests/echo_room.py): the reply played from `LEAD_MS` through
-    the room's echo path and its noise floor, 2.5 s past the reply's end, plus `person`
-    (16 kHz) at `person_at_ms`."""
-    echo = np.convolve(reply_24k(), room.impulse_response())
+                    person_at_ms: float = 0.0, played: np.ndarray | None = None) -> np.ndarray:
+    """16 kHz microphone in `room` (tests/echo_room.py): the reply (or `played`, 24 kHz
+    float: what the loudspeaker gave out instead) played from `LEAD_MS` through the room's echo
+    path and its noise floor, 2.5 s past its end, plus `person` (16 kHz) at `person_at_ms`."""
+    echo = np.convolve(reply_24k() if played is None else played, room.impulse_response())
     lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
     total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
     mic = np.zeros(total, dtype=np.float32)
@@ -284,13 +284,7 @@ def test_a_stalled_playback_s_echo_never_starts_a_turn(stall_at_ms: int) -> None
     cut = stall_at_ms * OUTPUT_RATE_HZ // 1000
     played = np.concatenate((reply[:cut], np.zeros(STALL_MS * OUTPUT_RATE_HZ // 1000,
                                                     dtype=np.float32), reply[cut:]))
-    echo = np.convolve(played, room.impulse_response())
-    lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
-    total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
-    mic = np.zeros(total, dtype=np.float32)
-    mic[lead:lead + echo.size] += echo
-    mic += room.noise(total * 1000 / OUTPUT_RATE_HZ + 10)[:total]
-    mic = np.clip(resample(mic, OUTPUT_RATE_HZ, fx.RATE_HZ), -1.0, 1.0)
+    mic = room_microphone(room, played=played)
 
     def stalled_position(mic_ms: float, rng: np.random.Generator) -> int | None:
         elapsed = mic_ms - LEAD_MS
@@ -314,14 +308,7 @@ def test_the_echo_after_a_stop_never_starts_a_turn(stop_at_ms: int, room: Room) 
     microphone still hears its last words for the echo's lag (up to 400 ms, the longest a
     loudspeaker and a browser give) and the room's tail after the loudspeaker fell silent; the
     session's playing position stays at the stop, given for `ECHO_TAIL_MS` more. No turn."""
-    cut = stop_at_ms * OUTPUT_RATE_HZ // 1000
-    echo = np.convolve(reply_24k()[:cut], room.impulse_response())
-    lead = (LEAD_MS + room.echo_lag_ms) * OUTPUT_RATE_HZ // 1000
-    total = lead + echo.size + 2500 * OUTPUT_RATE_HZ // 1000
-    mic = np.zeros(total, dtype=np.float32)
-    mic[lead:lead + echo.size] += echo
-    mic += room.noise(total * 1000 / OUTPUT_RATE_HZ + 10)[:total]
-    mic = np.clip(resample(mic, OUTPUT_RATE_HZ, fx.RATE_HZ), -1.0, 1.0)
+    mic = room_microphone(room, played=reply_24k()[:stop_at_ms * OUTPUT_RATE_HZ // 1000])
 
     def stopped_position(mic_ms: float, rng: np.random.Generator) -> int | None:
         elapsed = mic_ms - LEAD_MS
