@@ -50,6 +50,51 @@ WHISPER_RATE_HZ = 16_000
 MAX_TRANSCRIPT_CHARS = 8192
 """Longest accepted remote transcript, in code points (REFERENCE.md 5.2 step 6)."""
 
+WHISPER_WINDOW_S = 30
+"""Whisper's input window (s): faster-whisper pads every segment's log-mel features to 30 s
+(3000 frames) before the encoder."""
+
+PERSON_WINDOW_S = 15
+"""Encoder window (s) for the person's turns (`person_transcriber`): their audio, padded to 15 s
+instead of 30, when it fits. The encoder's cost is nearly all of a short utterance's
+transcription, and CTranslate2 encodes a shorter input. Measured (`python -m
+benchmarks.bench_asr_window`, tiny.en int8, 2 threads, quiet 2-core machine): on the 24
+`tests/test_vad.py` sentences by Piper and four espeak-ng voices (120 utterances, 300 ms of
+silence each side), word error rate 17.70 % at 30 s, 16.35 % at 15 s, 15.41 % at 20 s, 14.05 %
+at 10 s, wall time p50 362 / 141 / 183 / 95 ms; on `benchmarks/bench_backchannel.py`'s 50
+murmurs and words plus 75 short questions and refusals ("how come?", "mm-mm", "huh?"), the
+backchannel rule (`server.listening.backchannel.classify`) took 23 / 24 / 24 / 24 of the 25
+backchannels for backchannels and none of the 100 others. Shorter windows break down: at 7 s
+and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...") and misread
+murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
+
+NO_SPEECH_THRESHOLD = 0.6
+"""A window whose no-speech probability is above this, while its average token log probability
+is below `LOG_PROB_THRESHOLD`, has no speech (faster-whisper's `transcribe` defaults)."""
+
+LOG_PROB_THRESHOLD = -1.0
+"""See `NO_SPEECH_THRESHOLD`."""
+
+COMPRESSION_RATIO_THRESHOLD = 2.4
+"""A decode whose text compresses (zlib) better than this repeats itself: faster-whisper's
+default for decoding again. In a short window tiny.en sometimes loops on a murmur (espeak-ng
+en-gb-x-rp "mm-hmm" read "M. M. M. ..." to the token limit, about 1 s of CPU): such a decode
+is done again in the 30 s window. Short loops compress too little for this test:
+`LOOP_MIN_TOKENS` catches them."""
+
+LOOP_MIN_TOKENS = 6
+"""A decode in a short window of at least this many tokens, at most a third of them distinct
+("M. M. M.", "Right. Right. Right."), is a loop and is done again in the 30 s window. A
+person's "yeah, yeah, yeah" is read there too, only slower."""
+
+WINDOW_TOKENS_PER_S = 10
+"""Tokens a decode in a short window may write per second of audio (plus
+`WINDOW_TOKENS_SLACK`): fast speech is 3-4 words, 5-7 tokens with punctuation, a second; the
+limit bounds the time a loop costs."""
+
+WINDOW_TOKENS_SLACK = 10
+"""See `WINDOW_TOKENS_PER_S`."""
+
 DEFAULT_LOCAL_CONCURRENCY = 2
 """Concurrent in-process transcriptions per process (2 cores, `cpu_threads=2` each)."""
 
@@ -194,6 +239,41 @@ def load_whisper_model(model_path: Path | None = None, cpu_threads: int = 2) -> 
         return model
 
 
+def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str | None:
+    """One greedy English decode of `audio` (1-D float32 at 16 kHz) with its log-mel features
+    padded to `window_s` seconds instead of `WHISPER_WINDOW_S` (`PERSON_WINDOW_S`), as
+    faster-whisper's `transcribe` decodes one segment otherwise: no timestamps, its suppressed
+    tokens, "" when the window has no speech (`NO_SPEECH_THRESHOLD`). None when the audio is
+    longer than the window, or the decode loops (`LOOP_MIN_TOKENS`,
+    `COMPRESSION_RATIO_THRESHOLD`; at most `WINDOW_TOKENS_PER_S` are written): decode it in
+    the 30 s window then."""
+    from faster_whisper.audio import pad_or_trim
+    from faster_whisper.tokenizer import Tokenizer
+    from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
+
+    features = model.feature_extractor(audio)
+    frames = window_s * WHISPER_RATE_HZ // model.feature_extractor.hop_length
+    if features.shape[-1] > frames:
+        return None
+    tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
+                          language="en")
+    prompt = model.get_prompt(tokenizer, [], without_timestamps=True)
+    most_tokens = WINDOW_TOKENS_SLACK + WINDOW_TOKENS_PER_S * audio.size // WHISPER_RATE_HZ
+    result = model.model.generate(
+        model.encode(pad_or_trim(features, frames)), [prompt], beam_size=1,
+        max_length=len(prompt) + most_tokens, return_scores=True, return_no_speech_prob=True,
+        suppress_blank=True, suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1])))[0]
+    tokens = result.sequences_ids[0]
+    avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
+    if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob < LOG_PROB_THRESHOLD:
+        return ""
+    text = tokenizer.decode(tokens).strip()
+    if ((len(tokens) >= LOOP_MIN_TOKENS and 3 * len(set(tokens)) <= len(tokens))
+            or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD):
+        return None
+    return text
+
+
 def _mono_float(pcm_f32: np.ndarray, sample_rate_hz: int) -> np.ndarray:
     """Validate and return `pcm_f32` as a contiguous 1-D float32 array.
 
@@ -224,6 +304,10 @@ class LocalWhisperTranscriber:
             0.2-1.0) when the greedy result looks unreliable (average log probability below
             -1, or compression ratio above 2.4); False: one greedy decode
             (`temperature=0`, see `person_transcriber`).
+        window_s: the encoder's input window (s, 1-30): audio that fits is padded to this
+            instead of faster-whisper's 30 s and decoded once, greedily, without timestamps
+            (`PERSON_WINDOW_S`; longer audio takes the 30 s path). Below 30 it needs
+            `word_timestamps` and `temperature_fallback` off (else ValueError).
 
     Decoding: `beam_size=1`, `language="en"`, `condition_on_previous_text=False`,
     `vad_filter=False`, `word_timestamps` (cross-attention alignment after decoding; it does not
@@ -246,9 +330,14 @@ class LocalWhisperTranscriber:
 
     def __init__(self, model_path: Path | None = None, cpu_threads: int = 2,
                  word_timestamps: bool = True, priority: AsrPriority = AsrPriority.FOREGROUND,
-                 budget_s: float | None = None, temperature_fallback: bool = True) -> None:
+                 budget_s: float | None = None, temperature_fallback: bool = True,
+                 window_s: int = WHISPER_WINDOW_S) -> None:
         if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1:
             raise ValueError("cpu_threads must be an int >= 1")
+        if not 1 <= window_s <= WHISPER_WINDOW_S:
+            raise ValueError(f"window_s must be 1-{WHISPER_WINDOW_S}")
+        if window_s < WHISPER_WINDOW_S and (word_timestamps or temperature_fallback):
+            raise ValueError("a shorter window decodes once, greedily, without word timings")
         if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
             raise ValueError("budget_s must be a positive finite number")
         self.model_path = model_path
@@ -257,6 +346,7 @@ class LocalWhisperTranscriber:
         self.priority = AsrPriority(priority)
         self.budget_s = budget_s
         self.temperature_fallback = temperature_fallback
+        self.window_s = window_s
 
     def load(self) -> None:
         """Load (or reuse) the model now; blocking. Call once at start to warm up."""
@@ -273,6 +363,10 @@ class LocalWhisperTranscriber:
         if audio.size == 0:
             return Transcript("")
         model = load_whisper_model(self.model_path, self.cpu_threads)
+        if self.window_s < WHISPER_WINDOW_S:
+            text = _decode_window(model, audio, self.window_s)
+            if text is not None:
+                return Transcript(text)
         fallback = {} if self.temperature_fallback else {"temperature": 0.0}
         segments, _info = model.transcribe(
             audio,
@@ -351,8 +445,11 @@ def person_transcriber() -> LocalWhisperTranscriber:
     as well: 36 test sentences (`tests/test_vad.py` and the other tests') by Piper and five
     espeak-ng voices, 300 ms of margin each side, WER 17.56 % with the fallback and 17.48 %
     without (216 utterances, 3 with a fallback, 2 transcripts changed, both en-029).
+    Utterances up to `PERSON_WINDOW_S` are encoded in that window, not 30 s: 2.6 times faster,
+    and as accurate or better on short turns (measured there).
     """
-    return LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False)
+    return LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False,
+                                   window_s=PERSON_WINDOW_S)
 
 
 def _release_after(job: asyncio.Future[str], limit: PriorityLimit,
