@@ -354,7 +354,7 @@ def test_speech_start_reaches_back_over_soft_windows() -> None:
 def test_echo_threshold_applies_while_the_assistant_plays() -> None:
     detector = TurnDetector()
     detector.assistant_playing = True
-    assert feed(detector, [0.7] * 30) == []
+    assert feed(detector, [0.55] * 30) == []
     assert len(feed(detector, [0.9] * 8, first_end_ms=31 * WINDOW_MS)) == 1
 
 

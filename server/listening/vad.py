@@ -271,7 +271,13 @@ class TurnDetectionConfig:
             at 0.5-0.85 with a level range under 1 dB; speech at the start moment ranged
             5.5-105 dB). 0 disables the check (default 3.0 dB).
         echo_threshold: used instead of `threshold` while the assistant is playing (default
-            0.8).
+            0.6). Measured (`benchmarks/bench_backchannel.py`'s 50 recordings 900 ms into the
+            microphone, 40 ms appends): at 0.8, 6 short words were never heard over a reply
+            (Piper "wait", "uh-uh", "right", "uh huh", espeak-ng en-gb-x-rp and en-029 "stop":
+            a missed barge-in, or a backchannel that could not pause), at 0.7 four, at 0.6 one
+            (Piper "wait"), at 0.5 none; the echo gate (`echo_gate`) does the rest of the
+            echo's rejection: `tests/test_echo.py` passes at 0.6, while at 0.5 a candidate
+            begun on the echo put one person's turn start 270 ms before their voice.
         pause_ms: non-speech after the last speech window at which a turn in progress reports
             `SpeechPaused`, when shorter than `silence_duration_ms`; None never reports it
             (default). The server passes the utterance tail its commits keep
@@ -295,7 +301,7 @@ class TurnDetectionConfig:
     hysteresis: float = 0.15
     candidate_gap_ms: int = 96
     min_level_range_db: float = 3.0
-    echo_threshold: float = 0.8
+    echo_threshold: float = 0.6
     pause_ms: int | None = None
     gap_ms: int | None = None
 
