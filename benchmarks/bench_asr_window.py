@@ -46,7 +46,7 @@ from tests import speech_fixtures
 from tests.echo_room import word_errors, words
 from tests.test_vad import SENTENCES
 
-WINDOWS_S = (30, 20, 15, 10, 7, 5)
+WINDOWS_S = (30, 20, 15, 10)
 """Windows measured (s)."""
 
 SHORT_OTHERS = ("how come", "how so", "he said what", "let me", "I hope", "anyhow", "is it",

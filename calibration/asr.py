@@ -56,8 +56,8 @@ WHISPER_WINDOW_S = 30
 
 PERSON_WINDOW_S = 15
 """Encoder window (s) for the person's turns (`person_transcriber`): their audio, padded to 15 s
-instead of 30, when it fits. The encoder's cost is nearly all of a short utterance's
-transcription, and CTranslate2 encodes a shorter input. Measured (`python -m
+instead of 30, when it leaves `WINDOW_PADDING_S` of it. The encoder's cost is nearly all of a
+short utterance's transcription, and CTranslate2 encodes a shorter input. Measured (`python -m
 benchmarks.bench_asr_window`, tiny.en int8, 2 threads, quiet 2-core machine): on the 24
 `tests/test_vad.py` sentences by Piper and four espeak-ng voices (120 utterances, 300 ms of
 silence each side), word error rate 17.70 % at 30 s, 16.35 % at 15 s, 15.41 % at 20 s, 14.05 %
@@ -68,9 +68,19 @@ backchannels for backchannels and none of the 100 others. Shorter windows break 
 and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...") and misread
 murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
 
+WINDOW_PADDING_S = 5
+"""Least padding (s) a short window keeps after the audio: longer audio takes the 30 s path.
+Found by a tester: a 14.9 s question in the 15 s window was read as its first clause only
+("Could you remind me tomorrow?" for 31 words, every run; whole at 14.6 s and in 30 s); turns
+of 8-10 s read as well in 15 s as in 30 s (40 utterances: 8 worse, 10 better, 22 the same)."""
+
 NO_SPEECH_THRESHOLD = 0.6
 """A window whose no-speech probability is above this, while its average token log probability
-is below `LOG_PROB_THRESHOLD`, has no speech (faster-whisper's `transcribe` defaults)."""
+is below `LOG_PROB_THRESHOLD`, has no speech (faster-whisper's `transcribe` defaults). In a
+short window that verdict is checked in the 30 s window: the short one gave it for 17 short
+words a tester said over a reply ("listen", "hold on", "nope", ...) of which 30 s read 9, and an
+utterance with no words is judged by its sound alone (espeak-ng's fast "listen" resumed the
+reply as an "uh-huh")."""
 
 LOG_PROB_THRESHOLD = -1.0
 """See `NO_SPEECH_THRESHOLD`."""
@@ -243,8 +253,8 @@ def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str
     """One greedy English decode of `audio` (1-D float32 at 16 kHz) with its log-mel features
     padded to `window_s` seconds instead of `WHISPER_WINDOW_S` (`PERSON_WINDOW_S`), as
     faster-whisper's `transcribe` decodes one segment otherwise: no timestamps, its suppressed
-    tokens, "" when the window has no speech (`NO_SPEECH_THRESHOLD`). None when the audio is
-    longer than the window, or the decode loops (`LOOP_MIN_TOKENS`,
+    tokens. None when the audio does not leave `WINDOW_PADDING_S` of the window, when the
+    window has no speech (`NO_SPEECH_THRESHOLD`), or the decode loops (`LOOP_MIN_TOKENS`,
     `COMPRESSION_RATIO_THRESHOLD`; at most `WINDOW_TOKENS_PER_S` are written): decode it in
     the 30 s window then."""
     from faster_whisper.audio import pad_or_trim
@@ -253,7 +263,7 @@ def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str
 
     features = model.feature_extractor(audio)
     frames = window_s * WHISPER_RATE_HZ // model.feature_extractor.hop_length
-    if features.shape[-1] > frames:
+    if audio.size > (window_s - WINDOW_PADDING_S) * WHISPER_RATE_HZ:
         return None
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
                           language="en")
@@ -266,7 +276,7 @@ def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str
     tokens = result.sequences_ids[0]
     avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob < LOG_PROB_THRESHOLD:
-        return ""
+        return None
     text = tokenizer.decode(tokens).strip()
     if ((len(tokens) >= LOOP_MIN_TOKENS and 3 * len(set(tokens)) <= len(tokens))
             or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD):
@@ -304,10 +314,11 @@ class LocalWhisperTranscriber:
             0.2-1.0) when the greedy result looks unreliable (average log probability below
             -1, or compression ratio above 2.4); False: one greedy decode
             (`temperature=0`, see `person_transcriber`).
-        window_s: the encoder's input window (s, 1-30): audio that fits is padded to this
-            instead of faster-whisper's 30 s and decoded once, greedily, without timestamps
-            (`PERSON_WINDOW_S`; longer audio takes the 30 s path). Below 30 it needs
-            `word_timestamps` and `temperature_fallback` off (else ValueError).
+        window_s: the encoder's input window (s, 6-30): audio at least `WINDOW_PADDING_S`
+            shorter is padded to this instead of faster-whisper's 30 s and decoded once,
+            greedily, without timestamps (`PERSON_WINDOW_S`; other audio, and decodes the
+            window cannot vouch for, take the 30 s path). Below 30 it needs `word_timestamps`
+            and `temperature_fallback` off (else ValueError).
 
     Decoding: `beam_size=1`, `language="en"`, `condition_on_previous_text=False`,
     `vad_filter=False`, `word_timestamps` (cross-attention alignment after decoding; it does not
@@ -334,8 +345,8 @@ class LocalWhisperTranscriber:
                  window_s: int = WHISPER_WINDOW_S) -> None:
         if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1:
             raise ValueError("cpu_threads must be an int >= 1")
-        if not 1 <= window_s <= WHISPER_WINDOW_S:
-            raise ValueError(f"window_s must be 1-{WHISPER_WINDOW_S}")
+        if not WINDOW_PADDING_S < window_s <= WHISPER_WINDOW_S:
+            raise ValueError(f"window_s must be {WINDOW_PADDING_S + 1}-{WHISPER_WINDOW_S}")
         if window_s < WHISPER_WINDOW_S and (word_timestamps or temperature_fallback):
             raise ValueError("a shorter window decodes once, greedily, without word timings")
         if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):

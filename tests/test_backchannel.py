@@ -72,6 +72,17 @@ def test_backchannel_words_resume(text: str, transcript: str) -> None:
     assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
 
 
+@pytest.mark.parametrize(("text", "transcript"), [("right?", "Right?"), ("okay?", "Okay?"),
+                                                  ("yeah?", "Yeah?"), ("really?", "Really?")])
+def test_backchannel_words_asked_as_a_question_are_an_interruption(text: str,
+                                                                    transcript: str) -> None:
+    """A tester's kind: "right?", "okay?", "yeah?", "really?" over a reply resumed it as
+    backchannels in every voice, though tiny.en wrote the question mark: they ask for an
+    answer."""
+    decision = classify(transcript, said(text), RATE)
+    assert (decision.verdict, decision.rule) == (Verdict.INTERRUPTION, "question")
+
+
 @pytest.mark.parametrize(("text", "transcript"), [
     ("how come", "Hot comb."), ("how so", "House O."), ("he said what", "He's bad work."),
     ("let me", "Let me..."), ("I hope", "I hope."), ("anyhow", "Anyhow."), ("is it", "Is it?"),

@@ -240,6 +240,23 @@ def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_keeps_the_decision
     assert len(transcribe.pcm16) == 24000 * 2 * (600 + UTTERANCE_TAIL_MS) // 1000
 
 
+def test_a_verdict_before_the_pause_keeps_its_words_and_prepares_nothing() -> None:
+    """A decision in the person's short ASR window is often back before the utterance tail
+    (`UTTERANCE_TAIL_MS`) passed: the pause then prepares no second transcription of the
+    same words (it did, and CI counted two), and the commit keeps the verdict's."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "wait")
+    session.on_speech_gap(600)
+    session.take_effects()
+    session.on_decision_transcription(item_id, 600, "Wait.")
+    session.on_speech_paused(600)
+    assert not [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
+    session.on_speech_stopped(600)
+    [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
+    assert (transcribe.item_id, transcribe.transcript, transcribe.prepared) == (
+        item_id, "Wait.", False)
+
+
 def test_a_cut_turn_with_sound_after_the_decision_s_audio_is_transcribed_again() -> None:
     """When the turn's audio goes on sounding after the decision's (its speech end as server
     VAD saw it + `DECISION_TAIL_MS`: here 550 ms, while "wait" sounds until 700 ms), the

@@ -7,7 +7,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 1. Longer than `max_ms` or more than `MAX_WORDS` words: an interruption.
 2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption.
 3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", ...), perhaps with
-   interjections ("oh okay", "ah I see"): a backchannel.
+   interjections ("oh okay", "ah I see"): a backchannel, unless the ASR wrote them as a
+   question ("Right?", "Really?", "Okay?": it heard the rising pitch of one), which asks for
+   an answer: an interruption.
 4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ... or no words at all) or a lone
    interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a murmur: "Oh" for
    espeak-ng en-029's "uh-uh"): the ASR
@@ -112,8 +114,8 @@ class Decision:
     Attributes:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
-            "backchannel_words", "murmur_h", "murmur_rising", "murmur_closure", "noise",
-            "other_words").
+            "question", "backchannel_words", "murmur_h", "murmur_rising", "murmur_closure",
+            "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
     """
@@ -184,6 +186,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     spoken = vocabulary.backchannels | vocabulary.interjections
     if (words and _covered(words, spoken) and not _covered(words, vocabulary.interjections)
             and not set(words) & vocabulary.murmurs):
+        if "?" in transcript:
+            return decided(Verdict.INTERRUPTION, "question")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
     if _covered(words, vocabulary.murmurs | spoken):
         if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
