@@ -240,6 +240,23 @@ def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_keeps_the_decision
     assert len(transcribe.pcm16) == 24000 * 2 * (600 + UTTERANCE_TAIL_MS) // 1000
 
 
+def test_a_backchannel_verdict_before_the_pause_prepares_nothing() -> None:
+    """The backchannel's verdict came back before the utterance tail passed: its pause
+    prepares no transcription (CI counted two), and its stop drops the turn."""
+    session, _ = paused_session()
+    item_id = spoken_turn(session, "uh-huh")
+    session.on_speech_gap(700)
+    session.take_effects()
+    session.on_decision_transcription(item_id, 700, "Uh-huh.")
+    assert types(session.take_events()) == ["input_audio_buffer.backchannel",
+                                             "response.resumed"]
+    session.on_speech_paused(700)
+    session.on_speech_stopped(700)
+    assert not [e for e in session.take_effects()
+                if isinstance(e, PrepareTranscription | Transcribe)]
+    assert item_id not in session.items.reserved
+
+
 def test_a_verdict_before_the_pause_keeps_its_words_and_prepares_nothing() -> None:
     """A decision in the person's short ASR window is often back before the utterance tail
     (`UTTERANCE_TAIL_MS`) passed: the pause then prepares no second transcription of the

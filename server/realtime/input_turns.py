@@ -298,10 +298,11 @@ class InputTurns:
         When speech resumes, a later pause prepares again (replacing this one) or the stop
         commits different audio: one transcription wasted per resumed pause. While a decision
         transcription of the same speech is pending, nothing is prepared until its verdict
-        (`decided`): most such turns are backchannels, never committed. Nor when the commit
-        will keep the verdict's words (`_known_transcript`): a decision in the person's short
-        ASR window (`calibration.asr.PERSON_WINDOW_S`) is often back before the pause, and
-        a preparation then transcribed the same words again.
+        (`decided`): most such turns are backchannels, never committed. Nor after a verdict
+        on this speech: a backchannel's turn is dropped at its stop, and an interruption's
+        commit keeps the verdict's words when it can (`_known_transcript`); a decision in the
+        person's short ASR window (`calibration.asr.PERSON_WINDOW_S`) is often back before
+        the pause, and a preparation then transcribed the same words again.
         """
         if self.turn_detection is None or self._speech_item is None:
             return
@@ -312,7 +313,8 @@ class InputTurns:
             return
         pcm16 = self.audio.peek(start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS,
                                               self.audio.end_ms))
-        if self._known_transcript(item_id, audio_end_ms, pcm16) is not None:
+        if self._backchannel == (item_id, audio_end_ms) or self._known_transcript(
+                item_id, audio_end_ms, pcm16) is not None:
             return
         self._prepared = (item_id, pcm16)
         self._log.effect(PrepareTranscription(item_id, pcm16,
