@@ -60,12 +60,12 @@ instead of 30, when it leaves `WINDOW_PADDING_S` of it. The encoder's cost is ne
 short utterance's transcription, and CTranslate2 encodes a shorter input. Measured (`python -m
 benchmarks.bench_asr_window`, tiny.en int8, 2 threads, quiet 2-core machine): on the 24
 `tests/test_vad.py` sentences by Piper and four espeak-ng voices (120 utterances, 300 ms of
-silence each side), word error rate 17.70 % at 30 s, 16.35 % at 15 s, 15.41 % at 20 s, 14.05 %
-at 10 s, wall time p50 362 / 141 / 183 / 95 ms; on `benchmarks/bench_backchannel.py`'s 50
+silence each side), word error rate 18.38 % at 30 s, 16.62 % at 15 s, 15.41 % at 20 s, 14.19 %
+at 10 s, wall time p50 415 / 149 / 248 / 107 ms; on `benchmarks/bench_backchannel.py`'s 50
 murmurs and words plus 75 short questions and refusals ("how come?", "mm-mm", "huh?"), the
-backchannel rule (`server.listening.backchannel.classify`) took 23 / 24 / 24 / 24 of the 25
-backchannels for backchannels and none of the 100 others. Shorter windows break down: at 7 s
-and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...") and misread
+backchannel rule (`server.listening.backchannel.classify`) took 22 / 24 / 24 / 23 of the 25
+backchannels for backchannels and 1 / 0 / 0 / 1 of the 100 others. Shorter windows break
+down: at 7 s and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...") and misread
 murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
 
 WINDOW_PADDING_S = 5
@@ -261,10 +261,10 @@ def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
 
-    features = model.feature_extractor(audio)
-    frames = window_s * WHISPER_RATE_HZ // model.feature_extractor.hop_length
     if audio.size > (window_s - WINDOW_PADDING_S) * WHISPER_RATE_HZ:
         return None
+    features = model.feature_extractor(audio)
+    frames = window_s * WHISPER_RATE_HZ // model.feature_extractor.hop_length
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
                           language="en")
     prompt = model.get_prompt(tokenizer, [], without_timestamps=True)
@@ -456,8 +456,8 @@ def person_transcriber() -> LocalWhisperTranscriber:
     as well: 36 test sentences (`tests/test_vad.py` and the other tests') by Piper and five
     espeak-ng voices, 300 ms of margin each side, WER 17.56 % with the fallback and 17.48 %
     without (216 utterances, 3 with a fallback, 2 transcripts changed, both en-029).
-    Utterances up to `PERSON_WINDOW_S` are encoded in that window, not 30 s: 2.6 times faster,
-    and as accurate or better on short turns (measured there).
+    Utterances up to `PERSON_WINDOW_S` - `WINDOW_PADDING_S` are encoded in the 15 s window,
+    not 30 s: 2.8 times faster, and as accurate or better on short turns (measured there).
     """
     return LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False,
                                    window_s=PERSON_WINDOW_S)
