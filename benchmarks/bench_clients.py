@@ -77,7 +77,8 @@ async def receive_until(websocket: ClientConnection, event_type: str,
                         on_event: Any = None) -> dict[str, Any]:
     """Read events until one of `event_type`; `on_event` sees every event first."""
     while True:
-        event = json.loads(await asyncio.wait_for(websocket.recv(), 30))
+        async with asyncio.timeout(30):
+            event = json.loads(await websocket.recv())
         if on_event is not None:
             on_event(event)
         if event["type"] == event_type:

@@ -110,10 +110,12 @@ async def first_audio_ms(client: BenchClient, text: str) -> float:
     delta; then stop the reply (`barge_in` at 0) and wait for its `response.done`."""
     response_id, sent_at = await client.prompt(text)
     track = client.tracks[response_id]
-    await asyncio.wait_for(track.first_audio.wait(), 30)
+    async with asyncio.timeout(30):
+        await track.first_audio.wait()
     assert track.first_audio_at is not None
     await client.barge_in(response_id, 0)
-    await asyncio.wait_for(track.done.wait(), 10)
+    async with asyncio.timeout(10):
+        await track.done.wait()
     return (track.first_audio_at - sent_at) * 1000
 
 

@@ -142,7 +142,8 @@ class FrameLink(asyncio.Protocol):
         self.protocol.send_close()
         self._flush()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.closed), 10)
+            async with asyncio.timeout(10):
+                await asyncio.shield(self.closed)
         if self.transport is not None:
             self.transport.abort()
 
@@ -193,8 +194,10 @@ class LoadClient(BenchClient):
         client = cls(link)
         try:
             await asyncio.get_running_loop().create_connection(lambda: link, uri.host, uri.port)
-            await asyncio.wait_for(asyncio.shield(link.opened), 10)
-            await asyncio.wait_for(client._opened.wait(), 10)
+            async with asyncio.timeout(10):
+                await asyncio.shield(link.opened)
+            async with asyncio.timeout(10):
+                await client._opened.wait()
         except BaseException:
             client._reader.cancel()
             if link.transport is not None:
@@ -301,7 +304,8 @@ async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,
         while not stop.is_set():
             response_id, sent_at = await client.prompt(rng.choice(LONG_PROMPTS))
             track = client.tracks[response_id]
-            await asyncio.wait_for(track.first_audio.wait(), 30)
+            async with asyncio.timeout(30):
+                await track.first_audio.wait()
             assert track.first_audio_at is not None
             client.ttfa.append((sent_at, (track.first_audio_at - sent_at) * 1000))
             ready.set()
@@ -320,7 +324,8 @@ async def _load_session(url: str, rng: random.Random, ready: asyncio.Event,
             await client.timed("barge", {"type": "barge_in", "response_id": response_id,
                                          "audio_end_ms": track.played_ms(now),
                                          "source": "button"})
-            await asyncio.wait_for(track.done.wait(), 10)
+            async with asyncio.timeout(10):
+                await track.done.wait()
             await asyncio.sleep(TYPING_S)
         await client.close()
         return client
@@ -360,7 +365,8 @@ async def client_load(spec: dict[str, Any]) -> dict[str, Any]:
         rng = random.Random(spec["seed"] * 100_000 + spec["first"] + index)
         tasks.append(asyncio.create_task(_load_session(spec["url"], rng, event, stop)))
         await asyncio.sleep(CONNECT_STAGGER_S)
-    await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), 120)
+    async with asyncio.timeout(120):
+        await asyncio.gather(*(event.wait() for event in ready))
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     stop.set()
@@ -385,13 +391,15 @@ async def _cycle(url: str, rng: random.Random, kind: str) -> None:
     if kind != "idle":
         response_id, _sent = await client.prompt(rng.choice(TOPIC_PROMPTS))
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 30)
+        async with asyncio.timeout(30):
+            await track.first_audio.wait()
         if kind == "drop":
             client.websocket.transport.abort()
         else:
             await client.ack(response_id, 50)
             await client.barge_in(response_id, 50)
-            await asyncio.wait_for(track.done.wait(), 10)
+            async with asyncio.timeout(10):
+                await track.done.wait()
     await client.close()
 
 
@@ -515,7 +523,8 @@ async def server_process(profile: str | None, max_sessions: int, label: str = "t
         *command, cwd=root, stdout=asyncio.subprocess.PIPE)
     assert process.stdout is not None
     try:
-        line = (await asyncio.wait_for(process.stdout.readline(), 120)).decode()
+        async with asyncio.timeout(120):
+            line = (await process.stdout.readline()).decode()
         match = re.search(r"http://([\d.]+):(\d+)", line)
         if match is None:
             raise RuntimeError(f"the server did not start: {line!r}")
@@ -524,7 +533,8 @@ async def server_process(profile: str | None, max_sessions: int, label: str = "t
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), 30)
+                async with asyncio.timeout(30):
+                    await process.wait()
             except TimeoutError:
                 process.kill()
                 await process.wait()

@@ -781,11 +781,13 @@ async def protocol_run(url: str, mode: str, seed: int) -> tuple[dict[str, Any], 
         sys.executable, "-m", "benchmarks.bench_microphone", "--role", "client", "--mode", mode,
         "--url", url, "--seed", str(seed), cwd=ROOT, stdout=asyncio.subprocess.PIPE)
     assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 180)
+    async with asyncio.timeout(180):
+        line = await process.stdout.readline()
     if line.strip() != b"start":
         raise RuntimeError(f"client {mode} did not start: {line!r}")
     snapshot, cpu = cpu_snapshot(), time.process_time()
-    output = await asyncio.wait_for(process.stdout.readline(), 300)
+    async with asyncio.timeout(300):
+        output = await process.stdout.readline()
     cpu = time.process_time() - cpu
     if await process.wait() != 0 or not output:
         raise RuntimeError(f"client {mode} failed")

@@ -92,7 +92,8 @@ async def drain(ws: ClientConnection, seconds: float, pid: int) -> float:
     deadline = time.perf_counter() + seconds
     while (left := deadline - time.perf_counter()) > 0:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ws.recv(), min(left, 0.1))
+            async with asyncio.timeout(min(left, 0.1)):
+                await ws.recv()
         peak = max(peak, rss_mb(pid))
     return peak
 

@@ -66,7 +66,7 @@ from calibration.asr import LocalWhisperTranscriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.connection import Services, wait_set
 from server.responders.demo import DemoResponder
 from server.responders.demo_topics import TOPICS
 from server.responders.prompt import ConversationTurn, Prompt
@@ -123,8 +123,7 @@ class EventClock(BenchClient):
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise TimeoutError(f"no {kind} within {timeout} s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), remaining)
+            await wait_set(self.changed, remaining)
         return self.arrivals[kind][after]
 
 
@@ -140,12 +139,12 @@ async def _stream_long(url: str, index: int, started: asyncio.Event,
         response_id, _ = await client.prompt(LONG_PROMPTS[turn % len(LONG_PROMPTS)])
         turn += 1
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 120)
+        async with asyncio.timeout(120):
+            await track.first_audio.wait()
         started.set()
         while not stop.is_set() and not track.done.is_set():
             await client.ack(response_id, track.played_ms(time.perf_counter()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.15)
+            await wait_set(stop, 0.15)
     await client.close()
 
 
@@ -160,7 +159,8 @@ async def streaming(url: str, sessions: int) -> AsyncIterator[None]:
     tasks = [asyncio.create_task(_stream_long(url, index, started[index], stop))
              for index in range(sessions)]
     try:
-        await asyncio.wait_for(asyncio.gather(*(event.wait() for event in started)), 120)
+        async with asyncio.timeout(120):
+            await asyncio.gather(*(event.wait() for event in started))
         await asyncio.sleep(1.0)
         yield
     finally:
@@ -177,11 +177,13 @@ async def first_audio_samples(url: str, prompts: int) -> list[float]:
     for text in texts[:prompts]:
         response_id, sent_at = await client.prompt(text)
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 60)
+        async with asyncio.timeout(60):
+            await track.first_audio.wait()
         assert track.first_audio_at is not None
         samples.append((track.first_audio_at - sent_at) * 1000)
         await client.barge_in(response_id, 0)
-        await asyncio.wait_for(track.done.wait(), 10)
+        async with asyncio.timeout(10):
+            await track.done.wait()
         await asyncio.sleep(GAP_S)
     await client.close()
     return samples
@@ -242,7 +244,8 @@ async def _barge_into_reply(client: BenchClient) -> None:
     """Prompt BARGED_REPLY, let 2.2 s of it play (real-time ACKs) and barge in."""
     response_id, _ = await client.prompt(BARGED_REPLY)
     track = client.tracks[response_id]
-    await asyncio.wait_for(track.first_audio.wait(), 60)
+    async with asyncio.timeout(60):
+        await track.first_audio.wait()
     while (played := track.played_ms(time.perf_counter())) < 2200:
         await client.ack(response_id, played)
         await asyncio.sleep(0.1)

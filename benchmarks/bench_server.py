@@ -39,7 +39,7 @@ from benchmarks.tables import print_table
 from calibration.asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.connection import Services, wait_set
 from server.realtime.session import SessionConfig
 from server.responders.demo_topics import TOPICS
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
@@ -261,7 +261,8 @@ class BenchClient:
     async def open(cls, url: str) -> BenchClient:
         """Connect to `url` and wait for `session.created` (TimeoutError after 10 s)."""
         client = cls(await connect(url, max_size=None, compression=None))
-        await asyncio.wait_for(client._opened.wait(), 10)
+        async with asyncio.timeout(10):
+            await client._opened.wait()
         return client
 
     async def close(self) -> None:
@@ -310,7 +311,8 @@ class BenchClient:
             "content": [{"type": "input_text", "text": text}]}})
         sent_at = time.perf_counter()
         await self.send({"type": "response.create"})
-        return await asyncio.wait_for(self.created.get(), 30), sent_at
+        async with asyncio.timeout(30):
+            return await self.created.get(), sent_at
 
     async def ack(self, response_id: str, played_ms: int) -> None:
         """Send `playback.ack`."""
@@ -335,11 +337,13 @@ async def client_ttfa(spec: dict[str, Any]) -> dict[str, Any]:
     for kind, text in prompts:
         response_id, sent_at = await client.prompt(text)
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 30)
+        async with asyncio.timeout(30):
+            await track.first_audio.wait()
         assert track.first_audio_at is not None
         samples.append({"kind": kind, "ms": (track.first_audio_at - sent_at) * 1000})
         await client.barge_in(response_id, 0)
-        await asyncio.wait_for(track.done.wait(), 10)
+        async with asyncio.timeout(10):
+            await track.done.wait()
         await asyncio.sleep(spec["think_s"])
     await client.close()
     return {"samples": samples, "errors": client.errors}
@@ -351,7 +355,8 @@ async def _barge_session(url: str, rng: random.Random, count: int) -> tuple[list
     for _ in range(count):
         response_id, _sent = await client.prompt(rng.choice(TOPIC_PROMPTS))
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 30)
+        async with asyncio.timeout(30):
+            await track.first_audio.wait()
         assert track.first_audio_at is not None
         barge_at = track.first_audio_at + rng.uniform(*BARGE_WINDOW_S)
         next_ack = track.first_audio_at + ACK_INTERVAL_S
@@ -364,7 +369,8 @@ async def _barge_session(url: str, rng: random.Random, count: int) -> tuple[list
         played, received = track.played_ms(now), track.max_end_ms
         sent_at = time.perf_counter()
         await client.barge_in(response_id, played)
-        await asyncio.wait_for(track.done.wait(), 10)
+        async with asyncio.timeout(10):
+            await track.done.wait()
         assert track.done_at is not None
         records.append({
             "session_id": client.session_id, "response_id": response_id,
@@ -395,7 +401,8 @@ async def _stream_session(url: str, rng: random.Random, ready: asyncio.Event,
     while not stop.is_set():
         response_id, _sent = await client.prompt(rng.choice(LONG_PROMPTS))
         track = client.tracks[response_id]
-        await asyncio.wait_for(track.first_audio.wait(), 120)
+        async with asyncio.timeout(120):
+            await track.first_audio.wait()
         assert track.first_audio_at is not None
         ready.set()
         while not stop.is_set() and not track.done.is_set():
@@ -403,8 +410,7 @@ async def _stream_session(url: str, rng: random.Random, ready: asyncio.Event,
             wanted = int((now - track.first_audio_at) * 1000) - PLAYBACK_JITTER_MS
             underrun_ms = max(underrun_ms, wanted - track.max_end_ms)
             await client.ack(response_id, track.played_ms(now))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), ACK_INTERVAL_S)
+            await wait_set(stop, ACK_INTERVAL_S)
         replies += track.done.is_set()
     await client.close()
     return {"underrun_ms": underrun_ms, "replies_completed": replies,
@@ -425,7 +431,8 @@ async def client_stream(spec: dict[str, Any]) -> dict[str, Any]:
                                             ready[index], stop))
         for index in range(spec["sessions"])
     ]
-    await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), 120)
+    async with asyncio.timeout(120):
+        await asyncio.gather(*(event.wait() for event in ready))
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     stop.set()
@@ -595,13 +602,15 @@ async def run_clients(spec: dict[str, Any],
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     if during is not None:
-        line = await asyncio.wait_for(process.stdout.readline(), 180)
+        async with asyncio.timeout(180):
+            line = await process.stdout.readline()
         if line.strip() != b"ready":
             raise RuntimeError(f"client process did not get ready: {line!r}")
         await during()
         process.stdin.write(b"stop\n")
         await process.stdin.drain()
-    output = await asyncio.wait_for(process.stdout.read(), 300)
+    async with asyncio.timeout(300):
+        output = await process.stdout.read()
     if await process.wait() != 0:
         raise RuntimeError(f"client process failed ({spec['mode']})")
     return json.loads(output.decode().strip().splitlines()[-1])
@@ -874,7 +883,8 @@ async def measure_rss() -> None:
     """Table 5: resident memory of a fresh process loading the server's models."""
     process = await asyncio.create_subprocess_exec(
         *CHILD, "--role", "rss", cwd=PROJECT_ROOT, stdout=asyncio.subprocess.PIPE)
-    output, _ = await asyncio.wait_for(process.communicate(), 180)
+    async with asyncio.timeout(180):
+        output, _ = await process.communicate()
     if process.returncode != 0:
         raise RuntimeError("rss child process failed")
     rows = [[stage, mib, "info", "-"] for stage, mib in

@@ -65,8 +65,8 @@ at 10 s, wall time p50 415 / 149 / 248 / 107 ms; on `benchmarks/bench_backchanne
 murmurs and words plus 75 short questions and refusals ("how come?", "mm-mm", "huh?"), the
 backchannel rule (`server.listening.backchannel.classify`) took 22 / 24 / 24 / 23 of the 25
 backchannels for backchannels and 1 / 0 / 0 / 1 of the 100 others. Shorter windows break
-down: at 7 s and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...") and misread
-murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
+down: at 7 s and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...")
+and misread murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
 
 WINDOW_PADDING_S = 5
 """Least padding (s) a short window keeps after the audio: longer audio takes the 30 s path.

@@ -378,7 +378,8 @@ class HistoryCalibration:
         status = "refused"
         retained_chars: int | None = None
         try:
-            result = await asyncio.wait_for(self.calibrate(snapshot), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                result = await self.calibrate(snapshot)
             elapsed_ms = (time.perf_counter() - started) * 1000.0
             if (
                 not self.closed

@@ -441,7 +441,8 @@ async def _bounded_asr(
     A failure is logged by exception class name only.
     """
     try:
-        return await asyncio.wait_for(_asr_attempt(snapshot, transcriber), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await _asr_attempt(snapshot, transcriber)
     except Exception as exc:
         logger.info(
             "auto asr attempt failed response=%s error=%s",

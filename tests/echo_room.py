@@ -44,6 +44,9 @@ SETTLE_S = 60.0
 """Longest wait for the person's turns to be transcribed after the reply ended (s)."""
 RESPONSE_WAIT_S = 1.0
 """How long the page listens on for responses once every turn was transcribed (s)."""
+RUN_LIMIT_S = 150.0
+"""Longest `RoomPage.run` (s): a reply that never starts or never ends fails the run (its
+events in the message) instead of holding the test until pytest's timeout."""
 NOISE_MS = 60_000
 """Noise floor generated per page; a longer session hears it again from its start."""
 
@@ -162,7 +165,11 @@ class RoomPage:
         until it ends or is interrupted; keep listening `after_ms` more, and on until every
         turn the server started has its transcript (or was deleted or a backchannel; at most
         `SETTLE_S`), and
-        `RESPONSE_WAIT_S` more for responses to them. Returns what happened."""
+        `RESPONSE_WAIT_S` more for responses to them. Returns what happened.
+
+        Raises:
+            AssertionError: the run lasted `RUN_LIMIT_S` (the reply never started or ended).
+        """
         client = self.client
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
@@ -179,6 +186,8 @@ class RoomPage:
             while settled_at is None or loop.time() < settled_at + RESPONSE_WAIT_S:
                 await asyncio.sleep(TICK_MS / 1000)
                 self._take_events()
+                assert loop.time() < started + RUN_LIMIT_S, (
+                    f"no end after {RUN_LIMIT_S:g} s: {[e['type'] for e in client.events]}")
                 now = round((loop.time() - started) * RATE_HZ)
                 self._play_until(now)
                 await self._listen_until(now)

@@ -47,7 +47,11 @@ class RealtimeClient:
         await self.websocket.send(frame)
 
     async def _receive(self, timeout: float) -> Event:
-        frame = await asyncio.wait_for(self.websocket.recv(), timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns a frame that arrives
+        # as the task is cancelled and drops the cancellation, so a reader task looping on
+        # `drain` would never end.
+        async with asyncio.timeout(timeout):
+            frame = await self.websocket.recv()
         event = json.loads(frame)
         self.events.append(event)
         return event

@@ -36,7 +36,8 @@ class ServerProcess:
     async def exited_cleanly(self, timeout_s: float) -> None:
         """Wait up to `timeout_s` for the process to exit; assert it exited with status 0 and
         wrote no traceback to stderr."""
-        returncode = await asyncio.wait_for(asyncio.to_thread(self.process.wait), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            returncode = await asyncio.to_thread(self.process.wait)
         stderr = self.process.stderr.read() if self.process.stderr else ""
         assert returncode == 0, stderr
         assert "Traceback" not in stderr, stderr
@@ -58,8 +59,8 @@ async def server_process(*flags: str) -> AsyncIterator[ServerProcess]:
     )
     try:
         assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline),
-                                      STARTUP_TIMEOUT_S)
+        async with asyncio.timeout(STARTUP_TIMEOUT_S):
+            line = await asyncio.to_thread(process.stdout.readline)
         match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
         assert match, line
         metrics = re.search(r"/metrics also at http://127\.0\.0\.1:(\d+)", line)

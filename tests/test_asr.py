@@ -189,7 +189,8 @@ async def test_case38_queue_timeout_never_reaches_http(
     with caplog.at_level(logging.INFO, logger="calibration.asr"):
         async with transcriber.limit.semaphore():
             with pytest.raises(TimeoutError):
-                await asyncio.wait_for(transcriber.transcribe(sine(24_000), 24_000), 0.02)
+                async with asyncio.timeout(0.02):
+                    await transcriber.transcribe(sine(24_000), 24_000)
     assert endpoint.requests == []
     assert "status=cancelled phase=queue" in caplog.text
 

@@ -171,7 +171,8 @@ async def test_the_readme_openai_sdk_recipe_holds_a_conversation(start_server) -
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+    async with asyncio.timeout(120):
+        stdout, stderr = await process.communicate()
     assert process.returncode == 0, stderr.decode()
     assert "tide" in stdout.decode().lower()
 

@@ -52,7 +52,8 @@ async def test_a_session_failing_while_its_sender_wakes_still_ends(
                 await client.send_raw(EXPLODE)
                 await client.drain(5.0)
         demo.close()
-        await asyncio.wait_for(asyncio.shield(demo.wait_closed()), 5.0)
+        async with asyncio.timeout(5.0):
+            await asyncio.shield(demo.wait_closed())
     finally:
         for task in demo.handler_tasks:  # so that a handler that never returns fails the test
             task.cancel()                # instead of hanging the fixture's teardown

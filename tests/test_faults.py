@@ -308,6 +308,31 @@ async def test_a_cancel_that_comes_with_a_wake_up_still_ends_the_send_loop() -> 
     assert 0.04 < time.perf_counter() - started < 1.0
 
 
+async def test_a_test_client_reading_in_a_loop_ends_when_cancelled_as_a_frame_arrives() -> None:
+    """`RealtimeClient.drain` in a loop (how `tests.echo_room.RoomPage` reads) ends when
+    cancelled in the loop iteration a frame arrives. Reading under `asyncio.wait_for`, the
+    reader took the frame, dropped the cancellation and read on, and the test awaiting it hung
+    until pytest's timeout (CI, `test_hold_on_a_second_over_the_echo_is_heard_word_for_word`)."""
+    frames: asyncio.Queue[str] = asyncio.Queue()
+
+    class QueueSocket:
+        async def recv(self) -> str:
+            return await frames.get()
+
+    client = RealtimeClient(QueueSocket())  # type: ignore[arg-type]
+
+    async def reader() -> None:
+        while True:
+            await client.drain(0.05)
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0.01)
+    frames.put_nowait('{"type": "session.updated"}')
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=1.0)
+    assert task in done and task.cancelled()
+
+
 async def test_a_cancelled_speaker_keeps_the_voice_until_its_worker_returns() -> None:
     """`wait_through_cancellation` (how `_speak` holds the TTS turn): cancels, even repeated,
     wait for the worker thread, then propagate."""
@@ -423,8 +448,8 @@ async def test_sigterm_closes_every_session_with_1001_and_exits_cleanly() -> Non
                 assert closed.value.rcvd is not None
                 return closed.value.rcvd.code
 
-            codes = await asyncio.wait_for(
-                asyncio.gather(*(closed_code(c) for c in (speaking, idle, played))), 2)
+            async with asyncio.timeout(2):
+                codes = await asyncio.gather(*(closed_code(c) for c in (speaking, idle, played)))
             assert time.perf_counter() - signalled < 2.0
             assert codes == [1001, 1001, 1001]
             await server.exited_cleanly(SHUTDOWN_GRACE_S + 2)

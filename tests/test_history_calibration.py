@@ -591,6 +591,28 @@ async def test_close_cancels_and_disables_everything() -> None:
     assert not ctl.audio and not ctl.tasks and session.apply_calls == []
 
 
+async def test_close_as_the_calibration_returns_cancels_it() -> None:
+    """`close()` in the loop iteration the callback's result arrives: the task ends cancelled
+    (under `asyncio.wait_for` on Python 3.11 it took the result and ran on, CPython gh-86296)."""
+    session = FakeSession()
+    result: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def calibrate(snapshot: HeardTextSnapshot) -> int:
+        return await result
+
+    ctl = controller(session, calibrate)
+    session.add("resp_1", cutoff_ms=1000)
+    ctl.record("resp_1", {"pcm_f32le": pcm(1000), "sample_rate_hz": RATE})
+    ctl.request_ready()
+    task = ctl.tasks["resp_1"]
+    await asyncio.sleep(0)
+    result.set_result(5)
+    ctl.close()
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled()
+    assert session.apply_calls == []
+
+
 async def test_cancelled_prompt_does_not_cancel_calibration() -> None:
     session = FakeSession()
 

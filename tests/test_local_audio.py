@@ -218,7 +218,8 @@ class TalkProcess:
         if self.process.returncode is None:
             self.process.send_signal(2)  # SIGINT: the person pressed Ctrl-C
         try:
-            code = await asyncio.wait_for(self.process.wait(), 20)
+            async with asyncio.timeout(20):
+                code = await self.process.wait()
         except TimeoutError:
             self.process.kill()
             await self.process.wait()
@@ -314,7 +315,8 @@ async def test_a_reply_played_to_its_end_is_acked_in_full(start_server,
 
 async def test_no_audio_device_is_one_clear_line_and_exit_code_3(tmp_path: Path) -> None:
     talk = await TalkProcess.start(tmp_path, "--url", "ws://127.0.0.1:9/v1/realtime")
-    code = await asyncio.wait_for(talk.process.wait(), 30)
+    async with asyncio.timeout(30):
+        code = await talk.process.wait()
     await asyncio.gather(*talk._readers)
     assert code == 3
     assert talk.stderr == [
@@ -325,7 +327,8 @@ async def test_an_unreachable_server_is_one_clear_line_and_exit_code_1(
     null_audio_home: Path,
 ) -> None:
     talk = await TalkProcess.start(null_audio_home, "--url", "ws://127.0.0.1:9/v1/realtime")
-    code = await asyncio.wait_for(talk.process.wait(), 30)
+    async with asyncio.timeout(30):
+        code = await talk.process.wait()
     await asyncio.gather(*talk._readers)
     assert code == 1
     assert len(talk.stderr) == 1
@@ -342,7 +345,8 @@ async def test_no_portaudio_library_is_one_clear_line_and_exit_code_3(tmp_path: 
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", hide, cwd=ROOT, env={**os.environ, "HOME": str(tmp_path)},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    async with asyncio.timeout(30):
+        stdout, stderr = await process.communicate()
     assert process.returncode == 3
     assert stdout == b""
     assert stderr.decode().splitlines() == [
@@ -354,7 +358,8 @@ async def test_the_api_key_comes_from_the_environment(start_server,
                                                      null_audio_home: Path) -> None:
     server = await start_server(api_key="s3cret-key")
     refused = await TalkProcess.start(null_audio_home, "--url", server.ws_url, "--no-mic")
-    assert await asyncio.wait_for(refused.process.wait(), 30) == 1
+    async with asyncio.timeout(30):
+        assert await refused.process.wait() == 1
     await asyncio.gather(*refused._readers)
     assert len(refused.stderr) == 1 and "HTTP 401" in refused.stderr[0]
     talk = await TalkProcess.start(null_audio_home, "--url", server.ws_url, "--no-mic",
