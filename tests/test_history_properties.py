@@ -247,16 +247,17 @@ class HistoryMachine(RuleBasedStateMachine):
         task resuming on the loop (a prompt wait ending) never sees the session ahead of the
         model. The events the session emitted for it are observed after `then`.
         """
-        def send() -> bool:
-            self.session.receive(json.dumps(event))
-            events = self.session.take_events()
-            accepted = not any(e["type"] == "error" for e in events)
-            if accepted and then is not None:
-                then()
-            self._observe(events)
-            return accepted
+        return self._call(lambda: self._deliver(event, then))
 
-        return self._call(send)
+    def _deliver(self, event: dict[str, Any], then: Callable[[], None] | None = None) -> bool:
+        """`_send`'s step, for a caller already on the running loop."""
+        self.session.receive(json.dumps(event))
+        events = self.session.take_events()
+        accepted = not any(e["type"] == "error" for e in events)
+        if accepted and then is not None:
+            then()
+        self._observe(events)
+        return accepted
 
     def _pump(self) -> None:
         """The send loop: move sendable audio out (pacing by the latest ACK)."""
@@ -453,6 +454,12 @@ class HistoryMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.order)
     @rule(index=st.integers(0, 99), value=VALUE, truncate=st.booleans(), by_item=st.booleans())
     def ack(self, index: int, value: int | str, truncate: bool, by_item: bool) -> None:
+        self._send(*self.ack_event(index, value, truncate, by_item))
+        self._pump()
+
+    def ack_event(self, index: int, value: int | str, truncate: bool,
+                  by_item: bool) -> tuple[dict[str, Any], Callable[[], None]]:
+        """The `playback.ack` of the `ack` rule and its model update, for `_send`/`_deliver`."""
         reply = self._pick(index)
         position = reply.position(value)
         target = {"item_id": reply.item_id} if by_item else {"response_id": reply.rid}
@@ -463,9 +470,7 @@ class HistoryMachine(RuleBasedStateMachine):
             if truncate:
                 reply.cap(position)
 
-        self._send({"type": "playback.ack", "played_ms": position, **target, **extra},
-                   acknowledged)
-        self._pump()
+        return {"type": "playback.ack", "played_ms": position, **target, **extra}, acknowledged
 
     @precondition(lambda self: self.order)
     @rule(kind=st.sampled_from(["truncate", "truncate", "barge_in", "barge_in", "clear",
@@ -651,29 +656,67 @@ def test_final_ack_after_the_next_prompt_was_built(machine: HistoryMachine) -> N
     assert assistant_turns(machine, 3)[:2] == ["", "w0"]
 
 
-def test_stricter_cap_after_a_calibration_was_announced(machine: HistoryMachine) -> None:
+def test_stricter_cap_after_a_calibration_was_announced() -> None:
     """The randomized run's next find (`make fuzz-properties`), shrunk by hand: the model was
     wrong again, and the server right.
 
-    "w0 w1 w2 w3" is ACKed at 1200 ms, then a new turn interrupts it and its prompt wait starts
-    calibrating it. An ACK with `truncate` at 0 ms then caps it, before the wait ends: history
-    and the prompt hold "". With the marks policy the calibration lands and announces "w0 w1 w2"
-    just before the cap arrives; the model used to check every `conversation.item.heard` of a
-    step against the cutoff at the step's end, 0 ms, so that announcement, true when made,
-    failed. The slow policy's result lands after the cap and is refused (its evidence, 1200 ms,
-    is no longer covered).
+    "w0 w1 w2 w3" is ACKed at 1200 ms, then a new turn interrupts it and calibrates it: the
+    marks calibration lands and announces "w0 w1 w2". The client's next event, on the loop step
+    after the landing (whatever the number of steps a calibration takes), is an ACK with
+    `truncate` at 0 ms: it caps the reply, so history and the next prompt hold "". The model
+    used to check every `conversation.item.heard` of a step against the cutoff at the step's
+    end, 0 ms, so that announcement, true when made, failed.
     """
-    run_steps(machine, [
-        ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
-        ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
-        ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
-        ("start_prompt", {}),
-        ("ack", {"index": 0, "value": 0, "truncate": True, "by_item": False}),
-        ("finish_prompt", {"order": Random(0)}),
-    ])
-    capped = machine.replies[machine.order[0]]
-    assert capped.cutoff_ms == 0
-    assert machine.session.history.get(capped.item_id).text == ""
-    assert assistant_turns(machine, 1) == [""]
-    expected = [""] if machine.SLOW else ["", "w0 w1 w2", ""]
-    assert machine.announced[capped.rid] == expected
+    machine = HistoryMachine()
+    try:
+        run_steps(machine, [
+            ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
+            ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
+        ])
+        cap = machine.ack_event(0, 0, truncate=True, by_item=False)
+        announce = machine._on_applied
+
+        def deliver_cap() -> None:
+            machine._take()
+            assert machine._deliver(*cap)
+
+        def announce_then_cap(response_id: str, result: int, elapsed_ms: float) -> None:
+            announce(response_id, result, elapsed_ms)
+            machine.loop.call_soon(deliver_cap)
+
+        machine.controller.on_applied = announce_then_cap
+        run_steps(machine, [
+            ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
+            ("start_prompt", {}),
+            ("finish_prompt", {"order": Random(0)}),
+        ])
+        capped = machine.replies[machine.order[0]]
+        assert capped.cutoff_ms == 0
+        assert machine.session.history.get(capped.item_id).text == ""
+        assert assistant_turns(machine, 1) == [""]
+        assert machine.announced[capped.rid] == ["", "w0 w1 w2", ""]
+    finally:
+        machine.teardown()
+
+
+def test_cap_before_a_held_result_lands_refuses_it() -> None:
+    """The same session with a slow policy: the cap at 0 ms comes while the result for the
+    1200 ms evidence is held, so the result lands after it and is refused (its evidence is no
+    longer covered); history, the prompt and every announcement hold ""."""
+    machine = SlowHistoryMachine()
+    try:
+        run_steps(machine, [
+            ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
+            ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
+            ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
+            ("start_prompt", {}),
+            ("ack", {"index": 0, "value": 0, "truncate": True, "by_item": False}),
+            ("finish_prompt", {"order": Random(0)}),
+        ])
+        capped = machine.replies[machine.order[0]]
+        assert capped.cutoff_ms == 0
+        assert machine.session.history.get(capped.item_id).text == ""
+        assert assistant_turns(machine, 1) == [""]
+        assert machine.announced[capped.rid] == [""]
+    finally:
+        machine.teardown()
