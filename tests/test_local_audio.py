@@ -32,6 +32,14 @@ from server.speech.resampling import resample
 from tests import speech_fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
+
+TALK_FROM_A_TERMINAL = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from server.__main__ import main; main(['talk', *sys.argv[1:]])")
+"""`python -m server talk` as an interactive shell starts it: with Python's SIGINT handler even
+when this test run was started with SIGINT ignored (a background job of a shell without job
+control, e.g. `(make test &)`), which a child inherits and Python keeps (Ctrl-C then never
+reached `talk`: three tests failed on "talk did not stop on SIGINT" in such a run)."""
 RATE = 24_000
 NULL_ASOUNDRC = "pcm.!default { type null  hint { show on } }\n"
 ACK_LINE = re.compile(r"(ack|barge_in) (\S+) .*?played_ms=(\d+) played_frames=(\d+) "
@@ -188,7 +196,7 @@ class TalkProcess:
         if api_key is not None:
             env["DUPLEX_API_KEY"] = api_key
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server", "talk", *args, cwd=ROOT, env=env,
+            sys.executable, "-c", TALK_FROM_A_TERMINAL, *args, cwd=ROOT, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE)
         return cls(process)
