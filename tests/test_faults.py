@@ -180,7 +180,12 @@ async def test_failing_remote_asr_falls_back_to_ratio_and_keeps_history(
             await play_fully(client, first_id)
             counting = "one two three four five six seven eight nine ten"
             response_id, item_id = await client.prompt(f"say: {counting}")
-            await client.wait_audio_until(response_id, 4000)
+            # The whole reply synthesized (and sent: the lead is 60 s), so that ratio has its
+            # complete duration: a reply cut while still being synthesized has none, and ratio
+            # refuses it (the last audio delta can arrive before the server has seen the
+            # synthesis end, so waiting for it raced: one CI run in four failed).
+            await client.wait_for("response.output_audio.done",
+                                  lambda e: e["response_id"] == response_id)
             await client.ack(response_id, 2000)
             await client.barge_in(response_id, 2000)
             heard = await client.heard(item_id, lambda e: e["method"] != "none", timeout=5)
