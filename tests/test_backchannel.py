@@ -36,11 +36,18 @@ def test_never_words_are_never_backchannels_whatever_the_sound(word: str) -> Non
 
 @pytest.mark.parametrize("voice", ESPEAK)
 def test_uh_huh_and_uh_uh_both_read_uh_uh_and_the_h_decides(voice: str) -> None:
-    """tiny.en writes "Uh-uh." for espeak-ng's "uh-huh": the aspirated gap tells them apart."""
-    yes = classify("Uh-uh.", said("uh-huh", voice=voice), RATE)
-    no = classify("Uh-uh.", said("uh-uh", voice=voice), RATE)
-    assert (yes.verdict, yes.rule) == (Verdict.BACKCHANNEL, "murmur_h")
-    assert (no.verdict, no.rule) == (Verdict.INTERRUPTION, "murmur_closure")
+    """tiny.en writes "Uh-uh." for espeak-ng's "uh-huh": the aspirated gap tells them apart.
+
+    Five renditions of each: espeak-ng's breath noise (the en-us+f3 variant) differs from call
+    to call within a process, and seeding libc's rand does not fix it. Measured: 19 of 20 f3
+    "uh-huh" read murmur_h (the other, murmur_closure, is taken for an interruption: the safe
+    side), 20 of 20 in the other voices; every "uh-uh" an interruption. One fresh-clone CI run
+    drew the odd one when the test took a single rendition.
+    """
+    yes = [classify("Uh-uh.", said("uh-huh", voice=voice), RATE) for _ in range(5)]
+    no = [classify("Uh-uh.", said("uh-uh", voice=voice), RATE) for _ in range(5)]
+    assert sum((d.verdict, d.rule) == (Verdict.BACKCHANNEL, "murmur_h") for d in yes) >= 3, yes
+    assert all((d.verdict, d.rule) == (Verdict.INTERRUPTION, "murmur_closure") for d in no), no
 
 
 def test_a_lone_interjection_is_decided_by_its_sound() -> None:
