@@ -8,7 +8,10 @@ by `mode`:
   and closes the upstream connection too, so the model stops generating;
 - "status": answered with HTTP `status` and an OpenAI-style error body;
 - "stall": never answered; the proxy waits for the client to give up;
-- "refusal": a stream whose one delta is a `refusal`.
+- "refusal": a stream whose one delta is a `refusal`;
+- "garbage": a stream whose one event is not JSON;
+- "cut": a stream of one content delta (`CUT_TEXT`) that ends without a `finish_reason` or
+  `[DONE]` (the model server went away mid-reply).
 Times are `time.monotonic()` readings (s), comparable with the test's own.
 """
 
@@ -28,6 +31,7 @@ from tests.loopback_http import LoopbackHTTPServer
 
 ERROR_MESSAGE = "the model server fell over"
 REFUSAL = "I cannot help with that."
+CUT_TEXT = "Once upon a time"
 POLL_S = 0.005
 """How often a waiting handler looks for the client's close or the proxy's shutdown (s)."""
 
@@ -61,7 +65,7 @@ class RecordingProxy(LoopbackHTTPServer):
     def __init__(self, upstream: str, port: int = 0) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.mode: Literal["forward", "status", "stall", "refusal"] = "forward"
+        self.mode: Literal["forward", "status", "stall", "refusal", "garbage", "cut"] = "forward"
         self.status = 500
         self.requests: list[ChatRequest] = []
         super().__init__(port)
@@ -123,6 +127,15 @@ class RecordingProxy(LoopbackHTTPServer):
                          "finish_reason": "stop"}]}
             self._send(handler, 200, "text/event-stream",
                        f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+        elif self.mode == "garbage":
+            self._send(handler, 200, "text/event-stream", b"data: {not json}\n\n")
+        elif self.mode == "cut":
+            chunk = {"id": "chatcmpl-cut", "object": "chat.completion.chunk", "created": 0,
+                     "model": request.body.get("model", ""), "choices": [{
+                         "index": 0, "delta": {"role": "assistant", "content": CUT_TEXT},
+                         "finish_reason": None}]}
+            self._send(handler, 200, "text/event-stream",
+                       f"data: {json.dumps(chunk)}\n\n".encode())
         else:
             self._forward(handler, request, body)
 

@@ -10,6 +10,7 @@ sent, that a barge-in / cancel / disconnect closes its stream, and how faults en
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from collections.abc import Iterator
@@ -226,14 +227,16 @@ async def test_sigterm_closes_the_llm_stream_of_an_open_session(
 # ----------------------------------------------------------------------------- faults
 
 
-@pytest.mark.parametrize("fault", ["status", "stall", "refusal", "refused"])
+@pytest.mark.parametrize("fault", ["status", "stall", "refusal", "refused", "garbage", "cut"])
 async def test_an_llm_fault_fails_the_response_and_the_session_goes_on(
-    start_server: Any, local_llm: LocalLLMServer, fault: str,
+    start_server: Any, local_llm: LocalLLMServer, fault: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """HTTP 500, no answer within the timeout (the demo then hangs up), a refusal, connection
-    refused: the reply ends with `response.done` status failed and an `error` event saying
-    why; the history before it stays, and the next prompt is answered once the server is
-    back."""
+    refused, a stream event that is not JSON, a stream cut off mid-reply: the reply ends with
+    `response.done` status failed and an `error` event saying why, and nothing is logged at
+    ERROR; the history before it stays, the failed reply adds nothing the model is told it
+    said (except, for the cut stream, the words it did write, none of them heard), and the
+    next prompt is answered once the server is back."""
     proxy = RecordingProxy(local_llm.origin).__enter__()
     try:
         server = await llm_server(start_server, proxy.url, llm_max_tokens=12,
@@ -261,7 +264,9 @@ async def test_an_llm_fault_fails_the_response_and_the_session_goes_on(
             expected = {"status": f"HTTP 500: {ERROR_MESSAGE}",
                         "stall": f"did not answer within {STALL_TIMEOUT_S:g} s",
                         "refusal": f"refused to answer: {REFUSAL}",
-                        "refused": "no answer from the LLM server at"}[fault]
+                        "refused": "no answer from the LLM server at",
+                        "garbage": "sent a stream event that is not JSON",
+                        "cut": "ended before the reply was finished"}[fault]
             assert failed["status"] == "failed"
             assert expected in failed["status_details"]["error"]["message"]
             assert expected in error["error"]["message"]
@@ -275,12 +280,16 @@ async def test_an_llm_fault_fails_the_response_and_the_session_goes_on(
             third_id, _ = await client.prompt("Say goodbye.")
             assert (await done(client, third_id))["status"] == "completed"
         [*_, last] = proxy.wait_requests(1 if fault == "refused" else 3)
-        assert last.body["messages"][1:4] == [
+        unheard = ([{"role": "assistant", "content": ""},
+                    {"role": "system", "content": DEFAULT_UNHEARD_NOTE}] if fault == "cut" else [])
+        assert last.body["messages"][1:] == [
             {"role": "user", "content": "Say hello."},
             {"role": "assistant", "content": transcript(client, first_id)},
             {"role": "user", "content": "Tell me more."},
+            *unheard,
+            {"role": "user", "content": "Say goodbye."},
         ]
-        assert last.body["messages"][-1] == {"role": "user", "content": "Say goodbye."}
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     finally:
         proxy.__exit__()
 

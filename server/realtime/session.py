@@ -488,7 +488,10 @@ class Session:
 
         Returns None when the response is no longer active (it was cancelled while waiting).
         User turns are verbatim; assistant turns carry the heard text, the full text and whether
-        they were interrupted (the responder adds the interruption note).
+        they were interrupted (the responder adds the interruption note). An assistant item
+        that holds no text at all (a reply that failed or was cancelled before it wrote a word)
+        is left out: it said nothing, and a note would tell the model of an interruption that
+        never cut anything it said.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
@@ -497,7 +500,7 @@ class Session:
         for item in self.history.before(response.item_id):
             if item.role == "user":
                 turns.append(ConversationTurn(role="user", text=item.text))
-            else:
+            elif item.text or item.full_text:
                 turns.append(ConversationTurn(role="assistant", text=item.text,
                                               full_text=item.full_text,
                                               interrupted=item.interrupted))

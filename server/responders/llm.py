@@ -13,6 +13,7 @@ LLM server sees the client disconnect and can stop generating.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -74,11 +75,12 @@ class LLMResponder:
         Raises:
             ResponderError: the server could not be reached or hung up, answered an HTTP
                 error, timed out (`timeout_s`), broke off the stream, refused to answer (a
-                `refusal` delta or `finish_reason` "content_filter") or answered no text at
-                all. Text already yielded stays valid.
+                `refusal` delta or `finish_reason` "content_filter"), sent an event that is not
+                JSON, ended its stream before a `finish_reason`, or answered no text at all.
+                Text already yielded stays valid.
         """
         settings = self.settings
-        answered = False
+        answered = finished = False
         try:
             stream = await self._client.chat.completions.create(
                 model=settings.model,
@@ -98,6 +100,7 @@ class LLMResponder:
                     if choice.delta.content:
                         answered = True
                         yield choice.delta.content
+                    finished = finished or choice.finish_reason is not None
         except openai.APIStatusError as exc:
             raise ResponderError(
                 f"the LLM server answered HTTP {exc.status_code}: {_detail(exc)}") from exc
@@ -112,8 +115,14 @@ class LLMResponder:
                 f"the LLM server did not answer within {settings.timeout_s:g} s") from exc
         except (openai.APIError, httpx.HTTPError) as exc:
             raise ResponderError(f"the LLM stream failed: {_cause(exc)}") from exc
+        except json.JSONDecodeError as exc:
+            raise ResponderError(f"the LLM server sent a stream event that is not JSON: "
+                                 f"{str(exc)[:ERROR_DETAIL_CHARS]}") from exc
         if not answered:
             raise ResponderError("the LLM answered no text")
+        if not finished:
+            raise ResponderError("the LLM stream ended before the reply was finished "
+                                 "(no finish_reason)")
 
 
 def _refused(refusal: str | None) -> str:
