@@ -80,7 +80,7 @@ class ServerConfig:
     max_reply_chars: int = 4000
     interruption_mode: str = "pause"
     pause_timeout_ms: int = 2500
-    max_backchannel_ms: int = 1000
+    max_backchannel_ms: int = 1500
     api_key: str | None = field(default=None, repr=False)
     llm_url: str | None = None
     llm_model: str | None = None

@@ -151,7 +151,7 @@ def test_session_interruption_is_validated_and_reported() -> None:
     events = send(session, type="session.update", **{"session": {"interruption": {
         "mode": "cancel", "pause_timeout_ms": 4000}}})
     assert events[0]["session"]["interruption"] == {
-        "mode": "cancel", "pause_timeout_ms": 4000, "max_backchannel_ms": 1000,
+        "mode": "cancel", "pause_timeout_ms": 4000, "max_backchannel_ms": 1500,
         "language": "en"}
     for bad, param in (({"mode": "maybe"}, "session.interruption.mode"),
                        ({"pause_timeout_ms": 5}, "session.interruption.pause_timeout_ms"),

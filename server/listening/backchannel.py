@@ -4,20 +4,31 @@
 (`server.listening.prosody`), per language. The rule (English; measured on espeak-ng and Piper
 voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 
-1. Longer than `max_ms` or more than `MAX_WORDS` words: an interruption.
-2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption.
-3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", ...), perhaps with
-   interjections ("oh okay", "ah I see"): a backchannel, unless the ASR wrote them as a
-   question ("Right?", "Really?", "Okay?": it heard the rising pitch of one), which asks for
-   an answer: an interruption.
-4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ... or no words at all) or a lone
-   interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a murmur: "Oh" for
-   espeak-ng en-029's "uh-uh"): the ASR
-   cannot tell "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the
-   sound decides: two voiced syllables joined by an aspirated gap (the /h/ of "uh-huh",
-   "mm-hmm") or rising from the first to the second (the yes-contour) are a backchannel; one
-   syllable, or two split by a closure (the glottal stop of "uh-uh") and not rising, are an
-   interruption. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
+1. Longer than `max_ms` or more than `MAX_WORDS` words (a word repeated at once counts once:
+   "ha ha ha ha", "yeah yeah yeah"): an interruption.
+2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption, also
+   beside a backchannel ("yeah but wait").
+3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", and acknowledgments of
+   one to three words: "makes sense", "gotcha", "perfect", "thanks", "sounds good", ...),
+   perhaps with interjections ("oh okay", "ah I see"): a backchannel, unless it was asked
+   (`question`): the ASR wrote a question mark, or the pitch rose at its end by
+   `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
+   rising "sure?" in some voices).
+4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ..., any spelling of a hum the
+   ASR writes for one - "M-H-M", "M. M.", "Emm" -, laughter - "ha", "haha" - or no words at
+   all) or a lone interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a
+   murmur: "Oh" for espeak-ng en-029's "uh-uh", for Piper's "uh-huh"): the ASR cannot tell
+   "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the sound
+   decides. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
+   Three or more voiced syllables all joined by aspirated gaps are laughter (a backchannel);
+   two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
+   the first to the second (the yes-contour) are a backchannel; one syllable is
+   a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
+   one is "mm-mm", no) and not asked (as in rule 3: "hm?");
+   two syllables split by a closure (the glottal stop of "uh-uh", "mm-mm") and not rising,
+   and one syllable of a vowel ("uh", "oh": espeak-ng en-us and en-029 "uh-uh" can be one
+   nucleus, its glottal stop too short to split it), are an interruption. A question mark
+   makes any of them a question.
 5. Anything else: an interruption, whatever it sounds like. Words the ASR wrote are never
    overruled by the sound: a rule that took any three words sounding like a two-syllable /h/
    murmur for one (tiny.en writes "And then boom." or "in the meantime." for espeak-ng's
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +61,16 @@ MIN_ASPIRATED_GAP_MS = 40
 shorter dips are pitch-tracker dropouts inside one vowel."""
 RISING_ST = 2.0
 """Pitch rise (semitones) from the first to the second syllable of a yes-murmur."""
+QUESTION_RISE_ST = 1.5
+"""Terminal pitch rise (semitones, `Prosody.final_rise_st`) that makes a backchannel word or a
+one-syllable murmur a question. Measured on espeak-ng voices (`tests/test_backchannel.py`):
+"sure?", "oh?" end 1.8-2.1 st above their median, "sure.", "oh.", "mm." and "okay." 0.7 to
+4 st below; Piper's one-word questions end level (-0.7 to 0.3 st), so for them only the
+ASR's question mark tells."""
+MAX_HUM_MS = 600
+"""Longest one-syllable hum taken for "mm" (rule 4): espeak-ng "mm" and "hmm" last 370-540 ms
+and Piper's "mm-hmm" (one nucleus) 520 ms, while espeak-ng's "mm-mm" (no), one nucleus with
+no closure, lasts 650-770 ms."""
 NOISE_VOICED_SHARE = 0.15
 """Audio with no words and less than this share voiced is noise, not speech."""
 
@@ -71,12 +93,27 @@ class Vocabulary:
         murmurs: non-words whose meaning the sound decides (rule 4).
         interjections: words that the ASR also writes for murmurs: beside a backchannel word
             they are part of it (rule 3), alone the sound decides (rule 4).
+        hum_spelling: a word that spells a closed-mouth hum ("mm", "m-h-m", "emm"): a murmur
+            (rule 4) though not on the `murmurs` list, and one syllable of it a backchannel.
+        laugh_spelling: a word that spells laughter ("ha", "haha"): a murmur (rule 4).
     """
 
     backchannels: frozenset[str]
     never: frozenset[str]
     murmurs: frozenset[str]
     interjections: frozenset[str]
+    hum_spelling: re.Pattern[str]
+    laugh_spelling: re.Pattern[str]
+
+    def hum(self, word: str) -> bool:
+        """True when `word` (normalised) spells a hum."""
+        return self.hum_spelling.fullmatch(word) is not None
+
+    def murmur(self, word: str) -> bool:
+        """True when `word` (normalised) is a murmur: on the list or spelling a hum or a
+        laugh."""
+        return word in self.murmurs or self.hum(word) or (
+            self.laugh_spelling.fullmatch(word) is not None)
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -86,6 +123,11 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "yah", "yay", "right", "okay", "ok", "o.k", "k", "sure", "i see", "see", "got it",
             "alright", "all right", "cool", "true", "exactly", "aha",
             "go on", "i know", "indeed", "great", "nice", "good", "wow", "really",
+            "makes sense", "make sense", "that makes sense", "gotcha", "got you", "i got it",
+            "perfect", "thanks", "sounds good", "sound good", "fair enough", "of course",
+            "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
+            "that's right", "that's true", "that's good", "that's great", "very good",
+            "fine", "absolutely", "definitely", "totally", "uh-huh yeah",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -100,6 +142,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "hmm", "mm-mm", "mm mm", "huh", "ha", "er", "erm",
         }),
         interjections=frozenset({"oh", "ah"}),
+        hum_spelling=re.compile(r"(?=[a-z.-]*m)(?:(?:e?m+|[mh]+)[.-]?)+"),
+        laugh_spelling=re.compile(r"ha|hah|heh|(?:h[aeio]){2,}h?"),
     ),
 }
 """Word lists per language (ISO 639-1)."""
@@ -114,8 +158,8 @@ class Decision:
     Attributes:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
-            "question", "backchannel_words", "murmur_h", "murmur_rising", "murmur_closure",
-            "noise", "other_words").
+            "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
+            "murmur", "murmur_closure", "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
     """
@@ -152,10 +196,20 @@ def _covered(words: tuple[str, ...], vocabulary: frozenset[str]) -> bool:
     return True
 
 
-def _h_murmur(prosody: Prosody) -> bool:
-    """Two voiced syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm")."""
-    return len(prosody.nuclei) == 2 and all(
-        gap.aspirated and gap.duration_ms >= MIN_ASPIRATED_GAP_MS for gap in prosody.gaps)
+def _aspirated(prosody: Prosody) -> bool:
+    """Every gap between the voiced syllables is an /h/ (aspirated, long enough)."""
+    return all(gap.aspirated and gap.duration_ms >= MIN_ASPIRATED_GAP_MS
+               for gap in prosody.gaps)
+
+
+def _asked(transcript: str, prosody: Prosody) -> bool:
+    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`)."""
+    return "?" in transcript or prosody.final_rise_st >= QUESTION_RISE_ST
+
+
+def _word_count(words: tuple[str, ...]) -> int:
+    """Words, a word repeated at once counted once ("ha ha ha ha" is one)."""
+    return sum(1 for i, word in enumerate(words) if i == 0 or word != words[i - 1])
 
 
 def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language: str = "en",
@@ -179,22 +233,40 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     def decided(verdict: Verdict, rule: str) -> Decision:
         return Decision(verdict, rule, words, prosody)
 
-    if prosody.duration_ms > max_ms or len(words) > MAX_WORDS:
+    if prosody.duration_ms > max_ms or _word_count(words) > MAX_WORDS:
         return decided(Verdict.INTERRUPTION, "too_long")
     if _phrases(words) & vocabulary.never:
         return decided(Verdict.INTERRUPTION, "never_word")
     spoken = vocabulary.backchannels | vocabulary.interjections
+    no_murmur = not any(vocabulary.murmur(word) for word in words)
     if (words and _covered(words, spoken) and not _covered(words, vocabulary.interjections)
-            and not set(words) & vocabulary.murmurs):
-        if "?" in transcript:
+            and no_murmur):
+        if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
-    if _covered(words, vocabulary.murmurs | spoken):
-        if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
-            return decided(Verdict.NOISE, "noise")
-        if _h_murmur(prosody):
-            return decided(Verdict.BACKCHANNEL, "murmur_h")
-        if len(prosody.nuclei) == 2 and prosody.pitch_change_st >= RISING_ST:
-            return decided(Verdict.BACKCHANNEL, "murmur_rising")
-        return decided(Verdict.INTERRUPTION, "murmur_closure")
+    if all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
+            tuple(word for word in words if not vocabulary.murmur(word)), spoken):
+        return _by_sound(words, transcript, prosody, vocabulary, decided)
     return decided(Verdict.INTERRUPTION, "other_words")
+
+
+def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabulary: Vocabulary,
+              decided: Callable[[Verdict, str], Decision]) -> Decision:
+    """Rule 4: murmur words, interjections or none; the sound decides."""
+    syllables = len(prosody.nuclei)
+    if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
+        return decided(Verdict.NOISE, "noise")
+    if "?" in transcript:
+        return decided(Verdict.INTERRUPTION, "question")
+    if syllables >= 3 and _aspirated(prosody):
+        return decided(Verdict.BACKCHANNEL, "laughter")
+    if syllables == 2 and _aspirated(prosody):
+        return decided(Verdict.BACKCHANNEL, "murmur_h")
+    if syllables == 2 and prosody.pitch_change_st >= RISING_ST:
+        return decided(Verdict.BACKCHANNEL, "murmur_rising")
+    if syllables == 1 and prosody.duration_ms <= MAX_HUM_MS and words and all(
+            vocabulary.hum(word) for word in words):
+        if _asked(transcript, prosody):
+            return decided(Verdict.INTERRUPTION, "question")
+        return decided(Verdict.BACKCHANNEL, "murmur")
+    return decided(Verdict.INTERRUPTION, "murmur_closure")

@@ -45,6 +45,10 @@ ASPIRATION_RANGE_DB = 30.0
 espeak-ng and Piper "uh-huh" / "uh-uh", see `tests/test_backchannel.py`)."""
 MIN_F0_HZ = 60.0
 MAX_F0_HZ = 400.0
+FINAL_MS = 120
+"""The end of an utterance whose pitch, against the utterance's median, is its final rise
+(a question's terminal rise: J. Pierrehumbert, "The phonology and phonetics of English
+intonation", MIT thesis, 1980: the H-H% boundary)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,9 @@ class Prosody:
         level_dbfs: level of the loudest frame (dBFS, RMS).
         sound_end_ms: end of the last frame within `SPEECH_RANGE_DB` of the loudest, ms from
             the first sample (0 when silent): after it the audio holds nothing audible.
+        final_rise_st: median pitch of the last `FINAL_MS` of voiced frames of the last
+            nucleus minus the median pitch of all nuclei, in semitones (0.0 without nuclei):
+            a question's terminal rise is positive.
     """
 
     duration_ms: int
@@ -85,6 +92,7 @@ class Prosody:
     pitch_change_st: float
     level_dbfs: float
     sound_end_ms: int = 0
+    final_rise_st: float = 0.0
 
     @property
     def voiced_share(self) -> float:
@@ -129,15 +137,20 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
               if (run[1] - run[0]) * HOP_MS >= MIN_NUCLEUS_MS]
     gaps = tuple(_gap(levels, peak, before[1], after[0])
                  for before, after in itertools.pairwise(nuclei))
-    change = 0.0
+    change = rise = 0.0
     if len(nuclei) >= 2:
         change = 12.0 * float(np.log2(_median_f0(f0, nuclei[-1]) / _median_f0(f0, nuclei[0])))
+    if nuclei:
+        pitched = np.concatenate([f0[a:b][f0[a:b] > 0] for a, b in nuclei])
+        ending = f0[nuclei[-1][0]:nuclei[-1][1]]
+        final = ending[ending > 0][-(FINAL_MS // HOP_MS):]
+        rise = _octave_folded(12.0 * float(np.log2(np.median(final) / np.median(pitched))))
     return Prosody(
         duration_ms=(last - first + 1) * HOP_MS + FRAME_MS - HOP_MS,
         voiced_ms=int(voiced.sum()) * HOP_MS,
         nuclei=tuple((a * HOP_MS, b * HOP_MS + FRAME_MS - HOP_MS) for a, b in nuclei),
         gaps=gaps, pitch_change_st=change, level_dbfs=peak,
-        sound_end_ms=last * HOP_MS + FRAME_MS,
+        sound_end_ms=last * HOP_MS + FRAME_MS, final_rise_st=rise,
     )
 
 
@@ -170,6 +183,13 @@ def _gap(levels: np.ndarray, peak: float, start: int, end: int) -> Gap:
     """The gap of frames [start, end) between two nuclei."""
     level = float(np.mean(levels[start:end])) - peak if end > start else 0.0
     return Gap((end - start) * HOP_MS, level, level >= -ASPIRATION_RANGE_DB)
+
+
+def _octave_folded(semitones: float) -> float:
+    """`semitones` less the whole octaves in it, in [-6, 6): an autocorrelation tracker's
+    octave errors (a lag of two periods, or half of one) move the pitch by 12 semitones, a
+    terminal rise by less than an octave."""
+    return semitones - 12.0 * round(semitones / 12.0)
 
 
 def _median_f0(f0: np.ndarray, run: tuple[int, int]) -> float:

@@ -27,7 +27,7 @@ class InterruptionSettings:
 
     mode: str = "pause"
     pause_timeout_ms: int = 2500
-    max_backchannel_ms: int = 1000
+    max_backchannel_ms: int = 1500
     language: str = "en"
 
     def as_wire(self) -> dict[str, Any]:
