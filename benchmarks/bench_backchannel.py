@@ -4,10 +4,12 @@ A real `DemoServer` (uniform voice, marks calibration, the in-process tiny.en AS
 server VAD) and a protocol client that plays, pauses and resumes like the page
 (`tests.pausing_page`). Each trial is one session: `say:` a 14-word reply (5.6 s), and 900 ms
 into its playback the microphone carries one recording, then silence. Recordings: the
-backchannels "uh-huh", "mm-hmm", "yeah", "right", "okay" and the real interruptions "wait",
-"no", "uh-uh", "stop", "hold on", each by Piper (the bundled voice) and four espeak-ng voices
-(50 recordings). Piper is given the spellings it actually pronounces as meant ("uh huh",
-"mm-hmm.", "uh, uh."; its "uh-huh" is one short "uh").
+backchannels "uh-huh", "mm-hmm", "yeah", "right", "okay", the murmurs "mhm", "mm", "hmm", the
+laughs "ha ha ha ha", "ha ha ha" and the acknowledgments "makes sense", "gotcha", "perfect",
+"thanks" (issue 24), and the real interruptions "wait", "no", "uh-uh", "stop", "hold on",
+"hang on", "what?", "how come?", each by Piper (the bundled voice) and four espeak-ng voices
+(110 recordings; `--words` runs a subset). Piper is given the spellings it actually
+pronounces as meant ("uh huh", "mm-hmm.", "uh, uh."; its "uh-huh" is one short "uh").
 
 Targets (issue 13): backchannels resumed with the history unchanged and no responder turn
 >= 90 %; interruptions treated as backchannels: 0; the pause -> resume gap the listener hears
@@ -50,8 +52,9 @@ ONSET_MS = 900
 TAIL_MS = 4000
 """Silence after the recording."""
 ESPEAK_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-029")
-BACKCHANNELS = ("uh-huh", "mm-hmm", "yeah", "right", "okay")
-INTERRUPTIONS = ("wait", "no", "uh-uh", "stop", "hold on")
+BACKCHANNELS = ("uh-huh", "mm-hmm", "yeah", "right", "okay", "mhm", "mm", "hmm",
+                "ha ha ha ha", "ha ha ha", "makes sense", "gotcha", "perfect", "thanks")
+INTERRUPTIONS = ("wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?")
 TRANSCRIPT_WAIT_S = 90.0
 """Longest wait for the transcript of a cut reply's turn (s): on a loaded machine one took
 more than 30 s, and the timeout ended the whole run."""
@@ -125,11 +128,13 @@ class Trial:
                                       or self.outcome.status == "completed")
 
 
-def recordings() -> list[Recording]:
-    """The 50 recordings (16 kHz float), Piper first."""
+def recordings(only: frozenset[str] | None = None) -> list[Recording]:
+    """The recordings (16 kHz float) of every word, or of the words in `only`; Piper first."""
     made = []
     for kind, words in (("backchannel", BACKCHANNELS), ("interruption", INTERRUPTIONS)):
         for word in words:
+            if only is not None and word not in only:
+                continue
             made.append(Recording(word, kind, "piper", speech_fixtures.speech(
                 PIPER_SPELLING.get(word, word), "piper")))
             made.extend(Recording(word, kind, f"espeak {voice}",
@@ -164,7 +169,8 @@ async def run_all(args: argparse.Namespace) -> list[Trial]:
     transcriber = TimedTranscriber()
     await asyncio.to_thread(transcriber.inner.load)
     services = await asyncio.to_thread(build_services, config, input_transcriber=transcriber)
-    made = await asyncio.to_thread(recordings)
+    made = await asyncio.to_thread(
+        recordings, frozenset(args.words.split(",")) if args.words else None)
     demo = DemoServer(services)
     server = await demo.start(HOST, 0)
     ws_url = f"ws://{HOST}:{demo.port()}/v1/realtime"
@@ -240,6 +246,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parallel", type=int, default=2,
                         help="sessions run at once (default 2)")
+    parser.add_argument("--words", default="",
+                        help="comma-separated words of the corpus to run (default: all)")
     parser.add_argument("--pause-timeout-ms", type=int, default=0,
                         help="session.interruption.pause_timeout_ms (default: the server's)")
     args = parser.parse_args()

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.listening.backchannel import VOCABULARIES, Verdict, classify, normalise
+from server.listening.backchannel import (
+    QUESTION_RISE_ST,
+    VOCABULARIES,
+    Verdict,
+    classify,
+    normalise,
+)
 from server.listening.prosody import analyse
 from tests import speech_fixtures
 
@@ -133,3 +139,71 @@ def test_prosody_finds_the_two_syllables_of_uh_huh() -> None:
     assert len(prosody.nuclei) == 2 and prosody.gaps[0].aspirated
     assert 300 <= prosody.duration_ms <= 450
     assert analyse(np.zeros(10, dtype=np.float32), RATE).duration_ms == 0
+
+
+VOICES = [("espeak", voice) for voice in ESPEAK] + [("piper", None)]
+
+
+@pytest.mark.parametrize(("transcript", "text", "engine", "voice"), [
+    ("M-H-M", "mhm", "espeak", "en"), ("Mm-hm.", "mhm", "espeak", "en-gb-x-rp"),
+    ("M. M.", "mm-hmm.", "piper", None), ("Mm", "mm", "espeak", "en-us"),
+    ("Em", "hmm", "espeak", "en-us"), ("Hmm.", "hmm", "espeak", "en"),
+    ("Mm.", "mm", "espeak", "en-us+f3")])
+def test_a_hum_the_asr_spells_is_a_murmur_and_resumes(transcript: str, text: str, engine: str,
+                                                      voice: str | None) -> None:
+    """Issue 24: "Mhm" read "M-H-M" cut the reply and was answered. What tiny.en writes for
+    these hums (measured) spells a hum: the sound decides as for "uh-huh", and one short
+    syllable of a hum ("mm") says "go on"."""
+    decision = classify(transcript, said(text, engine, voice), RATE)
+    assert decision.verdict is Verdict.BACKCHANNEL, decision
+    assert decision.rule in ("murmur", "murmur_h")
+
+
+@pytest.mark.parametrize(("engine", "voice"), VOICES)
+def test_laughter_resumes(engine: str, voice: str | None) -> None:
+    """Issue 24: "ha ha ha ha" cut the reply and the laugh was answered (four words were
+    over `MAX_WORDS`, and 1.0-1.1 s over the 1 s `max_backchannel_ms`). Three or more
+    syllables joined by /h/ are laughter, in every voice."""
+    for text, transcript in (("ha ha ha ha", "Ha ha ha ha."), ("ha ha ha", "Ha, ha, ha.")):
+        decision = classify(transcript, said(text, engine, voice), RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "laughter"), voice
+
+
+def test_a_long_one_syllable_hum_is_no_backchannel() -> None:
+    """espeak-ng's "mm-mm" (no) is one nasal nucleus without a closure, 650-770 ms, read
+    "MMMM.": longer than `MAX_HUM_MS`, it is an interruption like "uh-uh"; "oh" or "uh" alone
+    (one vowel: tiny.en writes "Oh" for espeak-ng en-029's "uh-uh") is one too."""
+    for voice in ("en-us", "en-us+f3", "en-gb-x-rp"):
+        decision = classify("MMMM.", said("mm-mm", voice=voice), RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.INTERRUPTION, "murmur_closure")
+    decision = classify("Uh.", said("uh", voice="en-029"), RATE)
+    assert decision.verdict is Verdict.INTERRUPTION
+
+
+@pytest.mark.parametrize(("text", "transcript"), [
+    ("makes sense", "Make sense."), ("that makes sense", "That makes sense."),
+    ("gotcha", "Gotcha!"), ("perfect", "Perfect."), ("thanks", "Thanks."),
+    ("sounds good", "Sounds good."), ("of course", "Of course."), ("oh I see", "Oh, I see.")])
+def test_multi_word_acknowledgments_resume(text: str, transcript: str) -> None:
+    """Issue 24: "makes sense", "gotcha", "perfect", "thanks" were not on the list. Asked
+    ("Perfect?") or said with anything else ("Perfect, but wait.") they are interruptions."""
+    decision = classify(transcript, said(text), RATE)
+    assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+    asked = classify(transcript.rstrip(".!") + "?", said(text), RATE)
+    assert (asked.verdict, asked.rule) == (Verdict.INTERRUPTION, "question")
+    more = classify(transcript.rstrip(".!") + ", but wait.", said(f"{text} but wait"), RATE)
+    assert more.verdict is Verdict.INTERRUPTION
+
+
+@pytest.mark.parametrize("voice", ["en-us+f3", "en-gb-x-rp+f2"])
+def test_a_rising_pitch_asks_though_the_asr_wrote_no_question_mark(voice: str) -> None:
+    """tiny.en writes "Sure." for espeak-ng's rising "sure?": in these voices its pitch ends
+    1.7-2.0 semitones above the utterance's median whatever the audio's alignment to the
+    analysis frames (`QUESTION_RISE_ST`), and it asks; "sure." falls and says "go on". (In
+    the male voices the measured rise of "sure?" is 0.4-2.3 st depending on the alignment:
+    the question mark must tell there.)"""
+    asked = classify("Sure.", said("sure?", voice=voice), RATE)
+    told = classify("Sure.", said("sure.", voice=voice), RATE)
+    assert asked.prosody.final_rise_st >= QUESTION_RISE_ST > told.prosody.final_rise_st
+    assert (asked.verdict, asked.rule) == (Verdict.INTERRUPTION, "question")
+    assert (told.verdict, told.rule) == (Verdict.BACKCHANNEL, "backchannel_words")

@@ -144,7 +144,7 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
         pitched = np.concatenate([f0[a:b][f0[a:b] > 0] for a, b in nuclei])
         ending = f0[nuclei[-1][0]:nuclei[-1][1]]
         final = ending[ending > 0][-(FINAL_MS // HOP_MS):]
-        rise = _octave_folded(12.0 * float(np.log2(np.median(final) / np.median(pitched))))
+        rise = float(np.median(_octave_folded(12.0 * np.log2(final / np.median(pitched)))))
     return Prosody(
         duration_ms=(last - first + 1) * HOP_MS + FRAME_MS - HOP_MS,
         voiced_ms=int(voiced.sum()) * HOP_MS,
@@ -185,11 +185,11 @@ def _gap(levels: np.ndarray, peak: float, start: int, end: int) -> Gap:
     return Gap((end - start) * HOP_MS, level, level >= -ASPIRATION_RANGE_DB)
 
 
-def _octave_folded(semitones: float) -> float:
-    """`semitones` less the whole octaves in it, in [-6, 6): an autocorrelation tracker's
-    octave errors (a lag of two periods, or half of one) move the pitch by 12 semitones, a
-    terminal rise by less than an octave."""
-    return semitones - 12.0 * round(semitones / 12.0)
+def _octave_folded(semitones: np.ndarray) -> np.ndarray:
+    """`semitones` less the whole octaves in each, in [-6, 6]: an autocorrelation tracker's
+    octave errors (a lag of two periods, or half of one) move a frame's pitch by 12
+    semitones, a terminal rise by less than an octave."""
+    return semitones - 12.0 * np.round(semitones / 12.0)
 
 
 def _median_f0(f0: np.ndarray, run: tuple[int, int]) -> float:
