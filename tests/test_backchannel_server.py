@@ -51,6 +51,27 @@ async def test_uh_huh_over_a_reply_resumes_it_and_is_not_a_turn(start_server) ->
                      ("user", transcripts[0]["transcript"], False)]
 
 
+@pytest.mark.parametrize(("text", "engine", "voice", "rule"), [
+    ("ha ha ha ha", "espeak", "en-us", "laughter"), ("makes sense", "piper", None,
+                                                     "backchannel_words")])
+async def test_laughter_and_an_acknowledgment_over_a_reply_resume_it(
+        start_server, text: str, engine: str, voice: str | None, rule: str) -> None:
+    """Issue 24: "ha ha ha ha" over a reply cut it and the laugh was answered, and "makes
+    sense" was not on the list. Both resume the reply where it paused, it plays to its end,
+    whole in history, and neither is a turn."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    said = speech_fixtures.speech(text, engine, voice)
+    mic = np.concatenate([speech_fixtures.silence(900), said, speech_fixtures.silence(2500)])
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+    assert [e["reason"] for e in outcome.resumed] == ["backchannel"]
+    assert [e["rule"] for e in outcome.backchannels] == [rule]
+    assert outcome.status == "completed"
+    assert outcome.heard == SETTINGS_REPLY.removeprefix("say: ")
+    assert client.of_type("input_audio_buffer.committed") == []
+    assert client.of_type("conversation.item.input_audio_transcription.completed") == []
+
+
 SHORT_INTERRUPTIONS = [("wait", "espeak", "en-us", "wait"),
                        ("how come?", "espeak", "en-us", "com")]
 """Real interruptions, and a part of the transcript each must have ("how come?" is read "Hot
