@@ -195,6 +195,18 @@ def test_multi_word_acknowledgments_resume(text: str, transcript: str) -> None:
     assert more.verdict is Verdict.INTERRUPTION
 
 
+def test_a_murmur_or_a_laugh_beside_backchannel_words_goes_with_them() -> None:
+    """A member of issue 24's kind: "mm, makes sense", "haha, nice", "uh-huh, yeah" are
+    acknowledgments whatever the murmur sounds like; "uh-uh, okay" (uh-uh may say no) is left
+    to the sound, and "haha, wait" is an interruption."""
+    for transcript, text in (("Mm, makes sense.", "mm, makes sense"), ("Haha, nice.", "haha, nice"),
+                             ("Uh-huh, yeah.", "uh-huh, yeah")):
+        decision = classify(transcript, said(text), RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+    assert classify("Uh-uh, okay.", said("uh-uh, okay"), RATE).rule != "backchannel_words"
+    assert classify("Haha, wait.", said("haha, wait"), RATE).verdict is Verdict.INTERRUPTION
+
+
 @pytest.mark.parametrize("voice", ["en-us+f3", "en-gb-x-rp+f2"])
 def test_a_rising_pitch_asks_though_the_asr_wrote_no_question_mark(voice: str) -> None:
     """tiny.en writes "Sure." for espeak-ng's rising "sure?": in these voices its pitch ends

@@ -10,7 +10,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    beside a backchannel ("yeah but wait").
 3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", and acknowledgments of
    one to three words: "makes sense", "gotcha", "perfect", "thanks", "sounds good", ...),
-   perhaps with interjections ("oh okay", "ah I see"): a backchannel, unless it was asked
+   perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
+   nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
+   it was asked
    (`question`): the ASR wrote a question mark, or the pitch rose at its end by
    `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
    rising "sure?" in some voices).
@@ -101,6 +103,8 @@ class Vocabulary:
         hum_spelling: a word that spells a closed-mouth hum ("mm", "m-h-m", "emm"): a murmur
             (rule 4) though not on the `murmurs` list, and one syllable of it a backchannel.
         laugh_spelling: a word that spells laughter ("ha", "haha"): a murmur (rule 4).
+        negative_murmurs: murmurs that may say "no" ("uh-uh", "mm-mm"): beside backchannel
+            words the sound decides (rule 4); other murmurs beside them go with them (rule 3).
     """
 
     backchannels: frozenset[str]
@@ -109,6 +113,7 @@ class Vocabulary:
     interjections: frozenset[str]
     hum_spelling: re.Pattern[str]
     laugh_spelling: re.Pattern[str]
+    negative_murmurs: frozenset[str]
 
     def hum(self, word: str) -> bool:
         """True when `word` (normalised) spells a hum."""
@@ -149,6 +154,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         interjections=frozenset({"oh", "ah"}),
         hum_spelling=re.compile(r"(?=[a-z.-]*m)(?:(?:e?m+|[mh]+)[.-]?)+"),
         laugh_spelling=re.compile(r"ha|hah|heh|(?:h[aeio]){2,}h?"),
+        negative_murmurs=frozenset({"uh-uh", "mm-mm"}),
     ),
 }
 """Word lists per language (ISO 639-1)."""
@@ -242,9 +248,10 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     if _phrases(words) & vocabulary.never:
         return decided(Verdict.INTERRUPTION, "never_word")
     spoken = vocabulary.backchannels | vocabulary.interjections
-    no_murmur = not any(vocabulary.murmur(word) for word in words)
-    if (words and _covered(words, spoken) and not _covered(words, vocabulary.interjections)
-            and no_murmur):
+    said = tuple(word for word in words
+                 if not vocabulary.murmur(word) or word in vocabulary.negative_murmurs)
+    if (said and _covered(said, spoken) and not _covered(said, vocabulary.interjections)
+            and not any(vocabulary.murmur(word) for word in said)):
         if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
