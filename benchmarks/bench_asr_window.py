@@ -8,11 +8,11 @@ temperature fallback, no word timings, as `calibration.asr.person_transcriber`):
 1. Sentences: the 24 `tests/test_vad.py` sentences by Piper and four espeak-ng voices (120
    utterances, 300 ms of silence each side): word error rate against the sentence, and the wall
    time of one transcription (p50 / p95).
-2. Murmurs and short words over a paused reply: `benchmarks/bench_backchannel.py`'s 50
-   recordings plus 15 short questions and refusals ("how come?", "mm-mm", "huh?", ...) by the
-   same five voices (125 in all, 300 ms before and 150 ms after, as a decision transcribes
+2. Murmurs and short words over a paused reply: `benchmarks/bench_backchannel.py`'s 110
+   recordings plus 13 short questions and refusals ("how come", "mm-mm", "huh?", ...) by the
+   same five voices (175 in all, 300 ms before and 150 ms after, as a decision transcribes
    them), each transcript classified by `server.listening.backchannel.classify`: backchannels
-   taken for backchannels (of 25), others taken for backchannels (of 100).
+   taken for backchannels (of 70), others taken for backchannels (of 105).
 
 Target: the person's window (`PERSON_WINDOW_S`) reads the sentences no worse than 30 s (word
 error rate at most 1 point above), takes at least as many backchannels and no other utterance
@@ -50,7 +50,7 @@ WINDOWS_S = (30, 20, 15, 10)
 """Windows measured (s)."""
 
 SHORT_OTHERS = ("how come", "how so", "he said what", "let me", "I hope", "anyhow", "is it",
-                "mm-mm", "nope", "huh?", "what?", "hang on", "sorry", "excuse me", "one moment")
+                "mm-mm", "nope", "huh?", "sorry", "excuse me", "one moment")
 """Short utterances that are no backchannel, beside `bench_backchannel.INTERRUPTIONS`: words
 that sound like a murmur ("how come?" was read "Hot comb.") and murmurs that mean no."""
 
