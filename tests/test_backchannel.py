@@ -163,10 +163,12 @@ def test_a_hum_the_asr_spells_is_a_murmur_and_resumes(transcript: str, text: str
 def test_laughter_resumes(engine: str, voice: str | None) -> None:
     """Issue 24: "ha ha ha ha" cut the reply and the laugh was answered (four words were
     over `MAX_WORDS`, and 1.0-1.1 s over the 1 s `max_backchannel_ms`). Three or more
-    syllables joined by /h/ are laughter, in every voice."""
+    syllables joined by /h/, written as laughter, are laughter, in every voice."""
     for text, transcript in (("ha ha ha ha", "Ha ha ha ha."), ("ha ha ha", "Ha, ha, ha.")):
         decision = classify(transcript, said(text, engine, voice), RATE)
         assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "laughter"), voice
+    stammer = classify("Uh, uh, uh.", said("ha ha ha", engine, voice), RATE)
+    assert stammer.verdict is Verdict.INTERRUPTION, "only what is written as laughter"
 
 
 def test_a_long_one_syllable_hum_is_no_backchannel() -> None:

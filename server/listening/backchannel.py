@@ -12,8 +12,7 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    one to three words: "makes sense", "gotcha", "perfect", "thanks", "sounds good", ...),
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
-   it was asked
-   (`question`): the ASR wrote a question mark, or the pitch rose at its end by
+   it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
    `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
    rising "sure?" in some voices).
 4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ..., any spelling of a hum the
@@ -22,9 +21,10 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    murmur: "Oh" for espeak-ng en-029's "uh-uh", for Piper's "uh-huh"): the ASR cannot tell
    "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the sound
    decides. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
-   Three or more voiced syllables all joined by aspirated gaps are laughter (a backchannel;
-   a gap may be shorter than `MIN_ASPIRATED_GAP_MS`: espeak-ng en-us+f3's "ha ha ha ha" has
-   one of 30 ms at -23 dB, and a dropout inside one vowel is bridged by the prosody);
+   Three or more voiced syllables all joined by aspirated gaps, written as laughter or not
+   at all, are laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`:
+   espeak-ng en-us+f3's "ha ha ha ha" has one of 30 ms at -23 dB, and a dropout inside one
+   vowel is bridged by the prosody);
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -269,7 +269,8 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
         return decided(Verdict.NOISE, "noise")
     if "?" in transcript:
         return decided(Verdict.INTERRUPTION, "question")
-    if syllables >= 3 and _aspirated(prosody, 0):
+    laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
+    if syllables >= 3 and laughed and _aspirated(prosody, 0):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")
