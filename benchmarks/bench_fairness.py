@@ -284,8 +284,8 @@ def report(runs: dict[str, dict[str, list[float]]], noise_counts: list[dict[str,
         f"1. First audio (response.create -> first audio delta, ms) of a session ({args.tts}, "
         "auto; say: and topic prompts alternately) idle and while other sessions flood server "
         f"VAD with noise ({args.append_ms} ms appends, blocks of {args.prompts} prompts "
-        f"alternating, {args.rounds} rounds; noise: {appends} appends sent, {closed} sessions closed by "
-        "the server and reopened); " + other_load(load),
+        f"alternating, {args.rounds} rounds; noise: {appends} appends sent, {closed} sessions "
+        "closed by the server and reopened); " + other_load(load),
         ["condition", "n", "p50 ms", "p95 ms", "max ms", "p95 - idle p95 ms",
          "p95 / idle p95", "target", "PASS/FAIL"], rows)
     rows = []
