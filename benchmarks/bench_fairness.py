@@ -111,7 +111,7 @@ async def _noisy_session(url: str, speed: float, append_ms: int, seed: int,
                     reader.cancel()
                     # drop what the socket buffers still hold: the server ends the session now
                     websocket.transport.abort()
-        except (ConnectionClosed, OSError):
+        except Exception:  # closed by the server (1008), or refused: open another
             counts["closed"] += 1
             await asyncio.sleep(0.1)
 
