@@ -2,12 +2,14 @@
 
 The input path of a session (server VAD: soxr resampling to 16 kHz and Silero; the echo
 detector's band envelopes and comparisons; the echo suppression before ASR; the reply's echo
-reference) costs 3-9 ms of CPU per second of microphone audio (`benchmarks/bench_fairness.py`),
-and a client can send audio far faster than real time. On the event loop that all sessions
-share, one session sending noise at full speed delayed another session's first audio from
-4 ms to 2.8 s (issue 26). Here it runs on `INPUT_THREADS` worker threads of its own (not the
-loop's default executor, where the TTS producers run, so synthesis never queues behind it),
-and each session's work goes through an `InputLane`:
+reference) costs 2.5-9 ms of CPU per second of microphone audio (measured here with
+`InputSpeechDetector.feed` on white noise: 8.8 ms in 40 ms calls, 3.2 ms in 250 ms calls, 2.5
+ms in 16 s calls), and a client can send audio far faster than real time. On the event loop
+that all sessions share, one session sending noise at full speed delayed another session's
+first audio from 4 ms to 2.8 s (issue 26; `benchmarks/bench_fairness.py`). Here it runs on
+`INPUT_THREADS` worker threads of its own (not the loop's default executor, where the TTS
+producers run, so synthesis never queues behind it), and each session's work goes through an
+`InputLane`:
 
 - one job of a session at a time, in the order asked (the detectors keep state across calls);
 - every session has at most one job queued at the executor, whose queue is first in, first
@@ -19,7 +21,9 @@ and each session's work goes through an `InputLane`:
 How much audio a session may send is bounded separately (`server.realtime.input_budget`).
 Silero runs inside onnxruntime with the GIL released; the rest is numpy and soxr, which hold it
 in short stretches (the event loop waited 0.2 ms at p50 and 2-6 ms at p99 for it while two
-threads ran the input path back to back, measured here).
+threads ran the input path back to back, measured here). On oversubscribed cores the kernel
+may preempt the worker while it holds the GIL, and the loop then waits until it runs again
+(`benchmarks/README.md`, "Fairness benchmark": an input worker process would not).
 """
 
 from __future__ import annotations
