@@ -31,6 +31,7 @@ from server.app import (
 from server.connection import Services
 from server.listening.vad import load_vad_model
 from server.logs import LOG_FORMATS
+from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
@@ -78,6 +79,8 @@ class ServerConfig:
     max_history_items: int = 500
     max_history_chars: int = 200_000
     max_reply_chars: int = 4000
+    max_input_speed: float = INPUT_SPEED
+    input_window_s: float = INPUT_WINDOW_MS / 1000
     interruption_mode: str = "pause"
     pause_timeout_ms: int = 2500
     max_backchannel_ms: int = 1500
@@ -108,6 +111,14 @@ def _seconds_or_off(text: str) -> float:
     value = float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+    return value
+
+
+def _speed_or_off(text: str) -> float:
+    """A multiple of real time; 0 turns the bound off."""
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 (times real time), got {text}")
     return value
 
 
@@ -264,6 +275,17 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         default=int(env("max-reply-chars", defaults.max_reply_chars)),
                         help="longest assistant reply (characters, default 4000); a longer "
                         "one is cut at a word boundary")
+    limits.add_argument("--max-input-speed", type=_speed_or_off,
+                        default=_speed_or_off(str(env("max-input-speed",
+                                                      defaults.max_input_speed))),
+                        help="input audio per session, as a multiple of real time over "
+                        "--input-window-s (default 2); beyond it the session's next event is "
+                        "read only once the bound allows (throttled); 0: no bound")
+    limits.add_argument("--input-window-s", type=_positive_seconds,
+                        default=_positive_seconds(str(env("input-window-s",
+                                                          defaults.input_window_s))),
+                        help="window of --max-input-speed (s, default 5): up to speed x "
+                        "window of audio may come at once")
     access = parser.add_argument_group("access")
     api_key = environ.get("DUPLEX_API_KEY") or None
     access.add_argument("--api-key", type=_api_key,
@@ -324,7 +346,8 @@ def parse_config(argv: Sequence[str] | None = None,
         max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
-        max_reply_chars=args.max_reply_chars, api_key=args.api_key,
+        max_reply_chars=args.max_reply_chars, max_input_speed=args.max_input_speed,
+        input_window_s=args.input_window_s, api_key=args.api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms,
         llm_url=args.llm_url, llm_model=args.llm_model,
@@ -423,4 +446,6 @@ def build_services(
         send_timeout_s=config.send_timeout_ms / 1000,
         idle_timeout_s=config.idle_timeout_s or None,
         max_events_per_s=config.max_events_per_s,
+        input_speed=config.max_input_speed or None,
+        input_window_s=config.input_window_s,
     )

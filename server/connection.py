@@ -30,15 +30,7 @@ from websockets.protocol import Event
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
-from server.listening.input_speech import InputSpeechDetector
-from server.listening.pcm16 import pcm16_to_float
-from server.listening.vad import (
-    SpeechGap,
-    SpeechPaused,
-    SpeechResumed,
-    SpeechStarted,
-    SpeechStopped,
-)
+from server.input_work import SessionInput, wait_through_cancellation
 from server.outbound import send_events
 from server.realtime.effects import (
     CancelGeneration,
@@ -104,6 +96,12 @@ class Services:
             None: never.
         max_events_per_s: client frames applied per session in any 1 s
             (`server.realtime.limits.EventRateLimiter`); None: no limit.
+        input_speed: bound on a session's input audio, as a multiple of real time over
+            `input_window_s` (`server.realtime.input_budget.InputAudioBudget`): beyond it the
+            session's next event is read only once the bound allows (throttled, not
+            refused); None: no bound.
+        input_window_s: the window of `input_speed` (s): a session may append
+            `input_speed * input_window_s` s of audio at once.
     """
 
     synthesizer: SpeechSynthesizer
@@ -117,6 +115,8 @@ class Services:
     tts_turn: VoiceTurns = field(default_factory=VoiceTurns)
     idle_timeout_s: float | None = None
     max_events_per_s: int | None = None
+    input_speed: float | None = None
+    input_window_s: float = 5.0
 
 
 def _now_ms() -> float:
@@ -250,8 +250,9 @@ class Connection:
         self._transcriptions: set[asyncio.Future[None]] = set()
         self._latest_transcription: asyncio.Future[None] | None = None
         self._prepared: tuple[str, asyncio.Future[str]] | None = None
-        self._speech_detector: InputSpeechDetector | None = None
         self._reply_echo: ReplyEcho | None = None
+        self._input = SessionInput(self.session, services.input_speed,
+                                   services.input_window_s)
         self._rate = (EventRateLimiter(services.max_events_per_s)
                       if services.max_events_per_s else None)
         self._close_received = False
@@ -352,18 +353,29 @@ class Connection:
 
     async def _apply_frame(self, frame: str | bytes) -> bool:
         """Give one client frame to the session, or refuse it above the event rate (an `error`
-        event); False once the connection was closed for sustained excess (1008)."""
+        event); False once the connection was closed for sustained excess (1008).
+
+        The server VAD of appended audio runs on the input workers before the next frame is
+        read, so the session sees its turn events where it saw them when VAD ran inline; and
+        input audio beyond the session's bound holds the next frame back
+        (`SessionInput.detect_speech`, `SessionInput.throttle`)."""
         now_ms = _now_ms()
         rate = self._rate
         admission = rate.admit(now_ms) if rate is not None else Admission.ACCEPT
+        input_end_ms = self.session.input_turns.audio.end_ms
         if rate is None or admission is Admission.ACCEPT:
             self.session.set_clock(now_ms)
             self.observer.client_event(frame, self.session.receive(frame))
         else:
             self.session.refuse(rate_limit_error(frame, rate))
         await self._settle()
+        await self._input.detect_speech(lambda: self._reply_echo, self._settle)
         if admission is Admission.CLOSE:
             await self._close(1008, "event rate limit exceeded")
+            return False
+        if not await self._input.throttle(self.session.input_turns.audio.end_ms - input_end_ms,
+                                          self.websocket):
+            await self._close(1008, "input audio faster than the bound (--max-input-speed)")
             return False
         return True
 
@@ -394,7 +406,7 @@ class Connection:
             case WakeSender():
                 self._pull_due = True
             case DetectSpeech():
-                self._detect_speech(effect)
+                self._input.queue(effect)
             case Transcribe(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
                             prepared=prepared, transcript=known):
                 recognition = self._take_prepared(item_id if prepared else None)
@@ -423,29 +435,6 @@ class Connection:
                 if self._prepared is not None and self._prepared[0] == item_id:
                     self._take_prepared(None)
 
-    def _detect_speech(self, effect: DetectSpeech) -> None:
-        """Feed appended microphone audio to server VAD; hand turn events to the session."""
-        detector = self._speech_detector
-        if detector is None or detector.settings != effect.settings:
-            detector = InputSpeechDetector(effect.settings, self.session.config.sample_rate_hz,
-                                           effect.position_ms)
-            self._speech_detector = detector
-        reference = None
-        if self._reply_echo is not None and self._reply_echo.response_id == effect.response_id:
-            reference = self._reply_echo.reference()
-        for event in detector.feed(effect.pcm16, effect.assistant_playing, effect.playback_ms,
-                                   reference):
-            if isinstance(event, SpeechStarted):
-                self.session.on_speech_started(event.audio_start_ms)
-            elif isinstance(event, SpeechGap):
-                self.session.on_speech_gap(event.audio_end_ms)
-            elif isinstance(event, SpeechPaused):
-                self.session.on_speech_paused(event.audio_end_ms)
-            elif isinstance(event, SpeechResumed):
-                self.session.on_speech_resumed()
-            elif isinstance(event, SpeechStopped):
-                self.session.on_speech_stopped(event.audio_end_ms)
-
     def _take_prepared(self, item_id: str | None) -> asyncio.Future[str] | None:
         """Remove the prepared transcription; return it when it is `item_id`'s, else cancel
         it (a stale speculation: its result is never used).
@@ -466,14 +455,12 @@ class Connection:
     async def _recognise(self, pcm16: bytes, start_ms: int) -> str:
         """Run the input transcriber (faster-whisper on a worker thread) on PCM16 LE mono at
         the input rate from `start_ms` on the input timeline, with the reply's echo that
-        server VAD's echo detector knows there suppressed
-        (`InputSpeechDetector.without_echo`); "" when it fails (logged)."""
-        detector = self._speech_detector
-        samples = None if detector is None else detector.without_echo(pcm16, start_ms)
+        server VAD's echo detector knows there suppressed (`SessionInput.asr_samples`, on the
+        input workers); "" when it fails (logged)."""
         try:
+            samples = await self._input.asr_samples(pcm16, start_ms)
             return await self.services.input_transcriber.transcribe(
-                pcm16_to_float(pcm16) if samples is None else samples,
-                self.session.config.sample_rate_hz)
+                samples, self.session.config.sample_rate_hz)
         except Exception as exc:
             log.warning("input transcription failed: %s", type(exc).__name__)
             return ""
@@ -842,19 +829,3 @@ async def wait_set(event: asyncio.Event, timeout_s: float | None) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             await event.wait()
-
-
-async def wait_through_cancellation(future: asyncio.Future[None]) -> None:
-    """Wait until `future` is done, even when the calling task is cancelled meanwhile; such
-    a cancellation is raised (as `asyncio.CancelledError`) once the future is done.
-
-    For work that cannot be abandoned midway, e.g. a worker thread that holds a shared engine.
-    """
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.wait((future,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError

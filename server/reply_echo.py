@@ -11,10 +11,16 @@ synthesized, as before. Either way the envelope is computed from the PCM16 audio
 receives, so the reference is the same, level for level, whenever it was first asked for,
 except far behind the playing position: only the latest `HOLD_MS` of held audio is kept, and
 audio before that reads as silence (the echo guard never looks there, see `HOLD_MS`).
+
+Server VAD runs on an input worker thread (`server.input_work`), and so does `reference`, and
+with it the computation of the held audio (up to `HOLD_MS` of it: 50 ms of CPU): the event loop
+only queues each chunk (`add`), and the reference itself is touched by the input worker alone,
+which adds the queued levels in reply order when it asks for it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import numpy as np
@@ -43,7 +49,8 @@ class ReplyEcho:
     `eager` on the event loop when the piece starts; when True, the worker thread computes
     each chunk's levels with `envelope` (in order) and the loop adds them with `add`; when
     False, the loop adds each chunk's PCM16 with levels None, which holds it back.
-    `reference` (event loop) computes what was held back and makes later pieces eager.
+    `reference` (on the session's input lane, one call at a time) computes what was held back
+    and makes later pieces eager; `add` and `reference` may run at the same time.
 
     Args:
         response_id: the reply's response id.
@@ -55,6 +62,8 @@ class ReplyEcho:
         self.response_id = response_id
         self.eager = eager
         self._reference = EchoReference(rate_hz)
+        self._lock = threading.Lock()
+        self._levels: list[np.ndarray] = []
         self._held: deque[bytes] = deque()
         self._held_samples = 0
         self._hold_samples = rate_hz * HOLD_MS // 1000
@@ -68,30 +77,46 @@ class ReplyEcho:
     def add(self, pcm16: bytes, levels: np.ndarray | None) -> None:
         """The next queued chunk of the reply (event loop): its PCM16 LE audio and the levels
         `envelope` computed for it, or None when its piece was not eager (held back, or
-        computed here once the reference was asked for)."""
-        if levels is not None:
-            self._reference.add_levels(levels)
-        elif self.eager:
-            self._reference.append(pcm16_to_float(pcm16))
-        else:
-            self._held.append(pcm16)
-            self._held_samples += len(pcm16) // 2
-            while self._held_samples - len(self._held[0]) // 2 >= self._hold_samples:
-                dropped = len(self._held.popleft()) // 2
-                self._held_samples -= dropped
-                self._dropped_samples += dropped
+        computed here when `reference` was asked for while its piece ran)."""
+        with self._lock:
+            if levels is None and not self.eager:
+                self._hold(pcm16)
+                return
+        if levels is None:
+            levels = self.envelope(pcm16)
+        with self._lock:
+            self._levels.append(levels)
+
+    def _hold(self, pcm16: bytes) -> None:
+        """Keep a chunk of a piece that was not eager, and only the latest `HOLD_MS` of
+        them (under the lock)."""
+        self._held.append(pcm16)
+        self._held_samples += len(pcm16) // 2
+        while self._held_samples - len(self._held[0]) // 2 >= self._hold_samples:
+            dropped = len(self._held.popleft()) // 2
+            self._held_samples -= dropped
+            self._dropped_samples += dropped
 
     def reference(self) -> EchoReference:
-        """The reply's reference, with every chunk added so far (event loop); from now on
-        the reply's pieces are eager."""
-        if not self.eager:
-            while self._dropped_samples:
-                block = min(self._dropped_samples, _SILENCE_BLOCK_SAMPLES)
+        """The reply's reference, with every chunk added so far (on the session's input
+        lane); from now on the reply's pieces are eager. The held audio is computed here,
+        while the event loop may go on adding chunks: the reference turns eager once nothing
+        is held any more, so every chunk enters it in reply order."""
+        while True:
+            with self._lock:
+                held, self._held = self._held, deque()
+                dropped, self._dropped_samples = self._dropped_samples, 0
+                self._held_samples = 0
+                if not held and not dropped:
+                    self.eager = True
+                    levels, self._levels = self._levels, []
+                    break
+            while dropped:
+                block = min(dropped, _SILENCE_BLOCK_SAMPLES)
                 self._reference.append(np.zeros(block, dtype=np.float32))
-                self._dropped_samples -= block
-            for pcm16 in self._held:
+                dropped -= block
+            for pcm16 in held:
                 self._reference.append(pcm16_to_float(pcm16))
-            self._held.clear()
-            self._held_samples = 0
-            self.eager = True
+        for rows in levels:
+            self._reference.add_levels(rows)
         return self._reference
