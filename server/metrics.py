@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import http
-import json
 import socket
 import threading
 import time
@@ -78,10 +77,6 @@ ACK_ANOMALIES = ("beyond_sent", "backwards", "refused")
 PROTOCOL.md rule 2), one below the position the response already reported (ACKs are monotonic;
 ignored), and an ACK refused with an `error` event (unknown response or item, mismatch, bad
 value)."""
-
-REFUSED_FRAME_PEEK_CHARS = 4096
-"""A refused client frame up to this long is parsed once more to learn its `type` (an ACK is
-about 100 characters); longer ones are not ACKs."""
 
 _CAUSE_BY_EVENT: dict[type, str] = {
     protocol.InputAudioAppend: "server_vad",
@@ -313,12 +308,12 @@ class SessionMetrics:
         self._played: dict[str, int] = {}
         self._cross_checked: dict[str, str] = {}
 
-    def client_event(self, frame: str | bytes, event: protocol.ClientEvent | None) -> None:
-        """A client frame was given to the session: `event` when it was applied, None when it
-        was refused (an `error` event)."""
-        if event is None:
+    def client_event(self, event: protocol.ClientEvent | protocol.ProtocolError) -> None:
+        """A client frame was given to the session: its event when applied, else the error it
+        was refused with (whose `event_type` names what it claimed to be)."""
+        if isinstance(event, protocol.ProtocolError):
             self._cause = "other"
-            if len(frame) <= REFUSED_FRAME_PEEK_CHARS and _event_type(frame) == "playback.ack":
+            if event.event_type == "playback.ack":
                 self._metrics.ack_anomalies.labels("refused").inc()
             return
         if isinstance(event, protocol.BargeIn):
@@ -395,16 +390,6 @@ _HANDLERS = {
     "response.resumed": SessionMetrics._resumed,
 }
 """Server event type -> what it counts."""
-
-
-def _event_type(frame: str | bytes) -> str | None:
-    """The `type` of a JSON client frame, None when it has none (or is not JSON)."""
-    try:
-        data = json.loads(frame)
-    except ValueError:
-        return None
-    kind = data.get("type") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else None
 
 
 class MeasuredSynthesizer:

@@ -168,12 +168,12 @@ def test_paused_and_resumed_replies_are_counted() -> None:
 def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() -> None:
     metrics, session = unit_session()
     append = protocol.InputAudioAppend(event_id=None, pcm16=b"\0\0")
-    session.client_event("{}", append)
+    session.client_event(append)
     session.server_event(heard("item_1", "resp_1"))
     session.server_event(heard("item_1", "resp_1", elapsed_ms=3.0))
     barge_in = protocol.BargeIn(event_id=None, response_id="resp_2", item_id=None,
                                 audio_end_ms=10, source="my-own-ui")
-    session.client_event("{}", barge_in)
+    session.client_event(barge_in)
     session.server_event(heard("item_2", "resp_2"))
     session.server_event({"type": "response.done",
                           "response": {"id": "resp_3", "status": "failed"}})
@@ -190,11 +190,24 @@ def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() ->
     assert value(scraped, "duplex_calibrations_total", method="marks") == 1
 
 
+def refused(frame: str) -> protocol.ProtocolError:
+    """The error the guarded parser refuses `frame` with."""
+    with pytest.raises(protocol.ProtocolError) as refusal:
+        protocol.parse_client_event(frame)
+    return refusal.value
+
+
 def test_a_refused_frame_that_is_not_an_ack_is_no_ack_anomaly() -> None:
     metrics, session = unit_session()
-    session.client_event(json.dumps({"type": "barge_in", "audio_end_ms": -1}), None)
-    session.client_event("not json", None)
-    session.client_event(json.dumps({"type": "playback.ack", "played_ms": "x"}), None)
+    session.client_event(refused(json.dumps({"type": "barge_in", "audio_end_ms": -1})))
+    session.client_event(refused("not json"))
+    session.client_event(refused(json.dumps({"type": "playback.ack", "played_ms": "x"})))
+    # Issue 26: a 2 kB frame nested past the recursion limit killed its session in metrics'
+    # second parse of the refused frame; the refusal now carries its type, and nothing parses
+    # the frame again.
+    session.client_event(refused('{"type": "playback.ack", "x": ' + "[" * 2000 + "]" * 2000
+                                 + "}"))
+    session.client_event(refused("[" * 2048))
     scraped = samples(metrics.exposition().decode())
     assert value(scraped, "duplex_ack_anomalies_total", kind="refused") == 1
 
