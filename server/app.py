@@ -27,6 +27,7 @@ from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, RealtimeServerConnection, Services
+from server.http_guard import SECURITY_HEADERS, check_request, strip_head_body
 from server.logs import SESSION_ID
 from server.metrics import CONTENT_TYPE, METRICS_PATH, MetricsHttpServer, ServerMetrics
 from server.realtime.events import EventLog
@@ -48,16 +49,6 @@ PING_TIMEOUT_S = 20.0
 """Default websockets keepalive: a ping every 20 s, closed (1011) when unanswered for 20 s."""
 RETRY_AFTER_S = 10
 """`Retry-After` of a 503 for a full server (s)."""
-
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
-                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-"""Headers of every HTTP response: the page may load scripts, styles, worklets and sockets from
-its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
-sends no Referer (a `/?key=` URL never leaks)."""
 
 SHUTDOWN_GRACE_S = 2.0
 """At shutdown, a client has this long (s) to complete the closing handshake (code 1001);
@@ -83,6 +74,8 @@ class ServerOptions:
         api_key: shared secret every request but `/healthz` must carry; None: open access.
         metrics_port: also serve `/metrics` on this port of the same host, from a thread of
             its own (`MetricsHttpServer`; 0: any free port); None: only on the main port.
+        allowed_hosts: `Host` names served besides IP addresses and `localhost`
+            (`--allow-host` and a bound host name; `*`: any; `http_guard.host_allowed`).
     """
 
     max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
@@ -91,6 +84,7 @@ class ServerOptions:
     ping_timeout_s: float | None = PING_TIMEOUT_S
     api_key: str | None = field(default=None, repr=False)
     metrics_port: int | None = None
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def _response(status: http.HTTPStatus, body: bytes, content_type: str,
@@ -187,6 +181,9 @@ class DemoServer:
         return self.slots.open
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        refused = check_request(request, self.options.allowed_hosts)
+        if refused is not None:
+            return refused
         path = urlsplit(request.path).path
         if path == REALTIME_PATH:
             return self._check_upgrade(request)
@@ -278,6 +275,7 @@ class DemoServer:
                   if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
+            process_response=strip_head_body,
             max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
             ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
             select_subprotocol=select_subprotocol, compression=None, logger=logger,

@@ -60,6 +60,7 @@ class ServerConfig:
     event_loop: str = "uvloop"
     workers: int = 1
     allow_origin: tuple[str, ...] = ()
+    allow_host: tuple[str, ...] = ()
     lead_ms: int = 400
     calibration: str = "auto"
     asr_url: str | None = None
@@ -184,6 +185,11 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument("--allow-origin", action="append",
                         default=[o for o in str(env("allow-origin", "")).split(",") if o],
                         help="extra browser Origin allowed to connect (repeatable; * for any)")
+    parser.add_argument("--allow-host", action="append",
+                        default=[h for h in str(env("allow-host", "")).split(",") if h],
+                        help="host name this server may be reached under besides IP "
+                        "addresses, localhost and --host (repeatable; * for any): requests "
+                        "with any other Host header are refused (DNS rebinding)")
     parser.add_argument("--lead-ms", type=_positive_int,
                         default=int(env("lead-ms", defaults.lead_ms)),
                         help="max audio sent ahead of the client's played position (ms)")
@@ -314,7 +320,7 @@ def parse_config(argv: Sequence[str] | None = None,
         voice=args.voice, tts=args.tts,
         log_level=args.log_level, log_format=args.log_format, event_loop=args.event_loop,
         workers=args.workers,
-        allow_origin=tuple(args.allow_origin),
+        allow_origin=tuple(args.allow_origin), allow_host=tuple(args.allow_host),
         lead_ms=args.lead_ms, calibration=args.calibration, asr_url=args.asr_url,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
         send_timeout_ms=args.send_timeout_ms,
@@ -340,7 +346,7 @@ def server_options(config: ServerConfig) -> ServerOptions:
         max_frame_bytes=config.max_frame_bytes, max_sessions=config.max_sessions,
         ping_interval_s=config.ping_interval_s or None,
         ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
-        metrics_port=config.metrics_port,
+        metrics_port=config.metrics_port, allowed_hosts=(*config.allow_host, config.host),
     )
 
 

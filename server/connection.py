@@ -30,6 +30,7 @@ from websockets.protocol import Event
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
+from server.http_guard import GuardedServerConnection
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.vad import (
@@ -161,7 +162,7 @@ class _NoObserver:
         pass
 
 
-class RealtimeServerConnection(ServerConnection):
+class RealtimeServerConnection(GuardedServerConnection):
     """A `websockets` server connection that reports the client's close frame as it arrives
     (`on_close_frame`, called on the event loop).
 

@@ -18,8 +18,8 @@ from openai import AsyncOpenAI
 from playwright.async_api import Browser
 from websockets.exceptions import InvalidStatus
 
-from server.app import SECURITY_HEADERS
 from server.config import ServerConfig, build_parser, parse_config
+from server.http_guard import SECURITY_HEADERS
 from tests.browser import VIEWPORT, DemoPage, chromium
 from tests.realtime_client import RealtimeClient
 

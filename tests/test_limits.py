@@ -258,8 +258,8 @@ async def test_a_huge_client_id_is_refused_and_ids_count_toward_history_chars(
             if field == "previous_item_id":
                 event["previous_item_id"] = huge
             event_id = await client.send(event)
-            error = (await client.wait_for("error", lambda e: e["error"]["event_id"] == event_id,
-                                           timeout=5))["error"]
+            error = (await client.wait_for("error", timeout=5))["error"]
+            assert error["event_id"] == event_id
             assert (error["code"], error["param"]) == ("invalid_value", field)
         longest = "i" * protocol.MAX_ID_CHARS
         for index in range(20):
