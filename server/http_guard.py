@@ -55,19 +55,25 @@ only: RFC 6761 section 6.3)."""
 _HEAD_END = b"\r\n\r\n"
 
 
-def text_response(status: http.HTTPStatus, text: str,
+def http_response(status: http.HTTPStatus, body: bytes, content_type: str,
                   headers: Mapping[str, str] | None = None) -> Response:
-    """A plain-text answer that closes the connection (websockets closes after any answer but
-    a 101), with `SECURITY_HEADERS` and `headers`."""
-    body = text.encode()
+    """An answer that closes the connection (websockets closes after any answer but a 101; a
+    keep-alive client must not send its next request into a closing socket), with
+    `SECURITY_HEADERS` and `headers`."""
     all_headers = Headers()
-    all_headers["Content-Type"] = "text/plain; charset=utf-8"
+    all_headers["Content-Type"] = content_type
     all_headers["Content-Length"] = str(len(body))
     all_headers["Cache-Control"] = "no-cache"
     all_headers["Connection"] = "close"
     for name, value in (SECURITY_HEADERS | dict(headers or {})).items():
         all_headers[name] = value
     return Response(status.value, status.phrase, all_headers, body)
+
+
+def text_response(status: http.HTTPStatus, text: str,
+                  headers: Mapping[str, str] | None = None) -> Response:
+    """A plain-text `http_response`."""
+    return http_response(status, text.encode(), "text/plain; charset=utf-8", headers)
 
 
 def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:
