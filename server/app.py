@@ -39,6 +39,8 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 """The static page served at `/` (static ES modules, no build step)."""
 
 REALTIME_PATH = "/v1/realtime"
+LOGOUT_PATH = "/logout"
+"""With an API key: revokes the login cookie the browser sends, removes it, redirects to `/`."""
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
 """Default `--max-frame-bytes`: websockets closes the socket (1009) above this; the protocol
 layer answers smaller oversized frames with an error event (`protocol.MAX_FRAME_CHARS`)."""
@@ -208,20 +210,25 @@ class DemoServer:
     def _check_page(self, path: str, request: Request) -> Response | None:
         """With an API key: log a browser in (`/?key=`), or refuse a request without the key."""
         assert self.access is not None
+        if path == LOGOUT_PATH:
+            return http_response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
+                                 {"Location": "/",
+                                  "Set-Cookie": self.access.logout(request.headers)})
         key = self.access.login_key(request.path)
         if key is not None:
             if self.access.login_matches(key):
                 # Always to `/`: the key leaves the address bar, and the redirect's target
                 # never depends on the request.
                 return http_response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
-                                 {"Location": "/", "Set-Cookie": self.access.cookie_header()})
+                                     {"Location": "/",
+                                      "Set-Cookie": self.access.login_cookie(request.headers)})
             return http_response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
-                             "text/html; charset=utf-8")
+                                 "text/html; charset=utf-8")
         if self.access.authorized(request.headers):
             return None
         if path in ("/", "/index.html"):
             return http_response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=False),
-                             "text/html; charset=utf-8")
+                                 "text/html; charset=utf-8")
         return text_response(http.HTTPStatus.UNAUTHORIZED, "access key required: open / first\n")
 
     async def _handle(self, websocket: ServerConnection) -> None:

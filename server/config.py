@@ -126,13 +126,30 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+_KEY_SOURCES = {"--llm-api-key": "set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY) in the "
+                                  "environment",
+                "--api-key": "set DUPLEX_API_KEY in the environment or use --api-key-file"}
+"""Where each key flag refused on the command line is read from instead."""
+
+
 class _KeyFromEnvironment(argparse.Action):
-    """`--llm-api-key` on the command line is refused: other users can read command lines."""
+    """`--llm-api-key` and `--api-key` on the command line are refused: other users can read
+    command lines (`ps`, /proc/PID/cmdline)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.error(f"{option_string}: set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY) in the "
-                     "environment instead; a key on the command line is visible to other users")
+        parser.error(f"{option_string}: {_KEY_SOURCES[option_string or '']} instead; a key on "
+                     "the command line is visible to other users")
+
+
+def _key_file(path: str) -> str:
+    """The API key in the file at `path` (its only line; a trailing newline is dropped)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+    return _api_key(text.removesuffix("\n").removesuffix("\r"))
 
 
 def _api_key(text: str) -> str:
@@ -271,12 +288,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         help="longest assistant reply (characters, default 4000); a longer "
                         "one is cut at a word boundary")
     access = parser.add_argument_group("access")
-    api_key = environ.get("DUPLEX_API_KEY") or None
-    access.add_argument("--api-key", type=_api_key,
-                        default=_api_key(api_key) if api_key is not None else None,
-                        help="shared secret required to open /v1/realtime and the page "
-                        "(Authorization: Bearer, a page cookie from /?key=, or the "
-                        "openai-insecure-api-key.<key> subprotocol); default: none, open")
+    access.add_argument("--api-key", nargs="?", action=_KeyFromEnvironment,
+                        help="not accepted here: set DUPLEX_API_KEY or use --api-key-file")
+    access.add_argument("--api-key-file", metavar="PATH",
+                        default=env("api-key-file", None) or None,
+                        help="file holding the shared secret required to open /v1/realtime "
+                        "and the page (Authorization: Bearer, a page cookie from /?key=, or "
+                        "the openai-insecure-api-key.<key> subprotocol); else DUPLEX_API_KEY; "
+                        "default: none, open")
     llm = parser.add_argument_group(
         "LLM", "replies from an OpenAI-compatible chat-completions server (vLLM, llama.cpp, "
         "Ollama, a hosted API) instead of the built-in demo responder; the API key comes from "
@@ -313,6 +332,12 @@ def parse_config(argv: Sequence[str] | None = None,
     environ = os.environ if environ is None else environ
     parser = build_parser(environ)
     args = parser.parse_args(argv)
+    try:
+        api_key = (_key_file(args.api_key_file) if args.api_key_file is not None
+                   else _api_key(environ["DUPLEX_API_KEY"]) if environ.get("DUPLEX_API_KEY")
+                   else None)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"the API key ({args.api_key_file or 'DUPLEX_API_KEY'}) {exc}")
     if args.llm_url and not args.llm_model:
         parser.error("--llm-url needs --llm-model (the model name the server serves)")
     return ServerConfig(
@@ -330,7 +355,7 @@ def parse_config(argv: Sequence[str] | None = None,
         max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
-        max_reply_chars=args.max_reply_chars, api_key=args.api_key,
+        max_reply_chars=args.max_reply_chars, api_key=api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms,
         llm_url=args.llm_url, llm_model=args.llm_model,
