@@ -32,6 +32,7 @@ from server.connection import Services
 from server.listening.vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
+from server.realtime.protocol import OUTPUT_SAMPLE_RATE_HZ
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
 from server.responders.llm import LLMResponder, LLMSettings
@@ -78,6 +79,7 @@ class ServerConfig:
     ping_timeout_s: float = PING_TIMEOUT_S
     max_history_items: int = 500
     max_history_chars: int = 200_000
+    max_input_audio_s: int = 600
     max_reply_chars: int = 4000
     interruption_mode: str = "pause"
     pause_timeout_ms: int = 2500
@@ -283,6 +285,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         default=int(env("max-history-chars", defaults.max_history_chars)),
                         help="characters of all conversation items of a session (default "
                         "200000)")
+    limits.add_argument("--max-input-audio-s", type=_positive_int,
+                        default=int(env("max-input-audio-s", defaults.max_input_audio_s)),
+                        help="microphone audio a session buffers before a commit (s, default "
+                        "600: 28.8 MB of 24 kHz PCM16); more is refused (input_audio_buffer_full)")
     limits.add_argument("--max-reply-chars", type=_positive_int,
                         default=int(env("max-reply-chars", defaults.max_reply_chars)),
                         help="longest assistant reply (characters, default 4000); a longer "
@@ -355,6 +361,7 @@ def parse_config(argv: Sequence[str] | None = None,
         max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
+        max_input_audio_s=args.max_input_audio_s,
         max_reply_chars=args.max_reply_chars, api_key=api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms,
@@ -443,6 +450,8 @@ def build_services(
                                      interruption_note=config.interruption_note,
                                      max_history_items=config.max_history_items,
                                      max_history_chars=config.max_history_chars,
+                                     input_audio_max_bytes=(config.max_input_audio_s
+                                                            * OUTPUT_SAMPLE_RATE_HZ * 2),
                                      interruption=InterruptionSettings(
                                          mode=config.interruption_mode,
                                          pause_timeout_ms=config.pause_timeout_ms,
