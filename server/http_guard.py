@@ -191,14 +191,30 @@ class GuardedServerConnection(ServerConnection):
     def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
         protocol.__class__ = GuardedServerProtocol
         protocol.answered, protocol.head_tail, protocol.held = False, b"", None
+        self._eof_held = False
         super().__init__(protocol, *args, **kwargs)
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
-        """websockets' opening handshake; then the held bytes (after a 101 only: any other
-        answer closed the connection)."""
+        """websockets' opening handshake; then the held bytes and end of input (after a 101
+        only: any other answer closed the connection)."""
         await super().handshake(*args, **kwargs)
         protocol = self.protocol
         assert isinstance(protocol, GuardedServerProtocol)
         held, protocol.held = protocol.held, None
-        if held and protocol.state is OPEN:
-            self.data_received(bytes(held))
+        if protocol.state is OPEN:
+            if held:
+                self.data_received(bytes(held))
+            if self._eof_held:
+                self.eof_received()
+
+    def eof_received(self) -> bool | None:
+        """The client's end of input. After a whole request head it waits for the answer (a
+        client may half-close once it sent its request; websockets would close at once,
+        unanswered); True keeps the connection open for writing meanwhile."""
+        protocol = self.protocol
+        assert isinstance(protocol, GuardedServerProtocol)
+        if protocol.state is CONNECTING and protocol.held is not None and not self._eof_held:
+            self._eof_held = True
+            return True
+        self._eof_held = False
+        return super().eof_received()

@@ -162,3 +162,16 @@ async def test_a_frame_sent_with_the_handshake_is_applied_after_it(start_server)
             seen += await reader.read(65536)
     writer.close()
     assert b"unknown_event_type" in seen
+
+
+async def test_a_client_that_half_closes_after_its_request_gets_the_answer(start_server) -> None:
+    """websockets closed a connection whose client ended its output after the request head
+    (allowed by HTTP/1.1) without answering it."""
+    server = await start_server()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.demo.port())
+    writer.write(request("/healthz"))
+    writer.write_eof()
+    async with asyncio.timeout(10):
+        data = await reader.read(-1)
+    writer.close()
+    assert [(status, body) for status, _, body in responses(data)] == [(200, b"ok\n")]
