@@ -204,8 +204,16 @@ class GuardedServerConnection(ServerConnection):
         if protocol.state is OPEN:
             if held:
                 self.data_received(bytes(held))
-            if self._eof_held:
-                self.eof_received()
+            if self._eof_held and not self.eof_received():
+                self.transport.close()  # what the transport does when eof_received is falsy
+
+    def send_data(self) -> None:
+        """websockets' write; once an answer but a 101 went out to a client whose end of
+        input was held, the connection is closed (after the answer is written)."""
+        super().send_data()
+        if self._eof_held and self.protocol.answered and self.protocol.state is not OPEN:
+            self._eof_held = False
+            self.transport.close()
 
     def eof_received(self) -> bool | None:
         """The client's end of input. After a whole request head it waits for the answer (a
@@ -213,7 +221,8 @@ class GuardedServerConnection(ServerConnection):
         unanswered); True keeps the connection open for writing meanwhile."""
         protocol = self.protocol
         assert isinstance(protocol, GuardedServerProtocol)
-        if protocol.state is CONNECTING and protocol.held is not None and not self._eof_held:
+        if (protocol.state is CONNECTING and protocol.held is not None
+                and not protocol.answered and not self._eof_held):
             self._eof_held = True
             return True
         self._eof_held = False
