@@ -166,8 +166,12 @@ class GuardedServerProtocol(ServerProtocol):
         super().receive_data(data)
 
     def send_response(self, response: Response) -> None:
-        """websockets' send, with `SECURITY_HEADERS` on every answer."""
+        """websockets' send, with `SECURITY_HEADERS` on every answer; its 505 for an upgrade
+        over HTTP/1.0 becomes a 400 (the client's error, and the same major version)."""
         self.answered = True
+        if response.status_code == http.HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:
+            response.status_code = http.HTTPStatus.BAD_REQUEST
+            response.reason_phrase = http.HTTPStatus.BAD_REQUEST.phrase
         for name, value in SECURITY_HEADERS.items():
             if name not in response.headers:
                 response.headers[name] = value

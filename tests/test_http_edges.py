@@ -79,6 +79,8 @@ def assert_secure(headers: dict[str, str]) -> None:
     pytest.param(request("/v1/realtime"), 426, id="no-upgrade-websockets-own"),
     pytest.param(request("/v1/realtime", extra=UPGRADE.replace("Sec-WebSocket-Key", "X")), 400,
                  id="no-key-websockets-own"),
+    pytest.param(request("/v1/realtime", extra=UPGRADE).replace(b"HTTP/1.1", b"HTTP/1.0"), 400,
+                 id="upgrade-over-http-1.0-websockets-505"),
     pytest.param(request(host="evil.example:1"), 403, id="rebound-host-page"),
     pytest.param(request("/v1/realtime", host="evil.example:1",
                          extra="Origin: http://evil.example:1\r\n" + UPGRADE), 403,
