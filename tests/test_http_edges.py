@@ -12,6 +12,7 @@ import logging
 import pytest
 
 from server.http_guard import SECURITY_HEADERS, host_allowed
+from tests.browser import chromium
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -177,3 +178,35 @@ async def test_a_client_that_half_closes_after_its_request_gets_the_answer(start
         data = await reader.read(-1)
     writer.close()
     assert [(status, body) for status, _, body in responses(data)] == [(200, b"ok\n")]
+
+
+REBIND = "--host-resolver-rules=MAP evil.example 127.0.0.1"
+"""Chromium resolves evil.example to loopback, as a rebound DNS name would."""
+
+REBOUND_PAGE_PROBES = """async (port) => {
+    const metrics = await fetch('/metrics').then((r) => r.status, () => 'failed');
+    const socket = await new Promise((resolve) => {
+        const ws = new WebSocket(`ws://evil.example:${port}/v1/realtime`);
+        ws.onopen = () => resolve('open');
+        ws.onerror = () => resolve('refused');
+    });
+    return {metrics, socket};
+}"""
+"""What a page of the rebound origin tries: read `/metrics`, open a session."""
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+async def test_a_rebound_dns_name_gets_nothing_in_chromium(start_server, allowed: bool) -> None:
+    """Issue 26: a page of a rebound origin loaded the demo, got a spoken reply and read
+    `/metrics`. Here Chromium resolves evil.example to this server; the page's own requests
+    carry `Host: evil.example:PORT` and `Origin: http://evil.example:PORT`. Allowed with
+    `--allow-host` (the control: the same page then loads and connects)."""
+    server = await start_server(allow_host=("evil.example",) if allowed else ())
+    port = server.demo.port()
+    async with chromium(extra_args=[REBIND]) as browser:
+        page = await browser.new_page()
+        answer = await page.goto(f"http://evil.example:{port}/")
+        assert answer is not None and answer.status == (200 if allowed else 403)
+        probes = await page.evaluate(REBOUND_PAGE_PROBES, port)
+    assert probes == ({"metrics": 200, "socket": "open"} if allowed
+                      else {"metrics": 403, "socket": "refused"})
