@@ -8,7 +8,7 @@ connection, which the client half-closes once the request is written (a server w
 more of a head then sees its end); the client reads until the server closes. A request is drawn
 from a seeded `random.Random`: a method (mostly GET, some HEAD, others and junk), a path (the
 server's own, traversals, `?key=` logins, NUL and other control bytes, non-ASCII bytes,
-segments around 255 bytes, paths around 4096 and 8192 bytes), a version, headers (the right
+segments around 255 bytes, paths of 2,040 to 8,190 bytes), a version, headers (the right
 `Host`, a foreign one, none, two; `Origin`, two; cookies and bearer keys, right or forged;
 upgrade headers, valid or not; control bytes; long values; up to 200 headers), line ends
 (CRLF, sometimes bare LF), and what follows it on the connection (nothing, a second request,
@@ -71,7 +71,8 @@ def _path(rng: random.Random) -> str:
         return "/" + "/".join("s" * rng.choice((1, 254, 255, 256, 300))
                               for _ in range(rng.randint(1, 3)))
     if choice < 0.9:
-        return "/" + "p/" * (rng.choice((2040, 2047, 2048, 2100, 4000, 4100)) // 2)
+        return "/" + "p/" * (rng.choice((2040, 2048, 4000, 4064, 4080, 4094, 4096, 4100, 8190))
+                             // 2)
     return rng.choice(PATHS) + _junk(rng, rng.randint(1, 10), 0, 127)
 
 

@@ -90,17 +90,23 @@ class ServerOptions:
 
 
 def static_response(path: str, web_root: Path = WEB_ROOT) -> Response:
-    """Answer a GET for a file under `web_root` (index.html for `/`); 404 outside it."""
+    """Answer a GET for a file under `web_root` (index.html for `/`); 404 outside it, and for
+    any name the file system refuses (e.g. one that is within `http_guard.MAX_PATH_BYTES` but
+    past PATH_MAX once joined to `web_root`)."""
     relative = urlsplit(path).path.lstrip("/") or "index.html"
-    target = (web_root / relative).resolve()
-    if not target.is_relative_to(web_root.resolve()) or not target.is_file():
+    try:
+        target = (web_root / relative).resolve()
+        if not target.is_relative_to(web_root.resolve()) or not target.is_file():
+            raise FileNotFoundError(relative)
+        body = target.read_bytes()
+    except OSError:
         return text_response(http.HTTPStatus.NOT_FOUND, "not found\n")
     content_type = _CONTENT_TYPES.get(target.suffix) or (
         mimetypes.guess_type(target.name)[0] or "application/octet-stream"
     )
     if content_type.startswith("text/") or content_type == "application/json":
         content_type += "; charset=utf-8"
-    return http_response(http.HTTPStatus.OK, target.read_bytes(), content_type)
+    return http_response(http.HTTPStatus.OK, body, content_type)
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str]) -> bool:

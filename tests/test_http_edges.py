@@ -64,6 +64,7 @@ def assert_secure(headers: dict[str, str]) -> None:
     pytest.param(request("/a\x00b"), 400, id="raw-nul-in-path"),
     pytest.param(request("/" + "a" * 256), 404, id="segment-over-255"),
     pytest.param(request("/" + "a/" * 2100), 414, id="path-over-4096"),
+    pytest.param(request("/" + "a/" * 2040), 404, id="path-past-path-max-with-the-web-root"),
     pytest.param(request("/" + "a" * 9000), 414, id="request-line-over-8k-websockets-own"),
     pytest.param(request(extra="Origin: http://127.0.0.1\r\nOrigin: http://x\r\n"), 400,
                  id="two-origins"),
