@@ -297,8 +297,8 @@ class SessionMetrics:
         self._metrics = metrics
         self._cause = "other"
         self._created: dict[str, float] = {}
-        self._interrupted: set[str] = set()
-        self._failed: set[str] = set()
+        self._interrupted: dict[str, None] = {}
+        self._failed: dict[str, None] = {}
         self._acks: deque[int] = deque()
         self._played: dict[str, int] = {}
         self._cross_checked: dict[str, str] = {}
@@ -337,7 +337,7 @@ class SessionMetrics:
         response = event["response"]
         self._created.pop(response["id"], None)
         if response["status"] == "failed":
-            self._failed.add(response["id"])
+            _remember(self._failed, response["id"], None)
         self._metrics.responses.labels(response["status"]).inc()
 
     def _heard(self, event: dict[str, Any]) -> None:
@@ -350,10 +350,10 @@ class SessionMetrics:
         agree = event.get("marks_agree")
         if elapsed_ms is None and agree is not None and (
                 self._cross_checked.get(item_id) != event["text"]):
-            self._cross_checked[item_id] = event["text"]
+            _remember(self._cross_checked, item_id, event["text"])
             self._metrics.cross_checks.labels("true" if agree else "false").inc()
         if event.get("interrupted") and item_id not in self._interrupted:
-            self._interrupted.add(item_id)
+            _remember(self._interrupted, item_id, None)
             if event["response_id"] not in self._failed:
                 self._metrics.barge_ins.labels(self._cause).inc()
 
@@ -366,13 +366,26 @@ class SessionMetrics:
             self._metrics.ack_anomalies.labels("beyond_sent").inc()
         elif requested < self._played.get(response_id, 0):
             self._metrics.ack_anomalies.labels("backwards").inc()
-        self._played[response_id] = event["played_ms"]
+        _remember(self._played, response_id, event["played_ms"])
 
     def _paused(self, event: dict[str, Any]) -> None:
         self._metrics.paused.inc()
 
     def _resumed(self, event: dict[str, Any]) -> None:
         self._metrics.resumed.inc()
+
+
+REMEMBERED = 64
+"""Responses and items a session's metrics remember (the latest; each a few bytes, a heard
+text for a cross-check): a long session would otherwise grow them for as long as it lasts."""
+
+
+def _remember(mapping: dict[str, Any], key: str, value: Any) -> None:
+    """Set `mapping[key]` as its newest entry; past `REMEMBERED` entries the oldest goes."""
+    mapping.pop(key, None)
+    mapping[key] = value
+    if len(mapping) > REMEMBERED:
+        del mapping[next(iter(mapping))]
 
 
 _HANDLERS = {

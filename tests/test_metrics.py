@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.metrics import MeasuredResponder, MeasuredSynthesizer, ServerMetrics
+from server.metrics import REMEMBERED, MeasuredResponder, MeasuredSynthesizer, ServerMetrics
 from server.realtime import protocol
 from server.responders.prompt import Prompt
 from tests.conftest import loaded_synthesizer
@@ -252,3 +252,25 @@ def test_the_tts_real_time_factor_is_measured_per_segment() -> None:
     scraped = samples(metrics.exposition().decode())
     assert value(scraped, "duplex_tts_real_time_factor_count", engine="uniform") == 2
     assert 0 < value(scraped, "duplex_tts_real_time_factor_sum", engine="uniform") < 1
+
+
+def test_a_long_session_remembers_only_its_latest_responses_and_items() -> None:
+    """What a session's metrics keep per response or item (played positions, cross-checked
+    heard texts, interrupted items, failed responses) is bounded: a client can make responses
+    for as long as its session lasts."""
+    metrics, session = unit_session()
+    for index in range(1000):
+        item_id, response_id = f"item_{index}", f"resp_{index}"
+        session.client_event(protocol.PlaybackAck(None, response_id, None, 10, False))
+        session.server_event({"type": "playback.acknowledged", "response_id": response_id,
+                              "played_ms": 10, "cursor": {"sent_ms": 100}})
+        session.server_event({"type": "response.done",
+                              "response": {"id": response_id, "status": "failed"}})
+        session.server_event(heard(item_id, response_id, text="x" * 4000, marks_agree=True))
+    remembered = [session._played, session._cross_checked, session._interrupted,
+                  session._failed]
+    assert [len(kept) for kept in remembered] == [REMEMBERED] * 4
+    assert "item_999" in session._cross_checked and "item_0" not in session._cross_checked
+    scraped = samples(metrics.exposition().decode())
+    assert value(scraped, "duplex_calibration_cross_checks_total", agree="true") == 1000
+    assert value(scraped, "duplex_responses_total", status="failed") == 1000
