@@ -256,7 +256,7 @@ def exposition_main(count: int, sessions: int) -> None:
             rid, iid = f"resp_{index}", f"item_{index}"
             observer.server_event({"type": "response.created", "response": {"id": rid}})
             observer.server_event({"type": "response.output_audio.delta", "response_id": rid})
-            observer.client_event("{}", protocol.BargeIn(None, rid, None, 100, "vad"))
+            observer.client_event(protocol.BargeIn(None, rid, None, 100, "vad"))
             observer.server_event({"type": "conversation.item.heard", "item_id": iid,
                                    "response_id": rid, "method": "marks",
                                    "elapsed_ms": rng.uniform(0.5, 5), "interrupted": True})

@@ -16,19 +16,20 @@ import asyncio
 import http
 import logging
 import mimetypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
 from server.connection import Connection, RealtimeServerConnection, Services
+from server.http_guard import check_request, http_response, strip_head_body, text_response
 from server.logs import SESSION_ID
-from server.metrics import CONTENT_TYPE, METRICS_PATH, MetricsHttpServer, ServerMetrics
+from server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
+from server.metrics_port import MetricsHttpServer
 from server.realtime.events import EventLog
 from server.session_slots import SessionSlots
 
@@ -38,6 +39,8 @@ WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 """The static page served at `/` (static ES modules, no build step)."""
 
 REALTIME_PATH = "/v1/realtime"
+LOGOUT_PATH = "/logout"
+"""With an API key: revokes the login cookie the browser sends, removes it, redirects to `/`."""
 MAX_WEBSOCKET_FRAME_BYTES = 4 * 1024 * 1024
 """Default `--max-frame-bytes`: websockets closes the socket (1009) above this; the protocol
 layer answers smaller oversized frames with an error event (`protocol.MAX_FRAME_CHARS`)."""
@@ -48,16 +51,6 @@ PING_TIMEOUT_S = 20.0
 """Default websockets keepalive: a ping every 20 s, closed (1011) when unanswered for 20 s."""
 RETRY_AFTER_S = 10
 """`Retry-After` of a 503 for a full server (s)."""
-
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
-                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-"""Headers of every HTTP response: the page may load scripts, styles, worklets and sockets from
-its own origin only (`'self'` covers `ws://` to the same host and port), may not be framed, and
-sends no Referer (a `/?key=` URL never leaks)."""
 
 SHUTDOWN_GRACE_S = 2.0
 """At shutdown, a client has this long (s) to complete the closing handshake (code 1001);
@@ -83,6 +76,8 @@ class ServerOptions:
         api_key: shared secret every request but `/healthz` must carry; None: open access.
         metrics_port: also serve `/metrics` on this port of the same host, from a thread of
             its own (`MetricsHttpServer`; 0: any free port); None: only on the main port.
+        allowed_hosts: `Host` names served besides IP addresses and `localhost`
+            (`--allow-host` and a bound host name; `*`: any; `http_guard.host_allowed`).
     """
 
     max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
@@ -91,38 +86,27 @@ class ServerOptions:
     ping_timeout_s: float | None = PING_TIMEOUT_S
     api_key: str | None = field(default=None, repr=False)
     metrics_port: int | None = None
-
-
-def _response(status: http.HTTPStatus, body: bytes, content_type: str,
-              headers: Mapping[str, str] | None = None) -> Response:
-    all_headers = Headers()
-    all_headers["Content-Type"] = content_type
-    all_headers["Content-Length"] = str(len(body))
-    all_headers["Cache-Control"] = "no-cache"
-    # websockets closes the connection after any answer but a 101 (its own rejections say so
-    # too): a keep-alive client must not send its next request into a closing socket.
-    all_headers["Connection"] = "close"
-    for name, value in (SECURITY_HEADERS | dict(headers or {})).items():
-        all_headers[name] = value
-    return Response(status.value, status.phrase, all_headers, body)
-
-
-def _text(status: http.HTTPStatus, text: str, headers: Mapping[str, str] | None = None) -> Response:
-    return _response(status, text.encode(), "text/plain; charset=utf-8", headers)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def static_response(path: str, web_root: Path = WEB_ROOT) -> Response:
-    """Answer a GET for a file under `web_root` (index.html for `/`); 404 outside it."""
+    """Answer a GET for a file under `web_root` (index.html for `/`); 404 outside it, and for
+    any name the file system refuses (e.g. one that is within `http_guard.MAX_PATH_BYTES` but
+    past PATH_MAX once joined to `web_root`)."""
     relative = urlsplit(path).path.lstrip("/") or "index.html"
-    target = (web_root / relative).resolve()
-    if not target.is_relative_to(web_root.resolve()) or not target.is_file():
-        return _text(http.HTTPStatus.NOT_FOUND, "not found\n")
+    try:
+        target = (web_root / relative).resolve()
+        if not target.is_relative_to(web_root.resolve()) or not target.is_file():
+            raise FileNotFoundError(relative)
+        body = target.read_bytes()
+    except OSError:
+        return text_response(http.HTTPStatus.NOT_FOUND, "not found\n")
     content_type = _CONTENT_TYPES.get(target.suffix) or (
         mimetypes.guess_type(target.name)[0] or "application/octet-stream"
     )
     if content_type.startswith("text/") or content_type == "application/json":
         content_type += "; charset=utf-8"
-    return _response(http.HTTPStatus.OK, target.read_bytes(), content_type)
+    return http_response(http.HTTPStatus.OK, body, content_type)
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str]) -> bool:
@@ -141,17 +125,15 @@ def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str])
 
 
 def metrics_http_server(metrics: ServerMetrics, host: str, port: int,
-                        api_key: str | None) -> MetricsHttpServer:
-    """`/metrics` on a port of its own (`--metrics-port`), with this server's security
-    headers; with `api_key`, only for requests that carry it (as on the main port)."""
-    authorized = None
-    if api_key is not None:
-        access = ApiKeyAccess(api_key)
-
-        def authorized(headers: Sequence[tuple[str, str]]) -> bool:
-            return access.authorized(Headers(headers))
-
-    return MetricsHttpServer(metrics, host, port, authorized, SECURITY_HEADERS)
+                        options: ServerOptions) -> MetricsHttpServer:
+    """`/metrics` on a port of its own (`--metrics-port`), with this server's HTTP guards and
+    allowed hosts; with `options.api_key`, only for requests that carry it (as on the main
+    port)."""
+    if options.api_key is None:
+        return MetricsHttpServer(metrics, host, port, None, options.allowed_hosts)
+    access = ApiKeyAccess(options.api_key)
+    return MetricsHttpServer(metrics, host, port, access.authorized, options.allowed_hosts,
+                             redacting_logger("websockets.server", access.secrets()))
 
 
 class DemoServer:
@@ -187,17 +169,20 @@ class DemoServer:
         return self.slots.open
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        refused = check_request(request, self.options.allowed_hosts)
+        if refused is not None:
+            return refused
         path = urlsplit(request.path).path
         if path == REALTIME_PATH:
             return self._check_upgrade(request)
         if path == "/healthz":
-            return _text(http.HTTPStatus.OK, "ok\n")
+            return text_response(http.HTTPStatus.OK, "ok\n")
         if path == METRICS_PATH:
             if self.access is not None and not self.access.authorized(request.headers):
-                return _text(http.HTTPStatus.UNAUTHORIZED, "access key required: send "
+                return text_response(http.HTTPStatus.UNAUTHORIZED, "access key required: send "
                              "'Authorization: Bearer <key>'\n",
                              {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
-            return _response(http.HTTPStatus.OK, self.metrics.exposition(), CONTENT_TYPE)
+            return http_response(http.HTTPStatus.OK, self.metrics.exposition(), CONTENT_TYPE)
         if self.access is not None:
             refused = self._check_page(path, request)
             if refused is not None:
@@ -210,11 +195,11 @@ class DemoServer:
         if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
             log.warning("refused a WebSocket upgrade from a foreign origin")
             self.metrics.sessions_refused.labels("origin").inc()
-            return _text(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
+            return text_response(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
         if self.access is not None and not self.access.authorized(request.headers):
             log.warning("refused a WebSocket upgrade without the API key")
             self.metrics.sessions_refused.labels("api_key").inc()
-            return _text(http.HTTPStatus.UNAUTHORIZED,
+            return text_response(http.HTTPStatus.UNAUTHORIZED,
                          "missing or wrong API key: send 'Authorization: Bearer <key>' or the "
                          "'openai-insecure-api-key.<key>' subprotocol, or open the page with "
                          "/?key=<key> first\n",
@@ -222,7 +207,7 @@ class DemoServer:
         if self.slots.full():
             log.warning("refused a session: %d sessions are open", self.slots.open)
             self.metrics.sessions_refused.labels("full").inc()
-            return _text(http.HTTPStatus.SERVICE_UNAVAILABLE,
+            return text_response(http.HTTPStatus.SERVICE_UNAVAILABLE,
                          f"too many sessions: this server holds at most "
                          f"{self.options.max_sessions} at once; try again later\n",
                          {"Retry-After": str(RETRY_AFTER_S)})
@@ -231,21 +216,26 @@ class DemoServer:
     def _check_page(self, path: str, request: Request) -> Response | None:
         """With an API key: log a browser in (`/?key=`), or refuse a request without the key."""
         assert self.access is not None
+        if path == LOGOUT_PATH:
+            return http_response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
+                                 {"Location": "/",
+                                  "Set-Cookie": self.access.logout(request.headers)})
         key = self.access.login_key(request.path)
         if key is not None:
             if self.access.login_matches(key):
                 # Always to `/`: the key leaves the address bar, and the redirect's target
                 # never depends on the request.
-                return _response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
-                                 {"Location": "/", "Set-Cookie": self.access.cookie_header()})
-            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
-                             "text/html; charset=utf-8")
+                return http_response(http.HTTPStatus.SEE_OTHER, b"", "text/plain; charset=utf-8",
+                                     {"Location": "/",
+                                      "Set-Cookie": self.access.login_cookie(request.headers)})
+            return http_response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=True),
+                                 "text/html; charset=utf-8")
         if self.access.authorized(request.headers):
             return None
         if path in ("/", "/index.html"):
-            return _response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=False),
-                             "text/html; charset=utf-8")
-        return _text(http.HTTPStatus.UNAUTHORIZED, "access key required: open / first\n")
+            return http_response(http.HTTPStatus.UNAUTHORIZED, login_page(wrong_key=False),
+                                 "text/html; charset=utf-8")
+        return text_response(http.HTTPStatus.UNAUTHORIZED, "access key required: open / first\n")
 
     async def _handle(self, websocket: ServerConnection) -> None:
         if urlsplit(websocket.request.path).path != REALTIME_PATH:
@@ -278,6 +268,7 @@ class DemoServer:
                   if self.access is not None else None)
         self.server = await serve(
             self._handle, host, port, process_request=self._process_request,
+            process_response=strip_head_body,
             max_size=options.max_frame_bytes, write_limit=WEBSOCKET_WRITE_LIMIT_BYTES,
             ping_interval=options.ping_interval_s, ping_timeout=options.ping_timeout_s,
             select_subprotocol=select_subprotocol, compression=None, logger=logger,
@@ -285,7 +276,7 @@ class DemoServer:
         )
         if options.metrics_port is not None:
             self.metrics_server = metrics_http_server(self.metrics, host, options.metrics_port,
-                                                      options.api_key)
+                                                      options)
             self.metrics_server.start()
         return self.server
 

@@ -33,6 +33,7 @@ from server.listening.vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
+from server.realtime.protocol import OUTPUT_SAMPLE_RATE_HZ
 from server.realtime.session import SessionConfig
 from server.responders.demo import DemoResponder
 from server.responders.llm import LLMResponder, LLMSettings
@@ -61,6 +62,7 @@ class ServerConfig:
     event_loop: str = "uvloop"
     workers: int = 1
     allow_origin: tuple[str, ...] = ()
+    allow_host: tuple[str, ...] = ()
     lead_ms: int = 400
     calibration: str = "auto"
     asr_url: str | None = None
@@ -78,6 +80,7 @@ class ServerConfig:
     ping_timeout_s: float = PING_TIMEOUT_S
     max_history_items: int = 500
     max_history_chars: int = 200_000
+    max_input_audio_s: int = 600
     max_reply_chars: int = 4000
     max_input_speed: float = INPUT_SPEED
     input_window_s: float = INPUT_WINDOW_MS / 1000
@@ -136,13 +139,30 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+_KEY_SOURCES = {"--llm-api-key": "set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY) in the "
+                                  "environment",
+                "--api-key": "set DUPLEX_API_KEY in the environment or use --api-key-file"}
+"""Where each key flag refused on the command line is read from instead."""
+
+
 class _KeyFromEnvironment(argparse.Action):
-    """`--llm-api-key` on the command line is refused: other users can read command lines."""
+    """`--llm-api-key` and `--api-key` on the command line are refused: other users can read
+    command lines (`ps`, /proc/PID/cmdline)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.error(f"{option_string}: set DUPLEX_LLM_API_KEY (or OPENAI_API_KEY) in the "
-                     "environment instead; a key on the command line is visible to other users")
+        parser.error(f"{option_string}: {_KEY_SOURCES[option_string or '']} instead; a key on "
+                     "the command line is visible to other users")
+
+
+def _key_file(path: str) -> str:
+    """The API key in the file at `path` (its only line; a trailing newline is dropped)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+    return _api_key(text.removesuffix("\n").removesuffix("\r"))
 
 
 def _api_key(text: str) -> str:
@@ -195,6 +215,11 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument("--allow-origin", action="append",
                         default=[o for o in str(env("allow-origin", "")).split(",") if o],
                         help="extra browser Origin allowed to connect (repeatable; * for any)")
+    parser.add_argument("--allow-host", action="append",
+                        default=[h for h in str(env("allow-host", "")).split(",") if h],
+                        help="host name this server may be reached under besides IP "
+                        "addresses, localhost and --host (repeatable; * for any): requests "
+                        "with any other Host header are refused (DNS rebinding)")
     parser.add_argument("--lead-ms", type=_positive_int,
                         default=int(env("lead-ms", defaults.lead_ms)),
                         help="max audio sent ahead of the client's played position (ms)")
@@ -271,6 +296,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         default=int(env("max-history-chars", defaults.max_history_chars)),
                         help="characters of all conversation items of a session (default "
                         "200000)")
+    limits.add_argument("--max-input-audio-s", type=_positive_int,
+                        default=int(env("max-input-audio-s", defaults.max_input_audio_s)),
+                        help="microphone audio a session buffers before a commit (s, default "
+                        "600: 28.8 MB of 24 kHz PCM16); more is refused (input_audio_buffer_full)")
     limits.add_argument("--max-reply-chars", type=_positive_int,
                         default=int(env("max-reply-chars", defaults.max_reply_chars)),
                         help="longest assistant reply (characters, default 4000); a longer "
@@ -287,12 +316,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                         help="window of --max-input-speed (s, default 5): up to speed x "
                         "window of audio may come at once")
     access = parser.add_argument_group("access")
-    api_key = environ.get("DUPLEX_API_KEY") or None
-    access.add_argument("--api-key", type=_api_key,
-                        default=_api_key(api_key) if api_key is not None else None,
-                        help="shared secret required to open /v1/realtime and the page "
-                        "(Authorization: Bearer, a page cookie from /?key=, or the "
-                        "openai-insecure-api-key.<key> subprotocol); default: none, open")
+    access.add_argument("--api-key", nargs="?", action=_KeyFromEnvironment,
+                        help="not accepted here: set DUPLEX_API_KEY or use --api-key-file")
+    access.add_argument("--api-key-file", metavar="PATH",
+                        default=env("api-key-file", None) or None,
+                        help="file holding the shared secret required to open /v1/realtime "
+                        "and the page (Authorization: Bearer, a page cookie from /?key=, or "
+                        "the openai-insecure-api-key.<key> subprotocol); else DUPLEX_API_KEY; "
+                        "default: none, open")
     llm = parser.add_argument_group(
         "LLM", "replies from an OpenAI-compatible chat-completions server (vLLM, llama.cpp, "
         "Ollama, a hosted API) instead of the built-in demo responder; the API key comes from "
@@ -329,6 +360,12 @@ def parse_config(argv: Sequence[str] | None = None,
     environ = os.environ if environ is None else environ
     parser = build_parser(environ)
     args = parser.parse_args(argv)
+    try:
+        api_key = (_key_file(args.api_key_file) if args.api_key_file is not None
+                   else _api_key(environ["DUPLEX_API_KEY"]) if environ.get("DUPLEX_API_KEY")
+                   else None)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"the API key ({args.api_key_file or 'DUPLEX_API_KEY'}) {exc}")
     if args.llm_url and not args.llm_model:
         parser.error("--llm-url needs --llm-model (the model name the server serves)")
     return ServerConfig(
@@ -336,7 +373,7 @@ def parse_config(argv: Sequence[str] | None = None,
         voice=args.voice, tts=args.tts,
         log_level=args.log_level, log_format=args.log_format, event_loop=args.event_loop,
         workers=args.workers,
-        allow_origin=tuple(args.allow_origin),
+        allow_origin=tuple(args.allow_origin), allow_host=tuple(args.allow_host),
         lead_ms=args.lead_ms, calibration=args.calibration, asr_url=args.asr_url,
         asr_model=args.asr_model, calibration_timeout_ms=args.calibration_timeout_ms,
         send_timeout_ms=args.send_timeout_ms,
@@ -346,8 +383,9 @@ def parse_config(argv: Sequence[str] | None = None,
         max_events_per_s=args.max_events_per_s, idle_timeout_s=args.idle_timeout_s,
         ping_interval_s=args.ping_interval_s, ping_timeout_s=args.ping_timeout_s,
         max_history_items=args.max_history_items, max_history_chars=args.max_history_chars,
+        max_input_audio_s=args.max_input_audio_s,
         max_reply_chars=args.max_reply_chars, max_input_speed=args.max_input_speed,
-        input_window_s=args.input_window_s, api_key=args.api_key,
+        input_window_s=args.input_window_s, api_key=api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms,
         llm_url=args.llm_url, llm_model=args.llm_model,
@@ -363,7 +401,7 @@ def server_options(config: ServerConfig) -> ServerOptions:
         max_frame_bytes=config.max_frame_bytes, max_sessions=config.max_sessions,
         ping_interval_s=config.ping_interval_s or None,
         ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
-        metrics_port=config.metrics_port,
+        metrics_port=config.metrics_port, allowed_hosts=(*config.allow_host, config.host),
     )
 
 
@@ -435,6 +473,8 @@ def build_services(
                                      interruption_note=config.interruption_note,
                                      max_history_items=config.max_history_items,
                                      max_history_chars=config.max_history_chars,
+                                     input_audio_max_bytes=(config.max_input_audio_s
+                                                            * OUTPUT_SAMPLE_RATE_HZ * 2),
                                      interruption=InterruptionSettings(
                                          mode=config.interruption_mode,
                                          pause_timeout_ms=config.pause_timeout_ms,

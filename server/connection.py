@@ -30,6 +30,7 @@ from websockets.protocol import Event
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
+from server.http_guard import GuardedServerConnection
 from server.input_work import SessionInput, wait_through_cancellation
 from server.outbound import send_events
 from server.realtime.effects import (
@@ -44,7 +45,7 @@ from server.realtime.effects import (
     WakeSender,
 )
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
-from server.realtime.protocol import ClientEvent
+from server.realtime.protocol import ClientEvent, ProtocolError
 from server.realtime.session import Session, SessionConfig
 from server.reply_echo import ReplyEcho
 from server.responders.prompt import Prompt, Responder, ResponderError
@@ -143,8 +144,9 @@ class _Speech:
 class SessionObserver(Protocol):
     """Sees one session's traffic in order, e.g. `server.metrics.SessionMetrics`."""
 
-    def client_event(self, frame: str | bytes, event: ClientEvent | None) -> None:
-        """A client frame was given to the session: its event when applied, else None."""
+    def client_event(self, event: ClientEvent | ProtocolError) -> None:
+        """A client frame was given to the session: its event when applied, else the error
+        it was refused with."""
 
     def server_event(self, event: dict[str, Any]) -> None:
         """A server event is being sent."""
@@ -153,14 +155,14 @@ class SessionObserver(Protocol):
 class _NoObserver:
     """The observer of a connection nobody observes."""
 
-    def client_event(self, frame: str | bytes, event: ClientEvent | None) -> None:
+    def client_event(self, event: ClientEvent | ProtocolError) -> None:
         pass
 
     def server_event(self, event: dict[str, Any]) -> None:
         pass
 
 
-class RealtimeServerConnection(ServerConnection):
+class RealtimeServerConnection(GuardedServerConnection):
     """A `websockets` server connection that reports the client's close frame as it arrives
     (`on_close_frame`, called on the event loop).
 
@@ -365,7 +367,7 @@ class Connection:
         input_end_ms = self.session.input_turns.audio.end_ms
         if rate is None or admission is Admission.ACCEPT:
             self.session.set_clock(now_ms)
-            self.observer.client_event(frame, self.session.receive(frame))
+            self.observer.client_event(self.session.receive(frame))
         else:
             self.session.refuse(rate_limit_error(frame, rate))
         await self._settle()

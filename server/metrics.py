@@ -10,8 +10,8 @@ synthesizer and responder (`ServerMetrics.instrument`). Label values come from f
 server defines, never from client text; no metric holds text or audio.
 
 `/metrics` is answered on the server's own port by the event loop (`server.app`) and, with
-`--metrics-port`, also by `MetricsHttpServer` on a port and thread of its own, where a scrape
-does not wait for the loop's turn among the sessions' work.
+`--metrics-port`, also by `server.metrics_port.MetricsHttpServer` on a port and thread of its
+own, where a scrape does not wait for the loop's turn among the sessions' work.
 
 The core (`server.realtime`) knows nothing of this module.
 """
@@ -20,16 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import http
-import json
-import socket
-import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from prometheus_client import (
     CollectorRegistry,
@@ -78,10 +72,6 @@ ACK_ANOMALIES = ("beyond_sent", "backwards", "refused")
 PROTOCOL.md rule 2), one below the position the response already reported (ACKs are monotonic;
 ignored), and an ACK refused with an `error` event (unknown response or item, mismatch, bad
 value)."""
-
-REFUSED_FRAME_PEEK_CHARS = 4096
-"""A refused client frame up to this long is parsed once more to learn its `type` (an ACK is
-about 100 characters); longer ones are not ACKs."""
 
 _CAUSE_BY_EVENT: dict[type, str] = {
     protocol.InputAudioAppend: "server_vad",
@@ -307,18 +297,18 @@ class SessionMetrics:
         self._metrics = metrics
         self._cause = "other"
         self._created: dict[str, float] = {}
-        self._interrupted: set[str] = set()
-        self._failed: set[str] = set()
+        self._interrupted: dict[str, None] = {}
+        self._failed: dict[str, None] = {}
         self._acks: deque[int] = deque()
         self._played: dict[str, int] = {}
         self._cross_checked: dict[str, str] = {}
 
-    def client_event(self, frame: str | bytes, event: protocol.ClientEvent | None) -> None:
-        """A client frame was given to the session: `event` when it was applied, None when it
-        was refused (an `error` event)."""
-        if event is None:
+    def client_event(self, event: protocol.ClientEvent | protocol.ProtocolError) -> None:
+        """A client frame was given to the session: its event when applied, else the error it
+        was refused with (whose `event_type` names what it claimed to be)."""
+        if isinstance(event, protocol.ProtocolError):
             self._cause = "other"
-            if len(frame) <= REFUSED_FRAME_PEEK_CHARS and _event_type(frame) == "playback.ack":
+            if event.event_type == "playback.ack":
                 self._metrics.ack_anomalies.labels("refused").inc()
             return
         if isinstance(event, protocol.BargeIn):
@@ -347,7 +337,7 @@ class SessionMetrics:
         response = event["response"]
         self._created.pop(response["id"], None)
         if response["status"] == "failed":
-            self._failed.add(response["id"])
+            _remember(self._failed, response["id"], None)
         self._metrics.responses.labels(response["status"]).inc()
 
     def _heard(self, event: dict[str, Any]) -> None:
@@ -360,10 +350,10 @@ class SessionMetrics:
         agree = event.get("marks_agree")
         if elapsed_ms is None and agree is not None and (
                 self._cross_checked.get(item_id) != event["text"]):
-            self._cross_checked[item_id] = event["text"]
+            _remember(self._cross_checked, item_id, event["text"])
             self._metrics.cross_checks.labels("true" if agree else "false").inc()
         if event.get("interrupted") and item_id not in self._interrupted:
-            self._interrupted.add(item_id)
+            _remember(self._interrupted, item_id, None)
             if event["response_id"] not in self._failed:
                 self._metrics.barge_ins.labels(self._cause).inc()
 
@@ -376,13 +366,26 @@ class SessionMetrics:
             self._metrics.ack_anomalies.labels("beyond_sent").inc()
         elif requested < self._played.get(response_id, 0):
             self._metrics.ack_anomalies.labels("backwards").inc()
-        self._played[response_id] = event["played_ms"]
+        _remember(self._played, response_id, event["played_ms"])
 
     def _paused(self, event: dict[str, Any]) -> None:
         self._metrics.paused.inc()
 
     def _resumed(self, event: dict[str, Any]) -> None:
         self._metrics.resumed.inc()
+
+
+REMEMBERED = 64
+"""Responses and items a session's metrics remember (the latest; each a few bytes, a heard
+text for a cross-check): a long session would otherwise grow them for as long as it lasts."""
+
+
+def _remember(mapping: dict[str, Any], key: str, value: Any) -> None:
+    """Set `mapping[key]` as its newest entry; past `REMEMBERED` entries the oldest goes."""
+    mapping.pop(key, None)
+    mapping[key] = value
+    if len(mapping) > REMEMBERED:
+        del mapping[next(iter(mapping))]
 
 
 _HANDLERS = {
@@ -395,16 +398,6 @@ _HANDLERS = {
     "response.resumed": SessionMetrics._resumed,
 }
 """Server event type -> what it counts."""
-
-
-def _event_type(frame: str | bytes) -> str | None:
-    """The `type` of a JSON client frame, None when it has none (or is not JSON)."""
-    try:
-        data = json.loads(frame)
-    except ValueError:
-        return None
-    kind = data.get("type") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else None
 
 
 class MeasuredSynthesizer:
@@ -490,96 +483,3 @@ class MeasuredResponder:
 
 
 METRICS_PATH = "/metrics"
-METRICS_IDLE_TIMEOUT_S = 300.0
-"""A `MetricsHttpServer` connection idle this long (s) is closed, and its thread ends (a
-scraper reconnects; Prometheus scrapes every 15-60 s)."""
-
-
-class MetricsHttpServer:
-    """`GET /metrics` on a port of its own, answered by threads of its own (the standard
-    library's `ThreadingHTTPServer`), not by the event loop that serves the sessions.
-
-    A scrape on the server's main port waits for the event loop: each of the steps of an
-    HTTP exchange there (accept, read, answer, close) queues behind the callbacks every open
-    session has ready at that moment. Here the scrape needs only the GIL, which the loop
-    gives up at each of its many socket calls. Values are read at each request
-    (`ServerMetrics.exposition`), under `prometheus_client`'s own locks. Connections are
-    HTTP/1.1 keep-alive (Prometheus keeps its scrape connection open; one idle for
-    `METRICS_IDLE_TIMEOUT_S` is closed); every other path is 404; a request refused by
-    `authorized` gets 401.
-
-    Args:
-        metrics: what to serve.
-        host: address to bind (IPv4, or IPv6 when it has a colon).
-        port: TCP port to bind (0: any free one, see `port`).
-        authorized: whether a request with these headers (name, value pairs) may read the
-            metrics; None: everyone may.
-        headers: extra headers of every answer (the main port's security headers).
-    """
-
-    def __init__(self, metrics: ServerMetrics, host: str, port: int,
-                 authorized: Callable[[Sequence[tuple[str, str]]], bool] | None = None,
-                 headers: Mapping[str, str] | None = None) -> None:
-        handler = type("Handler", (_MetricsRequestHandler,), {
-            "metrics": metrics, "authorized": staticmethod(authorized),
-            "extra_headers": dict(headers or {})})
-        self._server = (_ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer)(
-            (host, port), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="metrics-http", daemon=True)
-
-    def start(self) -> None:
-        """Start answering (the socket is bound already)."""
-        self._thread.start()
-
-    def port(self) -> int:
-        """The bound TCP port."""
-        return self._server.server_address[1]
-
-    def close(self) -> None:
-        """Stop answering and close the listening socket (a scrape being answered ends)."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
-
-
-class _ThreadingHTTPServer6(ThreadingHTTPServer):
-    """`ThreadingHTTPServer` on an IPv6 address."""
-
-    address_family = socket.AF_INET6
-
-
-class _MetricsRequestHandler(BaseHTTPRequestHandler):
-    """One connection of `MetricsHttpServer` (class attributes set per server)."""
-
-    protocol_version = "HTTP/1.1"
-    timeout = METRICS_IDLE_TIMEOUT_S
-    metrics: ServerMetrics
-    authorized: Callable[[Sequence[tuple[str, str]]], bool] | None
-    extra_headers: dict[str, str]
-
-    def do_GET(self) -> None:
-        """Answer `/metrics` (200), else 404; 401 without authorization."""
-        if urlsplit(self.path).path != METRICS_PATH:
-            self._answer(http.HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
-        elif self.authorized is not None and not self.authorized(list(self.headers.items())):
-            self._answer(http.HTTPStatus.UNAUTHORIZED, b"access key required: send "
-                         b"'Authorization: Bearer <key>'\n", "text/plain; charset=utf-8",
-                         {"WWW-Authenticate": 'Bearer realm="duplex-demo"'})
-        else:
-            self._answer(http.HTTPStatus.OK, self.metrics.exposition(), CONTENT_TYPE)
-
-    def _answer(self, status: http.HTTPStatus, body: bytes, content_type: str,
-                headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-cache")
-        for name, value in (self.extra_headers | dict(headers or {})).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """No access log: the main port logs none either."""

@@ -38,7 +38,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from server.app import metrics_http_server
-from server.config import ServerConfig
+from server.config import ServerConfig, server_options
 from server.logs import configure_logging
 from server.metrics import ServerMetrics
 from server.serving import WorkerLink, listening_line, run
@@ -93,7 +93,7 @@ def serve_workers(config: ServerConfig) -> int:
             if config.metrics_port is not None:
                 metrics_server = metrics_http_server(ServerMetrics(shared_dir=metrics_dir),
                                                      config.host, config.metrics_port,
-                                                     config.api_key)
+                                                     server_options(config))
                 metrics_server.start()
             print(listening_line(config.host, port,
                                  metrics_server.port() if metrics_server else None), flush=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -150,8 +150,9 @@ def fake_mic_args(wav: Path | None, loop: bool = False) -> list[str]:
 
 
 @asynccontextmanager
-async def chromium(fake_mic: Path | None = None, loop_mic: bool = False) -> AsyncIterator[Browser]:
-    """Launch headless Debian Chromium (CHROMIUM_ARGS); closed on exit.
+async def chromium(fake_mic: Path | None = None, loop_mic: bool = False,
+                   extra_args: Sequence[str] = ()) -> AsyncIterator[Browser]:
+    """Launch headless Debian Chromium (CHROMIUM_ARGS, then `extra_args`); closed on exit.
 
     `fake_mic` / `loop_mic`: the fake microphone's WAV file and whether it loops (see
     `fake_mic_args`); Chromium takes one file per launch, so each recording needs a launch.
@@ -159,7 +160,7 @@ async def chromium(fake_mic: Path | None = None, loop_mic: bool = False) -> Asyn
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=CHROMIUM_PATH, headless=True,
-            args=[*CHROMIUM_ARGS, *fake_mic_args(fake_mic, loop_mic)])
+            args=[*CHROMIUM_ARGS, *fake_mic_args(fake_mic, loop_mic), *extra_args])
         try:
             yield browser
         finally:

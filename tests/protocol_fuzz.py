@@ -9,7 +9,9 @@ an unknown item id) or *invalid* by construction: a valid event with one certain
 of the wrong type or value, a required field missing, an unknown field, a value no event accepts
 anywhere such as a lone surrogate, NaN, 1e400, 2**53, a 5000-digit integer or nesting deeper
 than `MAX_NESTING`, an unknown or missing `type`), or a frame that is no event at all (binary,
-malformed JSON, a JSON value that is not an object, an oversized frame). Each invalid frame must
+malformed JSON, a JSON value that is not an object, nesting of every size class from 1 to a
+whole frame, a field name of every size class, an oversized frame); ids come at every size
+class too, those past `MAX_ID_CHARS` as defects. Each invalid frame must
 be answered by exactly one `error` event; a valid one by at most one, with a state error code.
 Ids in frames are often references to the session's own recent items and responses
 (`KNOWN_ID`), resolved just before sending, so that ACKs, truncates, barge-ins and deletes meet
@@ -31,7 +33,14 @@ from typing import Any
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
-from server.realtime.protocol import MAX_EXACT_INTEGER, MAX_FRAME_CHARS, MAX_NESTING
+from server.realtime.protocol import (
+    MAX_EXACT_INTEGER,
+    MAX_FRAME_CHARS,
+    MAX_ID_CHARS,
+    MAX_INSTRUCTIONS_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NESTING,
+)
 from tests.realtime_client import RealtimeClient
 
 EVENT_ID_SLOT = "@event_id@"
@@ -88,6 +97,13 @@ def _repeated(min_size: int, max_size: int) -> st.SearchStrategy[str]:
 texts = st.one_of(st.text(max_size=40), st.sampled_from(ODD_TEXT), _repeated(1000, 10_000))
 """Any valid Unicode text: short, odd (NUL, RTL overrides, emoji, combining marks) or huge."""
 
+names = st.one_of(st.text(max_size=20), st.sampled_from(ODD_TEXT),
+                  _repeated(MAX_NAME_CHARS, MAX_NAME_CHARS).map(lambda t: t[:MAX_NAME_CHARS]))
+"""Names (model, voice, language, metadata values, barge-in source): up to `MAX_NAME_CHARS`."""
+
+too_long = st.one_of(_repeated(MAX_INSTRUCTIONS_CHARS + 1, 80_000))
+"""A string past every length limit (`MAX_INSTRUCTIONS_CHARS`, the largest): refused."""
+
 spoken_texts = st.one_of(st.text(max_size=60), st.sampled_from(ODD_TEXT),
                          st.just("tell me about tides"))
 """Texts of user items, which replies may read back: kept short so that replies stay short."""
@@ -99,9 +115,15 @@ the session, e.g. "@item~0@"; `run_batch` puts the real id (or an unknown one) i
 ids = st.one_of(
     st.builds("@{}~{}@".format, st.sampled_from(["item", "resp"]), st.integers(0, 3)),
     st.text(min_size=1, max_size=20),
-    _repeated(1000, 10_000),
+    _repeated(MAX_ID_CHARS, MAX_ID_CHARS).map(lambda text: text[:MAX_ID_CHARS]),
 )
-"""Ids of the session's recent items and responses (see `KNOWN_ID`), others, and huge ones."""
+"""Ids of the session's recent items and responses (see `KNOWN_ID`), others, and the longest
+accepted (`MAX_ID_CHARS`)."""
+
+huge_ids = st.one_of(_repeated(MAX_ID_CHARS + 1, 1000), _repeated(1000, 10_000),
+                     _repeated(10_000, 80_000))
+"""Ids past `MAX_ID_CHARS`, at every size class up to most of a frame (80,000 emoji escaped
+as ASCII take 960,000 characters): refused."""
 
 milliseconds = st.one_of(st.integers(0, 5000), st.integers(0, MAX_EXACT_INTEGER))
 
@@ -126,7 +148,7 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
-WRONG_ID = _refusing(lambda v: isinstance(v, str) and v != "")
+WRONG_ID = st.one_of(_refusing(lambda v: isinstance(v, str) and v != ""), huge_ids)
 WRONG_TEXT = _refusing(lambda v: isinstance(v, str))
 WRONG_MS = _refusing(lambda v: _is_int(v) and v >= 0)
 WRONG_BOOL = _refusing(lambda v: isinstance(v, bool))
@@ -167,10 +189,10 @@ turn_detections = st.one_of(st.none(), st.fixed_dictionaries(
               "interrupt_response": st.booleans()}))
 sessions = _some(
     type=st.just("realtime"), instructions=texts, output_modalities=st.just(["audio"]),
-    model=texts,
+    model=names,
     audio=_some(
         input=_some(format=pcm_formats, turn_detection=turn_detections,
-                    transcription=st.one_of(st.none(), _some(model=texts, language=texts))),
+                    transcription=st.one_of(st.none(), _some(model=names, language=names))),
         output=_some(format=pcm_formats, speed=st.sampled_from([1.0, 1]))),
 )
 user_items = st.fixed_dictionaries(
@@ -190,7 +212,7 @@ VALID_FIELDS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         {"item_id": ids, "audio_end_ms": milliseconds}, optional={"content_index": st.just(0)}),
     "response.create": _some(response=_some(
         instructions=texts, output_modalities=st.just(["audio"]),
-        metadata=st.dictionaries(st.text(max_size=8), texts, max_size=3))),
+        metadata=st.dictionaries(st.text(max_size=8), names, max_size=3))),
     "response.cancel": _some(response_id=ids),
     "input_audio_buffer.append": st.fixed_dictionaries({"audio": audio.map(_audio)}),
     "input_audio_buffer.commit": st.just({}),
@@ -202,7 +224,7 @@ VALID_FIELDS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         st.fixed_dictionaries({"played_ms": milliseconds},
                               optional={"truncate": st.booleans(), "committed_ms": milliseconds}),
     ),
-    "barge_in": _some(response_id=ids, item_id=ids, audio_end_ms=milliseconds, source=texts),
+    "barge_in": _some(response_id=ids, item_id=ids, audio_end_ms=milliseconds, source=names),
 }
 """Every client event type the server accepts -> its valid fields (`type`, `event_id` apart)."""
 
@@ -215,6 +237,8 @@ _TD = ("session", "audio", "input", "turn_detection")
 WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     "session.update": [
         (("session",), WRONG_OBJECT), (("session", "instructions"), WRONG_TEXT),
+        (("session", "instructions"), too_long), (("session", "model"), too_long),
+        (("session", "audio", "output", "voice"), too_long),
         (("session", "type"), _not("realtime")),
         (("session", "output_modalities"), _not(["audio"])),
         (("session", "model"), WRONG_TEXT), (("session", "audio"), WRONG_OBJECT),
@@ -253,6 +277,7 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     ],
     "response.create": [
         (("response",), WRONG_OBJECT), (("response", "instructions"), WRONG_TEXT),
+        (("response", "instructions"), too_long), (("response", "metadata", "key"), too_long),
         (("response", "output_modalities"), _not(["audio"])),
         (("response", "metadata"), WRONG_OBJECT), (("response", "metadata", "key"), WRONG_TEXT),
     ],
@@ -269,7 +294,7 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     ],
     "barge_in": [
         (("response_id",), WRONG_ID), (("item_id",), WRONG_ID), (("audio_end_ms",), WRONG_MS),
-        (("source",), WRONG_TEXT),
+        (("source",), WRONG_TEXT), (("source",), too_long),
     ],
 }
 """Per event type: a field and values it refuses, whatever the rest of the event holds."""
@@ -475,7 +500,41 @@ def defective_frames(draw: st.DrawFn) -> FuzzFrame:
 
 
 _non_event_kinds = st.sampled_from(  # one time in 100 a frame of 1 MB
-    ["binary", "malformed", "not an object"] * 33 + ["oversized"])
+    ["binary", "malformed", "not an object", "deep", "long key"] * 20 + ["oversized"])
+
+
+def _nesting_depth(size_class: int, fraction: float) -> int:
+    """A depth in size class 10**k .. 10**(k+1) (k = 0..5: 1 to a whole frame's worth)."""
+    return max(1, int(10 ** (size_class + fraction)))
+
+
+_depths = st.builds(_nesting_depth, st.integers(0, 5), st.floats(0, 1))
+_deep_shapes = st.sampled_from([
+    lambda n: "[" * n + "]" * n,  # arrays, closed
+    lambda n: '{"a":' * n + "0" + "}" * n,  # objects, closed
+    lambda n: "[" * n,  # never closed: malformed at every depth
+    lambda n: '{"a":[' * (n // 2 + 1),
+])
+
+
+@st.composite
+def deep_frames(draw: st.DrawFn) -> str:
+    """An event of a real `type` (an ACK's, which metrics looks at) holding nesting of any
+    size class, from 1 to past the recursion limit (issue 26: 2 kB of it killed a session
+    in a second parse): an unknown field, or the whole frame. No `event_id`: whether the
+    frame decodes depends on the recursion limit."""
+    value = draw(_deep_shapes)(draw(_depths))[:MAX_FRAME_CHARS - 100]
+    if draw(st.booleans()):
+        return value
+    return f'{{"type": "{draw(_event_types)}", "zz_deep": {value}}}'
+
+
+@st.composite
+def long_key_frames(draw: st.DrawFn) -> str:
+    """An event with an unknown field whose name is long, at every size class."""
+    key = draw(st.one_of(_repeated(100, 1000), _repeated(1000, 10_000),
+                         _repeated(10_000, 80_000)))  # escaped, within a frame
+    return json.dumps({"type": draw(_event_types), key: 1}, ensure_ascii=False)
 _binary_frames = st.one_of(
     st.binary(max_size=64),
     st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]),
@@ -499,6 +558,10 @@ def non_events(draw: st.DrawFn) -> FuzzFrame:
                    else whole + draw(_bad_json_tails) if cut == 1 else draw(_not_json))
     elif kind == "not an object":
         payload = json.dumps(draw(_not_objects))
+    elif kind == "deep":
+        payload = draw(deep_frames())
+    elif kind == "long key":
+        payload = draw(long_key_frames())
     else:
         payload = '{"type": "response.create", "pad": "' + "x" * (
             MAX_FRAME_CHARS + draw(st.integers(1, 1000))) + '"}'

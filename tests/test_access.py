@@ -9,6 +9,7 @@ that allows only its own origin, and the key never reaches a log line.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -16,10 +17,12 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 from playwright.async_api import Browser
+from websockets.datastructures import Headers
 from websockets.exceptions import InvalidStatus
 
-from server.app import SECURITY_HEADERS
+from server.access import LOGIN_TTL_S, ApiKeyAccess
 from server.config import ServerConfig, build_parser, parse_config
+from server.http_guard import SECURITY_HEADERS
 from tests.browser import VIEWPORT, DemoPage, chromium
 from tests.realtime_client import RealtimeClient
 
@@ -119,12 +122,13 @@ async def test_page_login_sets_a_cookie_that_opens_the_socket(start_server) -> N
         elsewhere = await http.get("//evil.example/", params={"key": KEY})
         assert elsewhere.status_code == 303 and elsewhere.headers["Location"] == "/"
         assert (await http.get("/app.js")).status_code == 200
-        value = http.cookies["duplex_auth"]
+        name = f"duplex_auth_{server.demo.port()}"
+        value = http.cookies[name]
     async with RealtimeClient.connect(
-            server.ws_url, additional_headers={"Cookie": f"duplex_auth={value}"}) as client:
+            server.ws_url, additional_headers={"Cookie": f"{name}={value}"}) as client:
         assert client.events[0]["type"] == "session.created"
     assert (await refused_status(server.ws_url,
-                                 additional_headers={"Cookie": "duplex_auth=forged"}))[0] == 401
+                                 additional_headers={"Cookie": f"{name}=forged"}))[0] == 401
 
 
 async def test_the_key_is_never_logged(start_server, caplog: pytest.LogCaptureFixture) -> None:
@@ -133,7 +137,7 @@ async def test_the_key_is_never_logged(start_server, caplog: pytest.LogCaptureFi
     async with httpx.AsyncClient(base_url=server.http_url) as http:
         await http.get("/", params={"key": KEY})
         await http.get("/")
-        cookie = http.cookies["duplex_auth"]
+        cookie = http.cookies[f"duplex_auth_{server.demo.port()}"]
     async with RealtimeClient.connect(
             server.ws_url, additional_headers={"Authorization": f"Bearer {KEY}"}):
         pass
@@ -153,7 +157,85 @@ def test_the_key_stays_out_of_help_and_repr() -> None:
     assert parse_config([], {"DUPLEX_API_KEY": ""}).api_key is None
     assert ServerConfig().api_key is None
     with pytest.raises(SystemExit):
-        parse_config(["--api-key", "has space"], {})
+        parse_config([], {"DUPLEX_API_KEY": "has space"})
+
+
+def test_the_key_is_refused_on_the_command_line_and_read_from_a_file(tmp_path) -> None:
+    """Issue 26: `--api-key` was accepted on the command line, where `ps` shows it."""
+    with pytest.raises(SystemExit):
+        parse_config(["--api-key", KEY], {})
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    assert parse_config(["--api-key-file", str(key_file)], {}).api_key == KEY
+    assert parse_config([], {"DUPLEX_API_KEY_FILE": str(key_file)}).api_key == KEY
+    with pytest.raises(SystemExit):
+        parse_config(["--api-key-file", str(tmp_path / "missing")], {})
+
+
+# ---------------------------------------------------------------------- the login cookie
+
+
+def login_request(port: int, cookie: str | None = None, secure: bool = False) -> Headers:
+    headers = Headers({"Host": f"127.0.0.1:{port}"})
+    if cookie is not None:
+        headers["Cookie"] = cookie
+    if secure:
+        headers["X-Forwarded-Proto"] = "https"
+    return headers
+
+
+def test_a_login_cookie_is_random_per_login_per_port_and_expires() -> None:
+    """Issue 26: the cookie was HMAC(key, fixed text): the same at every login, never expiring,
+    and good on every other server of the host (browsers send a host's cookies to every port)."""
+    now = [1_000_000.0]
+    access = ApiKeyAccess(KEY, clock=lambda: now[0])
+    first, second = (access.login_cookie(login_request(8765)) for _ in range(2))
+    assert first != second
+    for cookie in (first, second):
+        pair = cookie.split(";")[0]
+        assert pair.startswith("duplex_auth_8765=") and KEY not in cookie
+        assert f"Max-Age={LOGIN_TTL_S}" in cookie and "HttpOnly" in cookie
+        assert access.authorized(login_request(8765, pair))
+        assert not access.authorized(login_request(9000, pair))  # another port's server
+        value = pair.split("=", 1)[1]
+        assert not access.authorized(login_request(9000, f"duplex_auth_9000={value}"))
+        assert not ApiKeyAccess(KEY + "x").authorized(login_request(8765, pair))
+    now[0] += LOGIN_TTL_S
+    assert not access.authorized(login_request(8765, first.split(";")[0]))
+    secure = access.login_cookie(login_request(443, secure=True))
+    assert secure.startswith("__Host-duplex_auth_443=") and "; Secure" in secure
+    assert access.authorized(login_request(443, secure.split(";")[0], secure=True))
+
+
+async def test_logout_revokes_the_cookie(start_server) -> None:
+    server = await start_server(api_key=KEY)
+    name = f"duplex_auth_{server.demo.port()}"
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        await http.get("/", params={"key": KEY})
+        value = http.cookies[name]
+        assert (await http.get("/app.js")).status_code == 200
+        out = await http.get("/logout")
+        assert out.status_code == 303 and "Max-Age=0" in out.headers["Set-Cookie"]
+        assert (await http.get("/app.js")).status_code == 401
+    replayed = {"Cookie": f"{name}={value}"}
+    assert (await refused_status(server.ws_url, additional_headers=replayed))[0] == 401
+
+
+@pytest.mark.parametrize("key", ["a+b&c%d#e", "100%+sure", "x&key=y"])
+async def test_keys_with_url_characters_log_in_typed_or_encoded(start_server, key: str) -> None:
+    """Issue 26: the README's `/?key=KEY` failed for keys with `+&#%` (`#` must be typed as
+    `%23`: browsers never send what follows it)."""
+    server = await start_server(api_key=key)
+    port = server.demo.port()
+    async with httpx.AsyncClient(base_url=server.http_url) as http:
+        assert (await http.get("/", params={"key": key})).status_code == 303  # the form
+    typed = key.replace("#", "%23")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /?key={typed} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    async with asyncio.timeout(10):
+        answer = await reader.read(-1)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 303"), answer[:40]
 
 
 # ---------------------------------------------------------------------- the page in Chromium
@@ -185,7 +267,8 @@ async def test_page_logs_in_with_its_form_and_talks(start_server, browser: Brows
         await demo.wait_state("s.connected && s.sessionRate > 0")
         assert demo.page.url == server.http_url + "/"
         cookies = await context.cookies()
-        assert [c["name"] for c in cookies] == ["duplex_auth"] and cookies[0]["httpOnly"]
+        assert [c["name"] for c in cookies] == [f"duplex_auth_{server.demo.port()}"]
+        assert cookies[0]["httpOnly"]
         response_id = await demo.prompt("say: The cookie let me in.")
         await demo.wait_received("response.done",
                                  lambda e: e["response"]["id"] == response_id, timeout_s=20)

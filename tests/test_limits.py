@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.frames import Close, Opcode
 from websockets.uri import parse_uri
 
+from server.realtime import protocol
 from server.realtime.effects import Transcribe
 from server.realtime.limits import Admission, EventRateLimiter
 from server.realtime.session import Session, SessionConfig
@@ -199,9 +200,12 @@ async def test_a_client_answering_pings_stays(start_server) -> None:
 # ---------------------------------------------------------------------- history size
 
 
-def user_item(text: str) -> dict[str, object]:
-    return {"type": "conversation.item.create", "item": {
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
+def user_item(text: str, item_id: str | None = None) -> dict[str, object]:
+    item: dict[str, object] = {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": text}]}
+    if item_id is not None:
+        item["id"] = item_id
+    return {"type": "conversation.item.create", "item": item}
 
 
 async def test_items_past_max_history_items_are_refused(start_server) -> None:
@@ -230,15 +234,43 @@ async def test_items_past_max_history_items_are_refused(start_server) -> None:
 async def test_items_past_max_history_chars_are_refused(start_server) -> None:
     server = await start_server(max_history_chars=100)
     async with RealtimeClient.connect(server.ws_url) as client:
-        await client.send(user_item("x" * 60))
+        await client.send(user_item("x" * 56, "idx1"))  # ids count: 4 + 56
         await client.wait_for("conversation.item.done")
-        event_id = await client.send(user_item("y" * 41))
+        event_id = await client.send(user_item("y" * 37, "idy1"))
         error = (await client.wait_for("error", timeout=5))["error"]
         assert (error["code"], error["event_id"]) == ("history_limit_exceeded", event_id)
         assert "60 characters" in error["message"]
-        await client.send(user_item("y" * 40))
+        await client.send(user_item("y" * 36, "idy2"))
         await client.wait_for("conversation.item.done")
         assert len(client.of_type("conversation.item.done")) == 2
+
+
+@pytest.mark.parametrize("field", ["item.id", "previous_item_id"])
+async def test_a_huge_client_id_is_refused_and_ids_count_toward_history_chars(
+        start_server, field: str) -> None:
+    """Issue 26: 150 items with a 1 MB `item.id` were all accepted (+143 MB in one session),
+    and `--max-history-chars 1000` still let 40 MB of ids in."""
+    server = await start_server(max_history_chars=1000)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        huge = "i" * 1_000_000
+        for _ in range(3):
+            event = user_item("hi", huge if field == "item.id" else None)
+            if field == "previous_item_id":
+                event["previous_item_id"] = huge
+            event_id = await client.send(event)
+            error = (await client.wait_for("error", timeout=5))["error"]
+            assert error["event_id"] == event_id
+            assert (error["code"], error["param"]) == ("invalid_value", field)
+        longest = "i" * protocol.MAX_ID_CHARS
+        for index in range(20):
+            await client.send(user_item("", longest[:-2] + f"{index:02d}"))
+        await client.send({"type": "fuzz.probe", "event_id": "probe"})
+        await client.wait_for("error", lambda e: e["error"]["event_id"] == "probe")
+        created = client.of_type("conversation.item.done")
+        assert len(created) == 1000 // protocol.MAX_ID_CHARS
+        assert all(len(done["item"]["id"]) == protocol.MAX_ID_CHARS for done in created)
+        refused = [e["error"]["code"] for e in client.of_type("error")][3:-1]
+        assert refused == ["history_limit_exceeded"] * (20 - len(created))
 
 
 # ---------------------------------------------------------------------- reply length

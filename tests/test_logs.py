@@ -103,15 +103,18 @@ async def test_logs_hold_no_text_or_audio_and_name_their_session(start_server,
 
 def test_the_cli_writes_json_lines(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "server", "--tts", "uniform", "--calibration", "marks",
-               "--port", "0", "--log-format", "json"]
+               "--port", "0", "--log-format", "json", "--metrics-port", "0"]
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr,
                                    text=True, env={**os.environ, "DUPLEX_LOG_LEVEL": "info"})
         try:
             assert process.stdout is not None
-            url = re.search(r"http://\S+", process.stdout.readline()).group(0)
+            line = process.stdout.readline()
+            url = re.search(r"http://\S+", line).group(0)
+            metrics_port = int(re.search(r"/metrics also at http://[^:]+:(\d+)", line).group(1))
             session_id = asyncio.run(_barge_in_once(url))
+            asyncio.run(_hang_ups([int(url.rsplit(":", 1)[1]), metrics_port]))
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=30)
@@ -121,6 +124,19 @@ def test_the_cli_writes_json_lines(tmp_path: Path) -> None:
                for record in records)
     assert any(record.get("session_id") == session_id for record in records)
     assert all(record["time"].endswith("Z") for record in records)
+
+
+async def _hang_ups(ports: list[int]) -> None:
+    """Scrapers that hang up before the answer and malformed requests, on every port (issue
+    26: the old metrics port printed raw tracebacks for these, outside `--log-format json`)."""
+    for port in ports:
+        for raw in (b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                    b"GET /a\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"GET /me", b"\r\n\r\n"):
+            for _ in range(20):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(raw)
+                writer.transport.abort()
+    await asyncio.sleep(1)
 
 
 async def _barge_in_once(http_url: str) -> str:

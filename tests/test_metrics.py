@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.metrics import MeasuredResponder, MeasuredSynthesizer, ServerMetrics
+from server.metrics import REMEMBERED, MeasuredResponder, MeasuredSynthesizer, ServerMetrics
 from server.realtime import protocol
 from server.responders.prompt import Prompt
 from tests.conftest import loaded_synthesizer
@@ -168,12 +168,12 @@ def test_paused_and_resumed_replies_are_counted() -> None:
 def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() -> None:
     metrics, session = unit_session()
     append = protocol.InputAudioAppend(event_id=None, pcm16=b"\0\0")
-    session.client_event("{}", append)
+    session.client_event(append)
     session.server_event(heard("item_1", "resp_1"))
     session.server_event(heard("item_1", "resp_1", elapsed_ms=3.0))
     barge_in = protocol.BargeIn(event_id=None, response_id="resp_2", item_id=None,
                                 audio_end_ms=10, source="my-own-ui")
-    session.client_event("{}", barge_in)
+    session.client_event(barge_in)
     session.server_event(heard("item_2", "resp_2"))
     session.server_event({"type": "response.done",
                           "response": {"id": "resp_3", "status": "failed"}})
@@ -190,11 +190,24 @@ def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() ->
     assert value(scraped, "duplex_calibrations_total", method="marks") == 1
 
 
+def refused(frame: str) -> protocol.ProtocolError:
+    """The error the guarded parser refuses `frame` with."""
+    with pytest.raises(protocol.ProtocolError) as refusal:
+        protocol.parse_client_event(frame)
+    return refusal.value
+
+
 def test_a_refused_frame_that_is_not_an_ack_is_no_ack_anomaly() -> None:
     metrics, session = unit_session()
-    session.client_event(json.dumps({"type": "barge_in", "audio_end_ms": -1}), None)
-    session.client_event("not json", None)
-    session.client_event(json.dumps({"type": "playback.ack", "played_ms": "x"}), None)
+    session.client_event(refused(json.dumps({"type": "barge_in", "audio_end_ms": -1})))
+    session.client_event(refused("not json"))
+    session.client_event(refused(json.dumps({"type": "playback.ack", "played_ms": "x"})))
+    # Issue 26: a 2 kB frame nested past the recursion limit killed its session in metrics'
+    # second parse of the refused frame; the refusal now carries its type, and nothing parses
+    # the frame again.
+    session.client_event(refused('{"type": "playback.ack", "x": ' + "[" * 2000 + "]" * 2000
+                                 + "}"))
+    session.client_event(refused("[" * 2048))
     scraped = samples(metrics.exposition().decode())
     assert value(scraped, "duplex_ack_anomalies_total", kind="refused") == 1
 
@@ -239,3 +252,25 @@ def test_the_tts_real_time_factor_is_measured_per_segment() -> None:
     scraped = samples(metrics.exposition().decode())
     assert value(scraped, "duplex_tts_real_time_factor_count", engine="uniform") == 2
     assert 0 < value(scraped, "duplex_tts_real_time_factor_sum", engine="uniform") < 1
+
+
+def test_a_long_session_remembers_only_its_latest_responses_and_items() -> None:
+    """What a session's metrics keep per response or item (played positions, cross-checked
+    heard texts, interrupted items, failed responses) is bounded: a client can make responses
+    for as long as its session lasts."""
+    metrics, session = unit_session()
+    for index in range(1000):
+        item_id, response_id = f"item_{index}", f"resp_{index}"
+        session.client_event(protocol.PlaybackAck(None, response_id, None, 10, False))
+        session.server_event({"type": "playback.acknowledged", "response_id": response_id,
+                              "played_ms": 10, "cursor": {"sent_ms": 100}})
+        session.server_event({"type": "response.done",
+                              "response": {"id": response_id, "status": "failed"}})
+        session.server_event(heard(item_id, response_id, text="x" * 4000, marks_agree=True))
+    remembered = [session._played, session._cross_checked, session._interrupted,
+                  session._failed]
+    assert [len(kept) for kept in remembered] == [REMEMBERED] * 4
+    assert "item_999" in session._cross_checked and "item_0" not in session._cross_checked
+    scraped = samples(metrics.exposition().decode())
+    assert value(scraped, "duplex_calibration_cross_checks_total", agree="true") == 1000
+    assert value(scraped, "duplex_responses_total", status="failed") == 1000

@@ -6,6 +6,7 @@ answers say `Connection: close`, since websockets closes the connection after th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -117,26 +118,22 @@ async def metrics_port_server(start_server, **overrides: object) -> AsyncIterato
         server.demo.metrics_server.close()
 
 
-async def test_the_metrics_port_serves_the_same_metrics_on_one_kept_alive_connection(
-        start_server) -> None:
+async def test_the_metrics_port_serves_the_same_metrics(start_server) -> None:
     async with metrics_port_server(start_server) as server:
         port = server.demo.metrics_port()
         assert port not in (None, server.demo.port())
         url = f"http://127.0.0.1:{port}"
-        connections = []
         async with httpx.AsyncClient() as http:
             before = await http.get(f"{url}/metrics")
-            connections.append(before.extensions["network_stream"])
             async with RealtimeClient.connect(server.ws_url):
                 during = await http.get(f"{url}/metrics")
-                connections.append(during.extensions["network_stream"])
                 main = await http.get(f"{server.http_url}/metrics")
             missing = await http.get(f"{url}/healthz")
         for answer in (before, during):
             assert answer.status_code == 200
             assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
             assert answer.headers["x-content-type-options"] == "nosniff"
-        assert connections[0] is connections[1]
+            assert answer.headers["connection"] == "close"
         assert value(samples(before.text), "duplex_sessions_total") == 0
         assert value(samples(during.text), "duplex_sessions_total") == 1
         assert value(samples(during.text), "duplex_sessions_open") == 1
@@ -185,3 +182,24 @@ async def test_main_port_answers_close_their_connection_and_a_pooled_client_keep
                    for path in ("/metrics", "/healthz", "/", "/nothing-here") * 10]
     assert all(a.headers["connection"] == "close" for a in answers)
     assert [a.status_code for a in answers] == [200, 200, 200, 404] * 10
+
+
+async def test_connections_trickling_bytes_take_no_thread_and_leave_scrapes_answered(
+        start_server) -> None:
+    """Issue 26: 1,190 connections trickling one byte each took 1,192 threads of the old
+    thread-per-connection metrics port, and every file descriptor."""
+    async with metrics_port_server(start_server) as server:
+        port = server.demo.metrics_port()
+        threads = threading.active_count()
+        writers = []
+        for _ in range(300):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"G")
+            writers.append(writer)
+        await asyncio.sleep(0.5)
+        assert threading.active_count() == threads
+        answer = await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/metrics",
+                                         timeout=10)
+        assert answer.status_code == 200
+        for writer in writers:
+            writer.close()

@@ -41,6 +41,11 @@ BAD_EVENTS = [
     pytest.param('{"type": "response.cancel", "event_id": "e13"}', "response_cancel_not_active",
                  "e13", id="cancel-nothing"),
     pytest.param(b"\x00\x01", "invalid_frame", None, id="binary-frame"),
+    # Issue 26: 2 kB of nesting past the recursion limit, refused by the parser, then parsed
+    # again by metrics' peek at its type: close 1011 and a RecursionError traceback.
+    pytest.param('{"type": "playback.ack", "x": ' + "[" * 1100 + "]" * 1100 + "}",
+                 "invalid_value", None, id="nested-past-recursion-limit"),
+    pytest.param("[" * 2048, "invalid_value", None, id="open-arrays-2kB"),
     pytest.param('{"type": "response.create", "event_id": "e14", "response": "x" }',
                  "invalid_type", "e14", id="response-not-object"),
 ]

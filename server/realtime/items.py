@@ -124,7 +124,7 @@ class ConversationItems:
                 "item_not_found", f"No item '{after}' to insert after.",
                 param="previous_item_id", event_id=event.event_id,
             )
-        self.check_room(len(event.text), event.event_id)
+        self.check_room(len(item_id) + len(event.text), event.event_id)
         self.add(HistoryItem(id=item_id, role="user", text=event.text), after=after)
 
     def retrieve(self, item: HistoryItem, status: str) -> None:

@@ -83,8 +83,9 @@ def rate_limit_error(frame: str | bytes, limiter: EventRateLimiter) -> protocol.
 
 
 def item_chars(item: HistoryItem) -> int:
-    """Characters an item holds: a user item's text, an assistant item's whole reply."""
-    return max(len(item.text), len(item.full_text))
+    """Characters an item holds: its id and a user item's text or an assistant item's whole
+    reply (ids count: a client may choose them, up to `protocol.MAX_ID_CHARS`)."""
+    return len(item.id) + max(len(item.text), len(item.full_text))
 
 
 def history_limit_error(

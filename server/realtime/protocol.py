@@ -33,6 +33,23 @@ MAX_EXACT_INTEGER = 2**53 - 1
 """Largest magnitude of any number in a client event: the integers a JSON number holds exactly
 everywhere (I-JSON, RFC 7493 section 2.2; JavaScript's `Number.MAX_SAFE_INTEGER`)."""
 
+MAX_ID_CHARS = 64
+"""Longest id a client may choose or name (`item.id`, `previous_item_id`, `item_id`,
+`response_id`; code points). Server ids are about 25; OpenAI's metadata keys have the same cap."""
+
+MAX_NAME_CHARS = 64
+"""Longest name a client may send (`voice`, `model`, transcription `model` and `language`,
+`barge_in.source`; code points)."""
+
+MAX_INSTRUCTIONS_CHARS = 32_768
+"""Longest `instructions` of `session.update` or `response.create` (code points)."""
+
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
+"""`response.metadata`: at most 16 pairs, keys up to 64 and values up to 512 characters (the
+limits of OpenAI's `metadata` objects)."""
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """A UTF-16 surrogate code point: JSON escapes such as `\\ud800` decode to one when unpaired
 (a valid pair decodes to one astral code point). Such a string has no UTF-8 encoding."""
@@ -49,6 +66,8 @@ class ProtocolError(Exception):
         message: human-readable explanation.
         param: dotted path of the offending field, if any.
         event_id: the client's `event_id` of the offending event, if it had one.
+        event_type: the offending event's `type` when it is a readable string (set by
+            `parse_client_event`, so that no other layer parses a refused frame again).
     """
 
     def __init__(
@@ -59,6 +78,7 @@ class ProtocolError(Exception):
         self.message = message
         self.param = param
         self.event_id = event_id
+        self.event_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +216,17 @@ ClientEvent = (
     | BargeIn
 )
 
+EVENT_TYPES: dict[type, str] = {
+    SessionUpdate: "session.update", ItemCreate: "conversation.item.create",
+    ResponseCreate: "response.create", ResponseCancel: "response.cancel",
+    ItemTruncate: "conversation.item.truncate",
+    OutputAudioBufferClear: "output_audio_buffer.clear", ItemDelete: "conversation.item.delete",
+    ItemRetrieve: "conversation.item.retrieve", InputAudioAppend: "input_audio_buffer.append",
+    InputAudioCommit: "input_audio_buffer.commit", InputAudioClear: "input_audio_buffer.clear",
+    PlaybackAck: "playback.ack", BargeIn: "barge_in",
+}
+"""The wire `type` of each client event class."""
+
 
 def _is_integer(value: Any) -> bool:
     """True for a JSON integer (a Python int that is not a bool; 1.0 is a float)."""
@@ -282,6 +313,8 @@ class _Fields:
             return None
         if not isinstance(value, str) or not value:
             raise self.error("invalid_type", f"'{name}' must be a non-empty string.", name)
+        if name.endswith("_id"):
+            _check_length(self, value, MAX_ID_CHARS, name)
         return value
 
     def milliseconds(self, name: str, *, required: bool = True) -> int:
@@ -311,6 +344,13 @@ class _Fields:
         return value
 
 
+def _check_length(fields: _Fields, value: str, limit: int, param: str) -> None:
+    """Refuse a string longer than `limit` code points (`invalid_value`)."""
+    if len(value) > limit:
+        raise fields.error("invalid_value", f"'{param}' holds {len(value)} characters; at most "
+                           f"{limit} are accepted.", param)
+
+
 def _parse_session(fields: _Fields) -> SessionUpdate:
     session = fields.data.get("session")
     if not isinstance(session, dict):
@@ -326,11 +366,14 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
         if key == "instructions":
             if not isinstance(value, str):
                 raise fields.error("invalid_type", "instructions must be a string.", param)
+            _check_length(fields, value, MAX_INSTRUCTIONS_CHARS, param)
             changes["instructions"] = value
         if key == "output_modalities" and value != ["audio"]:
             raise fields.error("invalid_value", "Only ['audio'] output is supported.", param)
-        if key == "model" and not isinstance(value, str):
-            raise fields.error("invalid_type", "model must be a string.", param)
+        if key == "model":
+            if not isinstance(value, str):
+                raise fields.error("invalid_type", "model must be a string.", param)
+            _check_length(fields, value, MAX_NAME_CHARS, param)
         if key == "audio":
             changes.update(_parse_audio_config(fields, value))
         if key == "interruption":
@@ -363,6 +406,7 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
             if key == "voice":
                 if not isinstance(setting, str):
                     raise fields.error("invalid_type", "voice must be a string.", sub)
+                _check_length(fields, setting, MAX_NAME_CHARS, sub)
                 changes["voice"] = setting
             if key == "speed" and (isinstance(setting, bool) or setting != 1.0):
                 raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
@@ -377,6 +421,9 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
                     "invalid_value", "transcription accepts only model and language (strings).",
                     sub,
                 )
+            if key == "transcription" and setting is not None:
+                for name, text in setting.items():
+                    _check_length(fields, text, MAX_NAME_CHARS, f"{sub}.{name}")
     return changes
 
 
@@ -466,6 +513,8 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item_id = item.get("id")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
+    if item_id is not None:
+        _check_length(fields, item_id, MAX_ID_CHARS, "item.id")
     previous_item_id = fields.string("previous_item_id", required=False)
     return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id)
 
@@ -487,6 +536,8 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
         raise fields.error(
             "invalid_type", "instructions must be a string.", "response.instructions"
         )
+    if instructions is not None:
+        _check_length(fields, instructions, MAX_INSTRUCTIONS_CHARS, "response.instructions")
     if response.get("output_modalities", ["audio"]) != ["audio"]:
         raise fields.error(
             "invalid_value", "Only ['audio'] output is supported.", "response.output_modalities"
@@ -498,6 +549,13 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
         raise fields.error(
             "invalid_type", "metadata must be an object of strings.", "response.metadata"
         )
+    if metadata is not None:
+        if len(metadata) > MAX_METADATA_PAIRS:
+            raise fields.error("invalid_value", f"metadata holds at most {MAX_METADATA_PAIRS} "
+                               "pairs.", "response.metadata")
+        for key, value in metadata.items():
+            _check_length(fields, key, MAX_METADATA_KEY_CHARS, "response.metadata")
+            _check_length(fields, value, MAX_METADATA_VALUE_CHARS, f"response.metadata.{key}")
     return ResponseCreate(fields.event_id, instructions)
 
 
@@ -532,6 +590,7 @@ def _parse_barge_in(fields: _Fields) -> BargeIn:
     source = fields.data.get("source", "unknown")
     if not isinstance(source, str):
         raise fields.error("invalid_type", "'source' must be a string.", "source")
+    _check_length(fields, source, MAX_NAME_CHARS, "source")
     return BargeIn(
         fields.event_id,
         fields.string("response_id", required=False),
@@ -643,9 +702,20 @@ def parse_client_event(frame: str | bytes) -> ClientEvent:
         ProtocolError: what `_decode` refuses, a value no event accepts (`_check_values`: lone
             surrogates, numbers beyond +-MAX_EXACT_INTEGER, NaN, Infinity, nesting deeper than
             MAX_NESTING), an unknown `type`, unknown or missing fields, wrong field types or
-            values. `event_id` is filled when readable (`event_id_of`).
+            values. `event_id` and `event_type` are filled when readable (`event_id_of`).
     """
     data = _decode(frame)
+    try:
+        return _parse_event(data)
+    except ProtocolError as exc:
+        event_type = data.get("type")
+        if isinstance(event_type, str) and not _LONE_SURROGATE.search(event_type):
+            exc.event_type = event_type
+        raise
+
+
+def _parse_event(data: dict[str, Any]) -> ClientEvent:
+    """The typed event of a decoded frame (see `parse_client_event`)."""
     event_id = data.get("event_id")
     if event_id is not None and not isinstance(event_id, str):
         raise ProtocolError("invalid_type", "'event_id' must be a string.", param="event_id")

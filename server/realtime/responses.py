@@ -111,6 +111,7 @@ class ResponseLifecycle:
         response.status = status
         response.status_reason = reason
         response.queue.clear()
+        self._instructions.pop(response.id, None)  # up to 32 kB a response, for its prompt only
         if self.current_id == response.id:
             self.current_id = None
         item = self._items.history.get(response.item_id)

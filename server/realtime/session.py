@@ -199,20 +199,24 @@ class Session:
 
     # ------------------------------------------------------------------ client events
 
-    def receive(self, frame: str | bytes) -> protocol.ClientEvent | None:
+    def receive(self, frame: str | bytes) -> protocol.ClientEvent | protocol.ProtocolError:
         """Apply one client frame; bad input yields an `error` event and changes nothing.
 
         Replies of a client found not to report playback are settled first
         (`HeardTextStore.settle_unreported`), so a retrieve or a prompt never sees them stale.
-        Returns the applied event, None when the frame was refused.
+        Returns the applied event, or the `ProtocolError` the frame was refused with (its
+        `event_type` tells what the frame claimed to be: nothing parses the frame again).
         """
         self.heard_text.settle_unreported(self._clock_ms)
+        event = None
         try:
             event = protocol.parse_client_event(frame)
             self._dispatch(event)
         except protocol.ProtocolError as exc:
+            if event is not None:
+                exc.event_type = protocol.EVENT_TYPES[type(event)]
             self._log.error(exc)
-            return None
+            return exc
         return event
 
     def _dispatch(self, event: protocol.ClientEvent) -> None:
