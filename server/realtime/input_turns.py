@@ -30,6 +30,7 @@ from server.realtime.effects import (
     DecideTranscription,
     DetectSpeech,
     DiscardTranscription,
+    PredictTurnEnd,
     PrepareTranscription,
     Transcribe,
 )
@@ -308,6 +309,10 @@ class InputTurns:
             return
         self._silent_end_ms = audio_end_ms
         item_id, start_ms = self._speech_item
+        if self.turn_detection.semantic:
+            self._log.effect(PredictTurnEnd(item_id, self.audio.peek(
+                start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS, self.audio.end_ms)),
+                audio_end_ms))
         if self.decision_audio(item_id, audio_end_ms) is not None:
             self._skipped_pause = (item_id, audio_end_ms)
             return

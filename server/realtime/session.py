@@ -24,10 +24,11 @@ from calibration.word_marks import WordMark
 from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.semantic_vad import TurnEndJudge
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
 from server.realtime.arrival import ArrivalLateness
-from server.realtime.effects import CancelGeneration, Effect, WakeSender
+from server.realtime.effects import CancelGeneration, Effect, EndTurn, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.heard_text import HeardTextStore
 from server.realtime.history import ConversationHistory
@@ -126,6 +127,7 @@ class Session:
                                   self.config.interruption, lambda: me._clock_ms)
         self._clock_ms = 0.0
         self._arrival = ArrivalLateness()
+        self._turn_end = TurnEndJudge()
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -402,6 +404,26 @@ class Session:
     def on_speech_resumed(self) -> None:
         """Server VAD heard speech again after a reported gap or pause of the turn."""
         self.input_turns.speech_resumed()
+        self._turn_end.resumed()
+
+    def on_turn_end_probability(self, item_id: str, audio_end_ms: int,
+                                probability: float) -> None:
+        """`semantic_vad`: the end-of-turn model's `probability` (0-1) that the turn `item_id`
+        was finished at its pause after `audio_end_ms` (`PredictTurnEnd`); with its transcript,
+        a finished turn ends now (`EndTurn`, `server.listening.semantic_vad`)."""
+        self._end_turn(self._turn_end.probability(item_id, audio_end_ms, probability))
+
+    def _judge_transcript(self, item_id: str, audio_end_ms: int | None,
+                          transcript: str) -> None:
+        """`semantic_vad`: the transcript of the turn `item_id` up to its pause after
+        `audio_end_ms` (None: its latest) joins the end-of-turn verdict."""
+        detection = self.turn_detection
+        if detection is not None and detection.semantic:
+            self._end_turn(self._turn_end.transcript(item_id, audio_end_ms, transcript))
+
+    def _end_turn(self, audio_end_ms: int | None) -> None:
+        if audio_end_ms is not None:
+            self._log.effect(EndTurn(audio_end_ms))
 
     def on_decision_transcription(self, item_id: str, audio_end_ms: int,
                                   transcript: str) -> None:
@@ -414,6 +436,7 @@ class Session:
             return
         verdict = self.pauses.decide(item_id, transcript, pcm16)
         self.input_turns.decided(item_id, verdict is Verdict.BACKCHANNEL, transcript)
+        self._judge_transcript(item_id, audio_end_ms, transcript)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
@@ -433,31 +456,44 @@ class Session:
 
     def on_prepared_transcription(self, item_id: str, transcript: str) -> None:
         """The speculative transcript of `item_id`'s audio up to its pause is ready: it decides
-        a reply paused by that utterance (`ReplyPauses.prepared`)."""
+        a reply paused by that utterance (`ReplyPauses.prepared`), and under `semantic_vad`
+        whether the turn is finished."""
         self.pauses.prepared(item_id, transcript)
+        self._judge_transcript(item_id, None, transcript)
 
     def on_transcription(self, item_id: str, transcript: str) -> None:
         """The transcript of a committed utterance is ready.
 
         An utterance with no words (noise, a cough) is deleted instead of becoming a user turn.
         Otherwise the item gets its transcript and, under server VAD with `create_response`,
-        a response starts when none is active and the history has room for its item (else an
-        `error`, `history_limit_exceeded`, as for a client's `response.create`).
+        a response starts when the history has room for its item (else an `error`,
+        `history_limit_exceeded`, as for a client's `response.create`). A response still in
+        progress answers an earlier turn only (this turn's speech started before it did, e.g.
+        two turns in one append): with `interrupt_response` it is interrupted as this turn's
+        speech start would have interrupted it, and the new response answers both turns;
+        without, this turn gets no response of its own (OpenAI: "this may fail to create a
+        response if the model is already responding").
         """
         if self.pauses.transcribed(item_id, transcript):
             return
         if not self.input_turns.transcribed(item_id, transcript):
             return
         detection = self.turn_detection
-        if detection is not None and detection.create_response and (
-            self.lifecycle.active() is None
-        ):
-            try:
-                self.items.check_room(1, None)
-            except protocol.ProtocolError as full:
-                self._log.error(full)
-                return
-            self._start_response(None)
+        if detection is None or not detection.create_response:
+            return
+        active = self.lifecycle.active()
+        if active is not None and not detection.interrupt_response:
+            return
+        try:
+            self.items.check_room(1, None)
+        except protocol.ProtocolError as full:
+            self._log.error(full)
+            return
+        if active is not None:
+            self.lifecycle.cancel_generation(active, "turn_detected")
+            self._log.emit("output_audio_buffer.cleared", response_id=active.id)
+            self.interruptions.mark_interrupted(active)
+        self._start_response(None)
 
     def pending_transcripts(self) -> bool:
         """True while a committed utterance still waits for its transcript."""
