@@ -28,7 +28,7 @@ from server.listening.vad import (
 from server.realtime.session import Session
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient
-from tests.test_server_vad import mic_pcm16, receive_while, stream_mic
+from tests.test_server_vad import SERVER_VAD, mic_pcm16, receive_while, stream_mic
 
 SEMANTIC_VAD = {"type": "semantic_vad", "eagerness": "auto", "create_response": True,
                 "interrupt_response": True}
@@ -217,3 +217,77 @@ async def test_a_finished_sentence_ends_its_turn_before_the_longest_wait(start_s
     transcript = client.of_type("conversation.item.input_audio_transcription.completed")
     assert "france" in transcript[0]["transcript"].lower()
     assert client.of_type("response.created")
+
+
+TWO_TURNS = ("What time is it in Paris?", "And how is the weather there?")
+
+
+def two_turns_mic(gap_ms: float, engine: str = "piper", voice: str | None = None) -> bytes:
+    """TWO_TURNS `gap_ms` apart, 800 ms of silence before and 5 s after, as PCM16 at 24 kHz."""
+    first, second = (speech_fixtures.speech(text, engine, voice) for text in TWO_TURNS)
+    return mic_pcm16(np.concatenate([speech_fixtures.place(first, 800, gap_ms),
+                                     speech_fixtures.place(second, 0, 5000)]))
+
+
+def answered_turns(server: object, client: RealtimeClient) -> list[str]:
+    """The user turns of the prompt of the last response, which must not have been cut."""
+    last = client.of_type("response.created")[-1]["response"]["id"]
+    assert not client.of_type("output_audio_buffer.cleared", response_id=last)
+    return [t.text.lower() for t in server.responder.prompts[-1].turns if t.role == "user"]
+
+
+@pytest.mark.parametrize(("engine", "voice"), VOICES[:2])
+async def test_two_turns_in_one_append_are_both_answered_under_server_vad(
+        start_server, engine: str, voice: str | None) -> None:
+    """Issue 24, input 6: both turns transcribed, and the reply that goes on answers both."""
+    server = await start_server(tts="uniform", calibration="marks")
+    client = await spoken_turns(server, SERVER_VAD, two_turns_mic(1500, engine, voice),
+                                real_time=False, settle_s=8.0)
+    transcripts = [e["transcript"].lower() for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(transcripts) == 2, transcripts
+    assert "paris" in transcripts[0] and "weather" in transcripts[1]
+    assert answered_turns(server, client) == transcripts
+
+
+@pytest.mark.parametrize("turn_detection", [SERVER_VAD, SEMANTIC_VAD])
+async def test_a_turn_ending_after_the_reply_to_the_one_before_started_is_answered(
+        start_server, turn_detection: dict[str, object]) -> None:
+    """The second turn's speech is in the append, its end (the silence) comes after the reply
+    to the first turn was created with a prompt without it: that reply gives way to one that
+    answers both (before: the second turn was transcribed and never answered)."""
+    server = await start_server(tts="uniform", calibration="marks")
+    first, second = (speech_fixtures.speech(text) for text in TWO_TURNS)
+    gap_ms = 1500 if turn_detection is SERVER_VAD else 5000
+    speech = mic_pcm16(np.concatenate([speech_fixtures.place(first, 800, gap_ms), second]))
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.send({"type": "session.update",
+                           "session": {"audio": {"input": {"turn_detection": turn_detection}}}})
+        await client.wait_for("session.updated")
+        await client.send({"type": "input_audio_buffer.append",
+                           "audio": base64.b64encode(speech).decode()})
+        first_reply = await client.wait_for("response.created", timeout=30)
+        while not server.responder.prompts:
+            await client.drain(0.05)
+        await client.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(
+            mic_pcm16(speech_fixtures.silence(5000))).decode()})
+        await client.wait_for("response.created", timeout=30)
+        await client.drain(1.0)
+    transcripts = [e["transcript"].lower() for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(transcripts) == 2, transcripts
+    assert client.of_type("output_audio_buffer.cleared",
+                          response_id=first_reply["response"]["id"])
+    assert answered_turns(server, client) == transcripts
+
+
+async def test_two_turns_in_one_append_are_both_answered_under_semantic_vad(
+        start_server) -> None:
+    """Within the longest wait the two are one turn (nothing ended it in one append before
+    the second began); further apart, two; either way the reply answers both."""
+    for gap_ms in (1500, 5000):
+        server = await start_server(tts="uniform", calibration="marks")
+        client = await spoken_turns(server, SEMANTIC_VAD, two_turns_mic(gap_ms),
+                                    real_time=False, settle_s=10.0)
+        answered = " ".join(answered_turns(server, client))
+        assert "paris" in answered and "weather" in answered, (gap_ms, answered)

@@ -467,12 +467,14 @@ class Session:
         An utterance with no words (noise, a cough) is deleted instead of becoming a user turn.
         Otherwise the item gets its transcript and, under server VAD with `create_response`,
         a response starts when the history has room for its item (else an `error`,
-        `history_limit_exceeded`, as for a client's `response.create`). A response still in
-        progress answers an earlier turn only (this turn's speech started before it did, e.g.
-        two turns in one append): with `interrupt_response` it is interrupted as this turn's
-        speech start would have interrupted it, and the new response answers both turns;
-        without, this turn gets no response of its own (OpenAI: "this may fail to create a
-        response if the model is already responding").
+        `history_limit_exceeded`, as for a client's `response.create`). A response in
+        progress whose prompt was built without this turn (it started after this turn's
+        speech did, e.g. two turns in one append, or a turn begun while the previous one was
+        being transcribed) answers earlier turns only: with `interrupt_response` it is
+        interrupted, as this turn's speech start would have interrupted it, and the new
+        response answers both; without, this turn gets no response of its own (OpenAI: "this
+        may fail to create a response if the model is already responding"). One whose prompt
+        holds this turn, or will (`_answers`), answers it.
         """
         if self.pauses.transcribed(item_id, transcript):
             return
@@ -482,7 +484,8 @@ class Session:
         if detection is None or not detection.create_response:
             return
         active = self.lifecycle.active()
-        if active is not None and not detection.interrupt_response:
+        if active is not None and (not detection.interrupt_response
+                                   or self._answers(active, item_id)):
             return
         try:
             self.items.check_room(1, None)
@@ -494,6 +497,13 @@ class Session:
             self._log.emit("output_audio_buffer.cleared", response_id=active.id)
             self.interruptions.mark_interrupted(active)
         self._start_response(None)
+
+    def _answers(self, response: ResponseState, item_id: str) -> bool:
+        """True when `response`'s prompt holds the user item `item_id` with its transcript,
+        or will: it was not built yet, and the item comes before the response's."""
+        if response.prompted_items is not None:
+            return item_id in response.prompted_items
+        return any(item.id == item_id for item in self.history.before(response.item_id))
 
     def pending_transcripts(self) -> bool:
         """True while a committed utterance still waits for its transcript."""
@@ -533,7 +543,9 @@ class Session:
         if response is None or not response.active:
             return None
         turns = []
-        for item in self.history.before(response.item_id):
+        before = self.history.before(response.item_id)
+        response.prompted_items = frozenset(item.id for item in before if item.text)
+        for item in before:
             if item.role == "user":
                 turns.append(ConversationTurn(role="user", text=item.text))
             elif item.text or item.full_text:
