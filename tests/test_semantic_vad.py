@@ -291,3 +291,39 @@ async def test_two_turns_in_one_append_are_both_answered_under_semantic_vad(
                                     real_time=False, settle_s=10.0)
         answered = " ".join(answered_turns(server, client))
         assert "paris" in answered and "weather" in answered, (gap_ms, answered)
+
+
+async def test_idle_timeout_ms_prompts_a_reply_after_the_last_one_played_out(
+        start_server) -> None:
+    """server_vad's `idle_timeout_ms` (OpenAI): no speech for that long after the reply's
+    audio has played out -> `input_audio_buffer.timeout_triggered`, the silence committed as
+    an input_audio item, and a response; a session without it waits on."""
+    server = await start_server(tts="uniform", calibration="marks")
+    idle_vad = {**SERVER_VAD, "idle_timeout_ms": 5000}
+    for detection, expected in ((idle_vad, True), (SERVER_VAD, False)):
+        async with RealtimeClient.connect(server.ws_url) as client:
+            await client.send({"type": "session.update",
+                               "session": {"audio": {"input": {"turn_detection": detection}}}})
+            await client.wait_for("session.updated")
+            await client.prompt("say: Hello there.")
+            await client.wait_for("response.output_audio.delta")
+            first_audio = asyncio.get_running_loop().time()
+            done = await client.wait_for("response.done")
+            played_ms = max(e["audio_end_ms"] for e in client.of_type(
+                "response.output_audio.delta"))
+            if not expected:
+                await client.drain(7.0)
+                assert not client.of_type("input_audio_buffer.timeout_triggered")
+                continue
+            triggered = await client.wait_for("input_audio_buffer.timeout_triggered",
+                                              timeout=15)
+            elapsed_ms = (asyncio.get_running_loop().time() - first_audio) * 1000
+            assert elapsed_ms >= played_ms + 5000 - 100
+            committed = await client.wait_for("input_audio_buffer.committed")
+            assert committed["item_id"] == triggered["item_id"]
+            created = await client.wait_for("response.created")
+            assert created["response"]["id"] != done["response"]["id"]
+            await client.wait_for("response.output_audio.delta",
+                                  lambda e: e["response_id"] == created["response"]["id"])
+            turns = server.responder.prompts[-1].turns
+            assert [t.role for t in turns] == ["user", "assistant", "user"]

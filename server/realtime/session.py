@@ -24,11 +24,10 @@ from calibration.word_marks import WordMark
 from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
-from server.listening.semantic_vad import TurnEndJudge
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
 from server.realtime.arrival import ArrivalLateness
-from server.realtime.effects import CancelGeneration, Effect, EndTurn, WakeSender
+from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.heard_text import HeardTextStore
 from server.realtime.history import ConversationHistory
@@ -39,6 +38,7 @@ from server.realtime.items import ConversationItems
 from server.realtime.pauses import ReplyPauses
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
+from server.realtime.turn_ends import TurnEnds
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
 
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ class Session:
                                   self.config.interruption, lambda: me._clock_ms)
         self._clock_ms = 0.0
         self._arrival = ArrivalLateness()
-        self._turn_end = TurnEndJudge()
+        self.turn_ends = TurnEnds(self.input_turns, self.lifecycle, self._log,
+                                  lambda: me._start_response(None))
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -357,6 +358,7 @@ class Session:
         soft cut: the client's final ACK or truncate may still refine it) and the client is
         told to clear its queued audio. A turn starting while a reply is paused decides it.
         """
+        self.turn_ends.speech_heard(self._clock_ms)
         if not self.input_turns.speech_started(audio_start_ms):
             return
         turn = self.input_turns.speech_turn
@@ -404,26 +406,14 @@ class Session:
     def on_speech_resumed(self) -> None:
         """Server VAD heard speech again after a reported gap or pause of the turn."""
         self.input_turns.speech_resumed()
-        self._turn_end.resumed()
+        self.turn_ends.resumed()
 
     def on_turn_end_probability(self, item_id: str, audio_end_ms: int,
                                 probability: float) -> None:
         """`semantic_vad`: the end-of-turn model's `probability` (0-1) that the turn `item_id`
         was finished at its pause after `audio_end_ms` (`PredictTurnEnd`); with its transcript,
-        a finished turn ends now (`EndTurn`, `server.listening.semantic_vad`)."""
-        self._end_turn(self._turn_end.probability(item_id, audio_end_ms, probability))
-
-    def _judge_transcript(self, item_id: str, audio_end_ms: int | None,
-                          transcript: str) -> None:
-        """`semantic_vad`: the transcript of the turn `item_id` up to its pause after
-        `audio_end_ms` (None: its latest) joins the end-of-turn verdict."""
-        detection = self.turn_detection
-        if detection is not None and detection.semantic:
-            self._end_turn(self._turn_end.transcript(item_id, audio_end_ms, transcript))
-
-    def _end_turn(self, audio_end_ms: int | None) -> None:
-        if audio_end_ms is not None:
-            self._log.effect(EndTurn(audio_end_ms))
+        a finished turn ends (`TurnEnds`)."""
+        self.turn_ends.probability(item_id, audio_end_ms, probability)
 
     def on_decision_transcription(self, item_id: str, audio_end_ms: int,
                                   transcript: str) -> None:
@@ -436,7 +426,7 @@ class Session:
             return
         verdict = self.pauses.decide(item_id, transcript, pcm16)
         self.input_turns.decided(item_id, verdict is Verdict.BACKCHANNEL, transcript)
-        self._judge_transcript(item_id, audio_end_ms, transcript)
+        self.turn_ends.transcript(item_id, audio_end_ms, transcript)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
@@ -450,6 +440,7 @@ class Session:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription
         (unless it was found to be a backchannel at its pause)."""
         turn = self.input_turns.speech_turn
+        self.turn_ends.speech_heard(self._clock_ms)
         self.input_turns.speech_stopped(audio_end_ms)
         if turn is not None and self.input_turns.committed_audio(turn[0]) is not None:
             self.pauses.committed(turn[0])
@@ -459,7 +450,7 @@ class Session:
         a reply paused by that utterance (`ReplyPauses.prepared`), and under `semantic_vad`
         whether the turn is finished."""
         self.pauses.prepared(item_id, transcript)
-        self._judge_transcript(item_id, None, transcript)
+        self.turn_ends.transcript(item_id, None, transcript)
 
     def on_transcription(self, item_id: str, transcript: str) -> None:
         """The transcript of a committed utterance is ready.
@@ -636,7 +627,8 @@ class Session:
         has not reported playback is paced by real time from the first send, and one whose
         ACKs stopped for `ack_timeout_ms` falls back to that. When the queue is drained and
         generation ended, the terminal events are emitted (exactly once). Also settles the
-        history of a client found not to report playback (`playback_unreported`).
+        history of a client found not to report playback (`playback_unreported`), and fires
+        server_vad's idle timeout when due (`TurnEnds.check_idle`).
 
         Args:
             now_ms: a monotonic clock reading in ms (it advances the session clock).
@@ -648,7 +640,8 @@ class Session:
         """
         self._clock_ms = max(self._clock_ms, now_ms)
         deadlines = (self.pauses.check(now_ms), self._pull_current(now_ms),
-                     self.heard_text.settle_unreported(now_ms))
+                     self.heard_text.settle_unreported(now_ms),
+                     self.turn_ends.check_idle(now_ms))
         return min((d for d in deadlines if d is not None), default=None)
 
     def _pull_current(self, now_ms: float) -> float | None:
