@@ -427,9 +427,9 @@ class Connection:
                 task = asyncio.ensure_future(self._predict_turn_end(item_id, pcm16, end_ms))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
-            case EndTurn(audio_end_ms=end_ms):
+            case EndTurn(audio_end_ms=end_ms, min_silence_ms=wait_ms):
                 detector = self._speech_detector
-                stopped = None if detector is None else detector.end_turn(end_ms)
+                stopped = None if detector is None else detector.end_turn(end_ms, wait_ms)
                 if stopped is not None:
                     self.session.on_speech_stopped(stopped.audio_end_ms)
             case DiscardTranscription(item_id=item_id):

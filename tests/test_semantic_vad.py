@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from server.listening import smart_turn
-from server.listening.semantic_vad import TurnEndJudge, transcript_unfinished
+from server.listening.semantic_vad import TurnEndJudge, TurnEndVerdict, transcript_unfinished
 from server.listening.server_vad_settings import TurnDetection
 from server.listening.vad import (
     WINDOW_MS,
@@ -69,13 +69,26 @@ def test_a_transcript_ending_on_a_complete_phrase_is_not_unfinished(text: str) -
 def test_the_judge_needs_both_verdicts_on_the_same_pause_in_any_order() -> None:
     judge = TurnEndJudge()
     assert judge.probability("item_1", 1200, 0.9) is None
-    assert judge.transcript("item_1", None, "Set a timer for ten minutes.") == 1200
+    assert judge.transcript("item_1", None, "Set a timer for ten minutes.") == TurnEndVerdict(
+        1200, sounds_finished=True)
     assert judge.transcript("item_1", 2000, "Set a timer for") is None
     assert judge.probability("item_1", 2000, 0.95) is None
     assert judge.transcript("item_1", 3000, "Set a timer for ten minutes.") is None
-    assert judge.probability("item_1", 3000, 0.3) is None
+    assert judge.probability("item_1", 3000, 0.3) == TurnEndVerdict(3000, sounds_finished=False)
+    assert judge.transcript("item_1", 4000, "Done.") is None
     judge.resumed()
     assert judge.transcript("item_1", None, "Set a timer for ten minutes.") is None
+    assert judge.probability("item_1", 4000, 0.9) is None
+
+
+@pytest.mark.parametrize(("eagerness", "finished_ms", "unsure_ms"), [
+    ("low", 2000, 4000), ("medium", 1000, 2000), ("high", 500, 1000), ("auto", 1000, 2000)])
+def test_the_wait_after_words_that_look_finished_follows_the_eagerness(
+        eagerness: str, finished_ms: int, unsure_ms: int) -> None:
+    detection = TurnDetection(type="semantic_vad", eagerness=eagerness)
+    assert detection.end_wait_ms(sounds_finished=True) == finished_ms
+    assert detection.end_wait_ms(sounds_finished=False) == unsure_ms
+    assert TurnDetection(silence_duration_ms=700).end_wait_ms(sounds_finished=False) == 700
 
 
 def test_end_turn_stops_a_turn_still_silent_after_that_speech_at_the_shortest_wait() -> None:
@@ -229,11 +242,36 @@ def two_turns_mic(gap_ms: float, engine: str = "piper", voice: str | None = None
                                      speech_fixtures.place(second, 0, 5000)]))
 
 
-def answered_turns(server: object, client: RealtimeClient) -> list[str]:
-    """The user turns of the prompt of the last response, which must not have been cut."""
-    last = client.of_type("response.created")[-1]["response"]["id"]
+TURN_WAIT_S = 60.0
+"""Longest wait for a transcript or a reply (s): the machine may be loaded."""
+
+
+async def answered_turns(server: object, client: RealtimeClient, turns: int) -> list[str]:
+    """Wait for `turns` transcripts and a reply that started after the last of them played
+    its first audio; return the user turns of the latest prompt (the reply that goes on)."""
+    for _ in range(turns):
+        await client.wait_for("conversation.item.input_audio_transcription.completed",
+                              timeout=TURN_WAIT_S)
+    async with asyncio.timeout(TURN_WAIT_S):
+        while True:
+            await client.drain(0.1)
+            created = client.of_type("response.created")
+            last = created[-1]["response"]["id"] if created else None
+            if last and client.of_type("response.output_audio.delta", response_id=last) and (
+                    len(server.responder.prompts) == len(created)):
+                break
     assert not client.of_type("output_audio_buffer.cleared", response_id=last)
     return [t.text.lower() for t in server.responder.prompts[-1].turns if t.role == "user"]
+
+
+async def append_at_once(client: RealtimeClient, turn_detection: dict[str, object],
+                         mic: bytes) -> None:
+    """Set `turn_detection` and append `mic` (PCM16 at 24 kHz) in one event."""
+    await client.send({"type": "session.update",
+                       "session": {"audio": {"input": {"turn_detection": turn_detection}}}})
+    await client.wait_for("session.updated")
+    await client.send({"type": "input_audio_buffer.append",
+                       "audio": base64.b64encode(mic).decode()})
 
 
 @pytest.mark.parametrize(("engine", "voice"), VOICES[:2])
@@ -241,13 +279,14 @@ async def test_two_turns_in_one_append_are_both_answered_under_server_vad(
         start_server, engine: str, voice: str | None) -> None:
     """Issue 24, input 6: both turns transcribed, and the reply that goes on answers both."""
     server = await start_server(tts="uniform", calibration="marks")
-    client = await spoken_turns(server, SERVER_VAD, two_turns_mic(1500, engine, voice),
-                                real_time=False, settle_s=8.0)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await append_at_once(client, SERVER_VAD, two_turns_mic(1500, engine, voice))
+        answered = await answered_turns(server, client, 2)
     transcripts = [e["transcript"].lower() for e in client.of_type(
         "conversation.item.input_audio_transcription.completed")]
     assert len(transcripts) == 2, transcripts
     assert "paris" in transcripts[0] and "weather" in transcripts[1]
-    assert answered_turns(server, client) == transcripts
+    assert answered == transcripts
 
 
 @pytest.mark.parametrize("turn_detection", [SERVER_VAD, SEMANTIC_VAD])
@@ -266,31 +305,32 @@ async def test_a_turn_ending_after_the_reply_to_the_one_before_started_is_answer
         await client.wait_for("session.updated")
         await client.send({"type": "input_audio_buffer.append",
                            "audio": base64.b64encode(speech).decode()})
-        first_reply = await client.wait_for("response.created", timeout=30)
+        first_reply = await client.wait_for("response.created", timeout=TURN_WAIT_S)
         while not server.responder.prompts:
             await client.drain(0.05)
         await client.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(
             mic_pcm16(speech_fixtures.silence(5000))).decode()})
-        await client.wait_for("response.created", timeout=30)
-        await client.drain(1.0)
+        answered = await answered_turns(server, client, 2)
     transcripts = [e["transcript"].lower() for e in client.of_type(
         "conversation.item.input_audio_transcription.completed")]
     assert len(transcripts) == 2, transcripts
     assert client.of_type("output_audio_buffer.cleared",
                           response_id=first_reply["response"]["id"])
-    assert answered_turns(server, client) == transcripts
+    assert answered == transcripts
 
 
 async def test_two_turns_in_one_append_are_both_answered_under_semantic_vad(
         start_server) -> None:
     """Within the longest wait the two are one turn (nothing ended it in one append before
     the second began); further apart, two; either way the reply answers both."""
-    for gap_ms in (1500, 5000):
+    for gap_ms, turns in ((1500, 1), (5000, 2)):
         server = await start_server(tts="uniform", calibration="marks")
-        client = await spoken_turns(server, SEMANTIC_VAD, two_turns_mic(gap_ms),
-                                    real_time=False, settle_s=10.0)
-        answered = " ".join(answered_turns(server, client))
+        async with RealtimeClient.connect(server.ws_url) as client:
+            await append_at_once(client, SEMANTIC_VAD, two_turns_mic(gap_ms))
+            answered = " ".join(await answered_turns(server, client, turns))
         assert "paris" in answered and "weather" in answered, (gap_ms, answered)
+        assert len(client.of_type("conversation.item.input_audio_transcription.completed")) == (
+            turns)
 
 
 async def test_idle_timeout_ms_prompts_a_reply_after_the_last_one_played_out(
@@ -323,7 +363,8 @@ async def test_idle_timeout_ms_prompts_a_reply_after_the_last_one_played_out(
             assert committed["item_id"] == triggered["item_id"]
             created = await client.wait_for("response.created")
             assert created["response"]["id"] != done["response"]["id"]
+            idle_reply = created["response"]["id"]
             await client.wait_for("response.output_audio.delta",
-                                  lambda e: e["response_id"] == created["response"]["id"])
+                                  lambda e, reply=idle_reply: e["response_id"] == reply)
             turns = server.responder.prompts[-1].turns
             assert [t.role for t in turns] == ["user", "assistant", "user"]

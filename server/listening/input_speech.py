@@ -46,7 +46,7 @@ class InputSpeechDetector:
     Args:
         settings: the session's `server_vad` settings (threshold, prefix padding, silence), or
             its `semantic_vad` settings (a turn ends after the eagerness's longest silence,
-            or its shortest after `end_turn`).
+            or sooner after `end_turn`).
         input_rate_hz: sample rate of the PCM16 input (24000).
         start_ms: position on the input timeline of the first sample fed (ms).
     """
@@ -95,14 +95,12 @@ class InputSpeechDetector:
                 events.append(replace(event, audio_end_ms=event.audio_end_ms + self.start_ms))
         return events
 
-    def end_turn(self, audio_end_ms: int) -> SpeechStopped | None:
+    def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
         """`semantic_vad` judged the turn whose speech ended at `audio_end_ms` (ms on the input
-        timeline) finished: it stops once its silence reaches the eagerness's shortest wait
-        (`TurnDetection.min_end_silence_ms`), with its `SpeechStopped` returned here when it
-        already has, or from a later `feed`; None (and no stop) when the person spoke on
-        since (`TurnDetector.end_turn`)."""
-        stopped = self._turns.end_turn(audio_end_ms - self.start_ms,
-                                       self.settings.min_end_silence_ms)
+        timeline) finished: it stops once its silence reaches `min_silence_ms`, with its
+        `SpeechStopped` returned here when it already has, or from a later `feed`; None (and
+        no stop) when the person spoke on since (`TurnDetector.end_turn`)."""
+        stopped = self._turns.end_turn(audio_end_ms - self.start_ms, min_silence_ms)
         return None if stopped is None else SpeechStopped(audio_end_ms)
 
     def without_echo(self, pcm16: bytes, start_ms: int) -> np.ndarray | None:

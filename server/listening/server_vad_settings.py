@@ -100,13 +100,17 @@ class TurnDetection:
             return EAGERNESS_MAX_WAIT_MS[self.eagerness]
         return self.silence_duration_ms
 
-    @property
-    def min_end_silence_ms(self) -> int:
-        """The silence (ms) after which a turn judged finished ends: semantic_vad's shortest
-        wait for its eagerness (`silence_duration_ms` for server_vad)."""
-        if self.semantic:
+    def end_wait_ms(self, sounds_finished: bool) -> int:
+        """semantic_vad: the silence (ms) after which a turn whose words look finished ends:
+        the eagerness's shortest wait when the end-of-turn model agrees, else half its longest
+        (the model scores some finished sentences low after a pause inside them: measured on
+        `benchmarks/bench_turn_end.py`'s "... capital of | France?", 0.01-0.08 over three
+        voices). server_vad: `silence_duration_ms`."""
+        if not self.semantic:
+            return self.silence_duration_ms
+        if sounds_finished:
             return EAGERNESS_MIN_WAIT_MS[self.eagerness]
-        return self.silence_duration_ms
+        return EAGERNESS_MAX_WAIT_MS[self.eagerness] // 2
 
     def as_wire(self) -> dict[str, object]:
         """The settings as OpenAI Realtime's `turn_detection` object."""

@@ -138,9 +138,11 @@ class PredictTurnEnd:
 @dataclass(frozen=True, slots=True)
 class EndTurn:
     """Effect (`semantic_vad`): the turn whose speech ended at `audio_end_ms` (ms on the input
-    timeline) is finished: the VAD stops it now (`speech_stopped`), unless speech came back."""
+    timeline) is judged finished: the VAD stops it (`speech_stopped`) once its silence reaches
+    `min_silence_ms`, unless speech comes back first."""
 
     audio_end_ms: int
+    min_silence_ms: int
 
 
 Effect = (StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe

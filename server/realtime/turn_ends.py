@@ -2,8 +2,8 @@
 and `server_vad`'s `idle_timeout_ms`. Sans-I/O; owned by the session.
 
 - `semantic_vad`: at a turn's pause the end-of-turn model's probability and the transcript
-  are judged together (`server.listening.semantic_vad.TurnEndJudge`); a finished turn is
-  stopped by the VAD (`EndTurn`) before the eagerness's longest silence.
+  are judged together (`server.listening.semantic_vad.TurnEndJudge`); a turn whose words
+  look finished is stopped by the VAD (`EndTurn`) before the eagerness's longest silence.
 - `idle_timeout_ms` (OpenAI: "applied after the last model response's audio has finished
   playing"): no speech that long after the latest reply played out commits the silence as a
   user item (`input_audio_buffer.timeout_triggered`) and starts a response.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server.listening.semantic_vad import TurnEndJudge
+from server.listening.semantic_vad import TurnEndJudge, TurnEndVerdict
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime.effects import EndTurn
 from server.realtime.events import EventLog
@@ -66,9 +66,11 @@ class TurnEnds:
         if self._semantic() is not None:
             self._end(self._judge.transcript(item_id, audio_end_ms, transcript))
 
-    def _end(self, audio_end_ms: int | None) -> None:
-        if audio_end_ms is not None:
-            self._log.effect(EndTurn(audio_end_ms))
+    def _end(self, verdict: TurnEndVerdict | None) -> None:
+        detection = self._semantic()
+        if verdict is not None and detection is not None:
+            self._log.effect(EndTurn(verdict.audio_end_ms,
+                                     detection.end_wait_ms(verdict.sounds_finished)))
 
     def check_idle(self, now_ms: float) -> float | None:
         """server_vad's `idle_timeout_ms` at session clock `now_ms` (ms): once that long has
