@@ -8,8 +8,8 @@ and one utterance: the first half of a sentence, a pause (`--pause-ms`, default 
 sentences, six of whose first halves end on a preposition, article or conjunction and two on
 other words ("we could", "want is"), by Piper and two espeak-ng voices: 24 utterances.
 
-Measured per trial: answered early (a response was created before the second half ended, or
-the sentence became more than one user turn), and, from the end of the sentence's audio
+Measured per trial: answered early (a turn ended, or a response was created, before the
+sentence's audio ended, or the sentence became more than one user turn), and, from its end
 (when the append holding its last sample was sent), the wall time to
 `input_audio_buffer.speech_stopped` (end of turn) and to `response.created`. Target (issue
 24): answered early <= 10 % of >= 20 utterances under `semantic_vad`; end-of-turn -> response
@@ -124,10 +124,11 @@ async def run_trial(ws_url: str, mode: str, utterance: Utterance) -> Trial:
     assert sentence_end_s is not None
     created = [e for e in client.events if e["type"] == "response.created"]
     arrival = {id(e): t for e, t in zip(client.events, client.arrivals, strict=True)}
-    early = any(arrival[id(e)] < sentence_end_s for e in created)
     turns = [e["transcript"] for e in client.of_type(
         "conversation.item.input_audio_transcription.completed")]
     stops = [arrival[id(e)] for e in client.of_type("input_audio_buffer.speech_stopped")]
+    early = any(arrival[id(e)] < sentence_end_s for e in created) or any(
+        stop < sentence_end_s for stop in stops)
     last_stop = max(stops) if stops else None
     after = [arrival[id(e)] for e in created if arrival[id(e)] >= sentence_end_s]
     return Trial(mode, utterance, turns, early or len(turns) > 1,
