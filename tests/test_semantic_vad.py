@@ -36,6 +36,8 @@ MID_PAUSE_MS = 700
 """The pause inside the sentence (issue 24, failing input 5)."""
 
 VOICES = [("piper", None), ("espeak", "en-us"), ("espeak", "en-gb-x-rp")]
+TURN_WAIT_S = 60.0
+"""Longest wait for a transcript or a reply (s): the machine may be loaded."""
 
 
 def paused_sentence(first: str, rest: str, engine: str, voice: str | None,
@@ -182,20 +184,28 @@ def test_smart_turn_runs_from_the_wheel_on_real_speech() -> None:
 # ------------------------------------------------------------------ over the protocol
 
 
-async def spoken_turns(server: object, turn_detection: dict[str, object], mic: bytes,
-                       real_time: bool = True, settle_s: float = 6.0) -> RealtimeClient:
-    """Connect, set `turn_detection`, send `mic` (PCM16 at 24 kHz; in real time, else in
-    one append), then read events for `settle_s`; returns the client with what it got."""
+async def spoken_turns(server: object, turn_detection: dict[str, object],
+                       mic: bytes) -> RealtimeClient:
+    """Connect, set `turn_detection`, stream `mic` (PCM16 at 24 kHz) in real time, then read
+    events until every committed turn has its transcript (or was deleted: no words) and a
+    reply was created (at most `TURN_WAIT_S`: the machine may be loaded), and 1 s more;
+    returns the client with what it got."""
     async with RealtimeClient.connect(server.ws_url) as client:
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": turn_detection}}}})
         await client.wait_for("session.updated")
-        if real_time:
-            await receive_while(client, asyncio.create_task(stream_mic(client, mic)))
-        else:
-            await client.send({"type": "input_audio_buffer.append",
-                               "audio": base64.b64encode(mic).decode()})
-        await client.drain(settle_s)
+        await receive_while(client, asyncio.create_task(stream_mic(client, mic)))
+        async with asyncio.timeout(TURN_WAIT_S):
+            while True:
+                await client.drain(0.2)
+                committed = client.of_type("input_audio_buffer.committed")
+                settled = client.of_type(
+                    "conversation.item.input_audio_transcription.completed") + client.of_type(
+                    "conversation.item.deleted")
+                if committed and len(settled) >= len(committed) and client.of_type(
+                        "response.created"):
+                    break
+        await client.drain(1.0)
         return client
 
 
@@ -224,7 +234,7 @@ async def test_a_finished_sentence_ends_its_turn_before_the_longest_wait(start_s
     server = await start_server(tts="uniform", calibration="marks")
     utterance = speech_fixtures.speech("What is the capital of France?")
     mic = mic_pcm16(speech_fixtures.place(utterance, lead_ms=800, tail_ms=2500))
-    client = await spoken_turns(server, SEMANTIC_VAD, mic, settle_s=3.0)
+    client = await spoken_turns(server, SEMANTIC_VAD, mic)
     stopped = client.of_type("input_audio_buffer.speech_stopped")
     assert len(stopped) == 1
     transcript = client.of_type("conversation.item.input_audio_transcription.completed")
@@ -240,10 +250,6 @@ def two_turns_mic(gap_ms: float, engine: str = "piper", voice: str | None = None
     first, second = (speech_fixtures.speech(text, engine, voice) for text in TWO_TURNS)
     return mic_pcm16(np.concatenate([speech_fixtures.place(first, 800, gap_ms),
                                      speech_fixtures.place(second, 0, 5000)]))
-
-
-TURN_WAIT_S = 60.0
-"""Longest wait for a transcript or a reply (s): the machine may be loaded."""
 
 
 async def answered_turns(server: object, client: RealtimeClient, turns: int) -> list[str]:
@@ -368,3 +374,20 @@ async def test_idle_timeout_ms_prompts_a_reply_after_the_last_one_played_out(
                                   lambda e, reply=idle_reply: e["response_id"] == reply)
             turns = server.responder.prompts[-1].turns
             assert [t.role for t in turns] == ["user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("pause_ms", [1500, 2500])
+async def test_a_longer_pause_after_an_unfinished_phrase_keeps_it_one_turn(
+        start_server, pause_ms: int) -> None:
+    """Other members of the kind: the words before the pause end on a preposition, so the
+    turn waits up to medium's longest silence (4 s), not the shortest."""
+    server = await start_server(tts="uniform", calibration="marks")
+    utterance = paused_sentence("Could you remind me about the", "meeting tomorrow?",
+                                "piper", None, pause_ms)
+    mic = mic_pcm16(speech_fixtures.place(utterance, lead_ms=800, tail_ms=5000))
+    client = await spoken_turns(server, SEMANTIC_VAD, mic)
+    transcripts = [e["transcript"].lower() for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(transcripts) == 1, transcripts
+    assert "remind" in transcripts[0] and "meeting" in transcripts[0]
+    assert len(client.of_type("input_audio_buffer.speech_stopped")) == 1
