@@ -16,7 +16,8 @@ COPY server ./server
 COPY web ./web
 # Editable install: server/app.py serves the page from web/ next to the server package, which a
 # plain `pip install .` would leave behind in /app.
-RUN pip install -e .
+RUN pip install -e . \
+    && pip install --no-deps 'pipecat-ai==1.14.0'
 
 EXPOSE 8765
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \

@@ -9,9 +9,13 @@ ARGS ?=
 
 .PHONY: run test lint bench fuzz-properties fuzz llm
 
+# semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
+# wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
+# would pull a large tree the server does not use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install -e '.[test,dev]'
+	$(BIN)/pip install --no-deps 'pipecat-ai==1.14.0'
 	touch $(STAMP)
 
 # The local LLM of the LLM tests and benchmark: llama-cpp-python's server (the `llm` extra),

@@ -29,6 +29,7 @@ from server.app import (
     ServerOptions,
 )
 from server.connection import Services
+from server.listening import smart_turn
 from server.listening.vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
@@ -466,6 +467,11 @@ def build_services(
         if isinstance(asr, LocalWhisperTranscriber):
             asr.load()
     load_vad_model()
+    try:
+        smart_turn.warm_up()
+    except FileNotFoundError as missing:
+        logging.getLogger(__name__).warning("semantic_vad without its end-of-turn model: %s "
+                                            "(turns end after the longest wait)", missing)
     return Services(
         synthesizer=synthesizer,
         responder=ReplyLengthLimit(responder or build_responder(config), config.max_reply_chars),

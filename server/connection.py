@@ -32,6 +32,8 @@ from calibration.history_calibration import HistoryCalibration, HistoryCalibrati
 from calibration.word_marks import WordMark
 from server.http_guard import GuardedServerConnection
 from server.input_work import SessionInput, wait_through_cancellation
+from server.listening.smart_turn import end_of_turn_probability
+from server.listening.vad import resample_to_16k
 from server.outbound import send_events
 from server.realtime.effects import (
     CancelGeneration,
@@ -39,6 +41,8 @@ from server.realtime.effects import (
     DetectSpeech,
     DiscardTranscription,
     Effect,
+    EndTurn,
+    PredictTurnEnd,
     PrepareTranscription,
     StartGeneration,
     Transcribe,
@@ -433,6 +437,14 @@ class Connection:
                     item_id, end_ms, self._recognise(pcm16, start_ms)))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
+            case PredictTurnEnd(item_id=item_id, pcm16=pcm16, audio_end_ms=end_ms):
+                task = asyncio.ensure_future(self._predict_turn_end(item_id, pcm16, end_ms))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            case EndTurn(audio_end_ms=end_ms, min_silence_ms=wait_ms):
+                task = asyncio.ensure_future(self._input.end_turn(end_ms, wait_ms, self._settle))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
             case DiscardTranscription(item_id=item_id):
                 if self._prepared is not None and self._prepared[0] == item_id:
                     self._take_prepared(None)
@@ -487,6 +499,22 @@ class Connection:
             self.session.set_clock(_now_ms())
             self.session.on_prepared_transcription(item_id, transcript)
             await self._settle()
+
+    async def _predict_turn_end(self, item_id: str, pcm16: bytes, audio_end_ms: int) -> None:
+        """Run the end-of-turn model on a worker thread over a turn's audio up to its pause
+        (PCM16 LE at the input rate) and hand the probability to the session
+        (`Session.on_turn_end_probability`); nothing when it fails (logged: the turn then
+        ends after the eagerness's longest silence)."""
+        try:
+            probability = await asyncio.to_thread(
+                end_of_turn_probability,
+                resample_to_16k(pcm16, self.session.config.sample_rate_hz))
+        except Exception as exc:
+            log.warning("end-of-turn model failed: %s", type(exc).__name__)
+            return
+        self.session.set_clock(_now_ms())
+        self.session.on_turn_end_probability(item_id, audio_end_ms, probability)
+        await self._settle()
 
     async def _decision_transcription(self, item_id: str, audio_end_ms: int,
                                       recognition: Awaitable[str]) -> None:

@@ -175,6 +175,22 @@ class SessionInput:
             elif isinstance(event, SpeechStopped):
                 self.session.on_speech_stopped(event.audio_end_ms)
 
+    async def end_turn(self, audio_end_ms: int, min_silence_ms: int,
+                       settle: Callable[[], Awaitable[None]]) -> None:
+        """`semantic_vad` judged the turn whose speech ended at `audio_end_ms` (ms on the input
+        timeline) finished (`EndTurn`): tell server VAD on the input lane, after the audio
+        queued before it (`InputSpeechDetector.end_turn`), and hand the speech stop to the
+        session and `settle` when the silence is already `min_silence_ms` long; otherwise a
+        later slice's `SpeechStopped` ends the turn, unless the person spoke on."""
+        detector = self.detector
+        if detector is None:
+            return
+        stopped = await self._lane.run(detector.end_turn, audio_end_ms, min_silence_ms)
+        if stopped is not None:
+            self.session.set_clock(time.monotonic() * 1000.0)
+            self._hand_over([stopped])
+            await settle()
+
     async def asr_samples(self, pcm16: bytes, start_ms: int) -> np.ndarray:
         """A turn's PCM16 LE mono from `start_ms` on the input timeline as float samples for
         ASR, with the reply's echo in front of the person's voice suppressed where server

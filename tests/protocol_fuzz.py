@@ -186,7 +186,12 @@ turn_detections = st.one_of(st.none(), st.fixed_dictionaries(
     {"type": st.just("server_vad")},
     optional={"threshold": st.floats(0.01, 0.99), "prefix_padding_ms": st.integers(0, 2000),
               "silence_duration_ms": st.integers(0, 5000), "create_response": st.booleans(),
-              "interrupt_response": st.booleans()}))
+              "interrupt_response": st.booleans(),
+              "idle_timeout_ms": st.one_of(st.none(), st.integers(5000, 30000))}),
+    st.fixed_dictionaries(
+        {"type": st.just("semantic_vad")},
+        optional={"eagerness": st.sampled_from(["low", "medium", "high", "auto"]),
+                  "create_response": st.booleans(), "interrupt_response": st.booleans()}))
 sessions = _some(
     type=st.just("realtime"), instructions=texts, output_modalities=st.just(["audio"]),
     model=names,
@@ -250,11 +255,15 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
         (("session", "audio", "output", "format", "type"), _not("audio/pcm")),
         (("session", "audio", "input", "format", "rate"),
          _refusing(lambda v: _is_int(v) and v == 24000)),
-        (_TD, WRONG_OBJECT), ((*_TD, "type"), _not("server_vad")),
+        (_TD, WRONG_OBJECT),
+        ((*_TD, "type"), _refusing(lambda v: v in ("server_vad", "semantic_vad"))),
         ((*_TD, "threshold"), _refusing(lambda v: _is_number(v) and 0 < v < 1)),
         ((*_TD, "prefix_padding_ms"), _refusing(lambda v: _is_int(v) and 0 <= v <= 2000)),
         ((*_TD, "silence_duration_ms"), _refusing(lambda v: _is_int(v) and 0 <= v <= 5000)),
         ((*_TD, "create_response"), WRONG_BOOL), ((*_TD, "interrupt_response"), WRONG_BOOL),
+        ((*_TD, "idle_timeout_ms"),
+         _refusing(lambda v: v is None or (_is_int(v) and 5000 <= v <= 30000))),
+        ((*_TD, "eagerness"), _refusing(lambda v: v in ("low", "medium", "high", "auto"))),
         (("session", "audio", "input", "transcription"), WRONG_OBJECT),
         (("session", "audio", "input", "transcription", "model"), WRONG_TEXT),
     ],

@@ -33,6 +33,7 @@ from server.listening.vad import (
     SAMPLE_RATE_HZ,
     SileroStreamingVad,
     SpeechStarted,
+    SpeechStopped,
     TurnDetectionConfig,
     TurnDetector,
     TurnEvent,
@@ -43,7 +44,9 @@ class InputSpeechDetector:
     """Turn detection for one session's microphone stream.
 
     Args:
-        settings: the session's `server_vad` settings (threshold, prefix padding, silence).
+        settings: the session's `server_vad` settings (threshold, prefix padding, silence), or
+            its `semantic_vad` settings (a turn ends after the eagerness's longest silence,
+            or sooner after `end_turn`).
         input_rate_hz: sample rate of the PCM16 input (24000).
         start_ms: position on the input timeline of the first sample fed (ms).
     """
@@ -56,7 +59,7 @@ class InputSpeechDetector:
         self._turns = TurnDetector(TurnDetectionConfig(
             threshold=settings.threshold,
             prefix_padding_ms=settings.prefix_padding_ms,
-            silence_duration_ms=settings.silence_duration_ms,
+            silence_duration_ms=settings.end_silence_ms,
             pause_ms=UTTERANCE_TAIL_MS,
             gap_ms=DECISION_TAIL_MS,
         ))
@@ -91,6 +94,14 @@ class InputSpeechDetector:
             elif event is not None:
                 events.append(replace(event, audio_end_ms=event.audio_end_ms + self.start_ms))
         return events
+
+    def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
+        """`semantic_vad` judged the turn whose speech ended at `audio_end_ms` (ms on the input
+        timeline) finished: it stops once its silence reaches `min_silence_ms`, with its
+        `SpeechStopped` returned here when it already has, or from a later `feed`; None (and
+        no stop) when the person spoke on since (`TurnDetector.end_turn`)."""
+        stopped = self._turns.end_turn(audio_end_ms - self.start_ms, min_silence_ms)
+        return None if stopped is None else SpeechStopped(audio_end_ms)
 
     def without_echo(self, pcm16: bytes, start_ms: int) -> np.ndarray | None:
         """`pcm16` (PCM16 LE mono at the input rate, from `start_ms` on the input timeline)

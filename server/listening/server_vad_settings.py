@@ -1,8 +1,9 @@
 """The settings of server VAD turn detection and the input-audio margins its turns use.
 
-`TurnDetection` is OpenAI Realtime's `server_vad` object as a session holds it; the constants
-say how much input audio a turn keeps around what the VAD reported. Imported by the protocol
-core (which parses and applies the settings) and by the detectors here (which run them).
+`TurnDetection` is OpenAI Realtime's `server_vad` or `semantic_vad` object as a session holds
+it; the constants say how much input audio a turn keeps around what the VAD reported.
+Imported by the protocol core (which parses and applies the settings) and by the detectors
+here (which run them).
 """
 
 from __future__ import annotations
@@ -36,28 +37,90 @@ is cut is committed with the whole `UTTERANCE_TAIL_MS`, for a final unvoiced con
 transcribed again when anything audible follows the decision's audio."""
 
 
+EAGERNESS_MAX_WAIT_MS = {"low": 8000, "medium": 4000, "high": 2000, "auto": 4000}
+"""`semantic_vad`: the longest silence (ms) after the person's speech before the turn ends,
+per `eagerness` (OpenAI: "`low`, `medium`, and `high` have max timeouts of 8s, 4s, and 2s
+respectively"; `auto` is `medium`). A turn judged finished sooner ends sooner
+(`server.listening.semantic_vad`)."""
+
+EAGERNESS_MIN_WAIT_MS = {"low": 2000, "medium": 1000, "high": 500, "auto": 1000}
+"""`semantic_vad`: the shortest silence (ms) after the person's speech before a turn judged
+finished ends: a quarter of the longest (500 ms at `high` is LiveKit's turn detector's
+`min_endpointing_delay` default). Needed because tiny.en, given a phrase cut off at a pause,
+often writes a word that was not said ("I want to book a table for" -> "... for it."), which
+hides the unfinished phrase from `server.listening.semantic_vad.transcript_unfinished`, and the
+end-of-turn model scores text-to-speech voices as finished at the end of any phrase (measured:
+espeak-ng en-us with a 700 ms pause after "for": two turns, the first ended in that
+pause)."""
+
+IDLE_TIMEOUT_RANGE_MS = (5000, 30000)
+"""Accepted `idle_timeout_ms` (OpenAI's OpenAPI spec: minimum 5000, maximum 30000)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnDetection:
-    """`session.audio.input.turn_detection` of type `server_vad` (OpenAI Realtime fields).
+    """`session.audio.input.turn_detection` as a session holds it: OpenAI Realtime's
+    `server_vad` or `semantic_vad` object (openai `types/realtime/
+    realtime_audio_input_turn_detection.py`).
 
     Attributes:
-        threshold: speech probability (0-1) above which Silero VAD counts a 32 ms window as speech.
+        type: "server_vad" (a turn ends after `silence_duration_ms` of silence) or
+            "semantic_vad" (a turn ends when the person is judged finished, at most
+            `EAGERNESS_MAX_WAIT_MS[eagerness]` after their speech).
+        threshold: speech probability (0-1) above which Silero VAD counts a 32 ms window as
+            speech (server_vad's field; semantic_vad uses the default).
         prefix_padding_ms: audio kept before the detected speech start.
-        silence_duration_ms: silence that ends an utterance.
+        silence_duration_ms: silence that ends an utterance (server_vad).
         create_response: answer each transcribed utterance automatically.
         interrupt_response: a speech start interrupts an assistant reply still playing.
+        eagerness: semantic_vad's "low", "medium", "high" or "auto".
+        idle_timeout_ms: server_vad: with no speech this long (ms) after the last reply has
+            played out, `input_audio_buffer.timeout_triggered` and a response; None: never.
     """
 
+    type: str = "server_vad"
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
     create_response: bool = True
     interrupt_response: bool = True
+    eagerness: str = "auto"
+    idle_timeout_ms: int | None = None
+
+    @property
+    def semantic(self) -> bool:
+        """True for `semantic_vad`."""
+        return self.type == "semantic_vad"
+
+    @property
+    def end_silence_ms(self) -> int:
+        """The silence (ms) after which the VAD ends a turn by itself: `silence_duration_ms`,
+        or semantic_vad's longest wait for its eagerness."""
+        if self.semantic:
+            return EAGERNESS_MAX_WAIT_MS[self.eagerness]
+        return self.silence_duration_ms
+
+    def end_wait_ms(self, sounds_finished: bool) -> int:
+        """semantic_vad: the silence (ms) after which a turn whose words look finished ends:
+        the eagerness's shortest wait when the end-of-turn model agrees, else half its longest
+        (the model scores some finished sentences low after a pause inside them: measured on
+        `benchmarks/bench_turn_end.py`'s "... capital of | France?", 0.01-0.08 over three
+        voices). server_vad: `silence_duration_ms`."""
+        if not self.semantic:
+            return self.silence_duration_ms
+        if sounds_finished:
+            return EAGERNESS_MIN_WAIT_MS[self.eagerness]
+        return EAGERNESS_MAX_WAIT_MS[self.eagerness] // 2
 
     def as_wire(self) -> dict[str, object]:
-        """The settings as OpenAI Realtime's `turn_detection` object (`type` `server_vad`)."""
+        """The settings as OpenAI Realtime's `turn_detection` object."""
+        if self.semantic:
+            return {"type": "semantic_vad", "eagerness": self.eagerness,
+                    "create_response": self.create_response,
+                    "interrupt_response": self.interrupt_response}
         return {"type": "server_vad", "threshold": self.threshold,
                 "prefix_padding_ms": self.prefix_padding_ms,
                 "silence_duration_ms": self.silence_duration_ms,
+                "idle_timeout_ms": self.idle_timeout_ms,
                 "create_response": self.create_response,
                 "interrupt_response": self.interrupt_response}

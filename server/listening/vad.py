@@ -389,6 +389,7 @@ class TurnDetector:
         self._paused = False
         self._gapped = False
         self._speech_end_ms = 0
+        self._early_stop_ms: int | None = None
         self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
 
     @property
@@ -400,10 +401,29 @@ class TurnDetector:
         """Return to silence, dropping a candidate or a turn in progress without an event.
         Window positions may then start over (any non-negative `window_end_ms`)."""
         self._last_end_ms = None
-        self._speaking = False
-        self._paused = False
-        self._gapped = False
+        self._stop()
         self._drop_candidate()
+
+    def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
+        """End the turn in progress once its silence reaches `min_silence_ms`, sooner than
+        `silence_duration_ms` (a semantic end of turn), when its last speech window ended at
+        `audio_end_ms`: `SpeechStopped(audio_end_ms)` now when the silence is already that
+        long, else from the window that makes it so (`process`). None, and nothing changes,
+        without a turn or when the person spoke on (the verdict was on speech that is no
+        longer the turn's end); speech before the stop cancels it."""
+        if not self._speaking or self._speech_end_ms != audio_end_ms:
+            return None
+        if self._last_end_ms is not None and (
+                self._last_end_ms - self._speech_end_ms >= min_silence_ms):
+            self._stop()
+            return SpeechStopped(audio_end_ms)
+        self._early_stop_ms = min_silence_ms
+        return None
+
+    def _stop(self) -> None:
+        self._speaking = False
+        self._paused = self._gapped = False
+        self._early_stop_ms = None
 
     def process(
         self, window_end_ms: int, probability: float, level_dbfs: float | None = None
@@ -532,11 +552,14 @@ class TurnDetector:
             self._speech_end_ms = window_end_ms
             resumed = self._paused or self._gapped
             self._paused = self._gapped = False
+            self._early_stop_ms = None
             return SpeechResumed(window_end_ms) if resumed else None
         silence_ms = window_end_ms - self._speech_end_ms
-        if silence_ms >= self.config.silence_duration_ms:
-            self._speaking = False
-            self._paused = self._gapped = False
+        stop_ms = self.config.silence_duration_ms
+        if self._early_stop_ms is not None:
+            stop_ms = min(stop_ms, self._early_stop_ms)
+        if silence_ms >= stop_ms:
+            self._stop()
             return SpeechStopped(self._speech_end_ms)
         gap_ms = self.config.gap_ms
         if not self._gapped and gap_ms is not None and silence_ms >= gap_ms:

@@ -119,6 +119,33 @@ class DiscardTranscription:
     item_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class PredictTurnEnd:
+    """Effect (`semantic_vad`): run the end-of-turn model (`server.listening.smart_turn`) on a
+    turn's audio up to its pause; `Session.on_turn_end_probability` gets the probability.
+
+    Attributes:
+        item_id: the pending item of the turn.
+        pcm16: PCM16 LE mono at the input rate, [speech start, pause end + utterance tail).
+        audio_end_ms: the speech end (ms on the input timeline) the pause was reported at.
+    """
+
+    item_id: str
+    pcm16: bytes = field(repr=False)
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndTurn:
+    """Effect (`semantic_vad`): the turn whose speech ended at `audio_end_ms` (ms on the input
+    timeline) is judged finished: the VAD stops it (`speech_stopped`) once its silence reaches
+    `min_silence_ms`, unless speech comes back first."""
+
+    audio_end_ms: int
+    min_silence_ms: int
+
+
 Effect = (StartGeneration | CancelGeneration | WakeSender | DetectSpeech | Transcribe
-          | PrepareTranscription | DecideTranscription | DiscardTranscription)
+          | PrepareTranscription | DecideTranscription | DiscardTranscription
+          | PredictTurnEnd | EndTurn)
 """Everything the session asks its asyncio driver to do."""

@@ -30,6 +30,7 @@ from server.realtime.effects import (
     DecideTranscription,
     DetectSpeech,
     DiscardTranscription,
+    PredictTurnEnd,
     PrepareTranscription,
     Transcribe,
 )
@@ -308,6 +309,10 @@ class InputTurns:
             return
         self._silent_end_ms = audio_end_ms
         item_id, start_ms = self._speech_item
+        if self.turn_detection.semantic:
+            self._log.effect(PredictTurnEnd(item_id, self.audio.peek(
+                start_ms, min(audio_end_ms + UTTERANCE_TAIL_MS, self.audio.end_ms)),
+                audio_end_ms))
         if self.decision_audio(item_id, audio_end_ms) is not None:
             self._skipped_pause = (item_id, audio_end_ms)
             return
@@ -342,6 +347,29 @@ class InputTurns:
             return
         self._commit(start_ms, end_ms, item_id, audio_end_ms)
         self._speech_item = None
+
+    def timeout_triggered(self, idle_ms: float) -> bool:
+        """`idle_timeout_ms` passed without speech: the last `idle_ms` of input audio (the
+        silence since the last reply played out) is announced
+        (`input_audio_buffer.timeout_triggered`) and committed as a user item without words
+        (OpenAI: "The empty audio will be committed to the conversation as an input_audio
+        item"). False, with an `error` (`history_limit_exceeded`), when the history is full."""
+        try:
+            self._items.check_room(2, None)
+        except protocol.ProtocolError as full:
+            self._log.error(full)
+            return False
+        end_ms = self.audio.end_ms
+        start_ms = max(self.audio.start_ms, end_ms - int(idle_ms))
+        item_id = self._items.new_id()
+        self._log.emit("input_audio_buffer.timeout_triggered", audio_start_ms=start_ms,
+                       audio_end_ms=end_ms, item_id=item_id)
+        self.audio.take(start_ms, end_ms)
+        self._log.emit("input_audio_buffer.committed", item_id=item_id,
+                       previous_item_id=self._items.last_id())
+        self._items.add(HistoryItem(id=item_id, role="user", text="",
+                                    content_type="input_audio"))
+        return True
 
     def transcribed(self, item_id: str, transcript: str) -> bool:
         """The transcript of a committed utterance is ready; True when it became a user turn.

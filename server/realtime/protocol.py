@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.listening.backchannel import VOCABULARIES
-from server.listening.server_vad_settings import TurnDetection
+from server.listening.server_vad_settings import (
+    EAGERNESS_MAX_WAIT_MS,
+    IDLE_TIMEOUT_RANGE_MS,
+    TurnDetection,
+)
 from server.realtime.interruption_settings import InterruptionSettings
 
 MAX_FRAME_CHARS = 1_048_576
@@ -427,17 +431,46 @@ def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
     return changes
 
 
+_TURN_DETECTION_FIELDS = {
+    "server_vad": frozenset({"type", "threshold", "prefix_padding_ms", "silence_duration_ms",
+                             "idle_timeout_ms", "create_response", "interrupt_response"}),
+    "semantic_vad": frozenset({"type", "eagerness", "create_response", "interrupt_response"}),
+}
+"""The fields of each OpenAI GA `turn_detection` type (openai
+`types/realtime/realtime_audio_input_turn_detection.py`)."""
+
+
 def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetection | None:
+    """OpenAI's `turn_detection` (`server_vad`, `semantic_vad` or null) as `TurnDetection`.
+
+    Raises:
+        ProtocolError: `invalid_value` / `invalid_type` / `unknown_parameter` naming the
+            first bad field (the update is refused whole).
+    """
     if value is None:
         return None
-    if not isinstance(value, dict) or value.get("type") != "server_vad":
-        raise fields.error("invalid_value", "Only server_vad turn detection is supported.", param)
-    unknown = set(value) - {"type", "threshold", "prefix_padding_ms", "silence_duration_ms",
-                            "create_response", "interrupt_response"}
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in _TURN_DETECTION_FIELDS:
+        raise fields.error("invalid_value",
+                           "turn_detection type must be 'server_vad' or 'semantic_vad'.", param)
+    unknown = set(value) - _TURN_DETECTION_FIELDS[kind]
     if unknown:
         name = sorted(unknown)[0]
         raise fields.error("unknown_parameter", f"Unsupported field '{name}'.",
                            f"{param}.{name}")
+    flags = {}
+    for name in ("create_response", "interrupt_response"):
+        setting = value.get(name, True)
+        if not isinstance(setting, bool):
+            raise fields.error("invalid_type", f"{name} must be a boolean.", f"{param}.{name}")
+        flags[name] = setting
+    if kind == "semantic_vad":
+        eagerness = value.get("eagerness", "auto")
+        if eagerness not in EAGERNESS_MAX_WAIT_MS:
+            raise fields.error("invalid_value",
+                               "eagerness must be one of 'low', 'medium', 'high', 'auto'.",
+                               f"{param}.eagerness")
+        return TurnDetection(type=kind, eagerness=eagerness, **flags)
     threshold = value.get("threshold", 0.5)
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
         0.0 < threshold < 1.0
@@ -453,13 +486,14 @@ def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetect
             raise fields.error("invalid_value", f"{name} must be an int in [0, {limit}].",
                                f"{param}.{name}")
         durations[name] = setting
-    flags = {}
-    for name in ("create_response", "interrupt_response"):
-        setting = value.get(name, True)
-        if not isinstance(setting, bool):
-            raise fields.error("invalid_type", f"{name} must be a boolean.", f"{param}.{name}")
-        flags[name] = setting
-    return TurnDetection(threshold=float(threshold), **durations, **flags)
+    idle = value.get("idle_timeout_ms")
+    low, high = IDLE_TIMEOUT_RANGE_MS
+    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, int)
+                             or not low <= idle <= high):
+        raise fields.error("invalid_value",
+                           f"idle_timeout_ms must be null or an int in [{low}, {high}].",
+                           f"{param}.idle_timeout_ms")
+    return TurnDetection(threshold=float(threshold), idle_timeout_ms=idle, **durations, **flags)
 
 
 def _check_pcm_format(fields: _Fields, value: Any, param: str) -> None:

@@ -93,6 +93,8 @@ class ResponseState:
             have played further than it plus the clock reading).
         paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
             and playback reports do not settle it until it resumes or is cut.
+        prompted_items: the ids of the items whose text its prompt held
+            (`Session.build_prompt`), None before the prompt was built.
     """
 
     id: str
@@ -113,6 +115,7 @@ class ResponseState:
     status_reason: str | None = None
     error_message: str | None = None
     paused: bool = False
+    prompted_items: frozenset[str] | None = None
 
     @property
     def active(self) -> bool:

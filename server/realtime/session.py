@@ -38,6 +38,7 @@ from server.realtime.items import ConversationItems
 from server.realtime.pauses import ReplyPauses
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
+from server.realtime.turn_ends import TurnEnds
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
 
 if TYPE_CHECKING:
@@ -126,6 +127,8 @@ class Session:
                                   self.config.interruption, lambda: me._clock_ms)
         self._clock_ms = 0.0
         self._arrival = ArrivalLateness()
+        self.turn_ends = TurnEnds(self.input_turns, self.lifecycle, self._log,
+                                  lambda: me._start_response(None))
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
@@ -359,6 +362,7 @@ class Session:
         soft cut: the client's final ACK or truncate may still refine it) and the client is
         told to clear its queued audio. A turn starting while a reply is paused decides it.
         """
+        self.turn_ends.speech_heard(self._clock_ms)
         if not self.input_turns.speech_started(audio_start_ms):
             return
         turn = self.input_turns.speech_turn
@@ -406,6 +410,14 @@ class Session:
     def on_speech_resumed(self) -> None:
         """Server VAD heard speech again after a reported gap or pause of the turn."""
         self.input_turns.speech_resumed()
+        self.turn_ends.resumed()
+
+    def on_turn_end_probability(self, item_id: str, audio_end_ms: int,
+                                probability: float) -> None:
+        """`semantic_vad`: the end-of-turn model's `probability` (0-1) that the turn `item_id`
+        was finished at its pause after `audio_end_ms` (`PredictTurnEnd`); with its transcript,
+        a finished turn ends (`TurnEnds`)."""
+        self.turn_ends.probability(item_id, audio_end_ms, probability)
 
     def on_decision_transcription(self, item_id: str, audio_end_ms: int,
                                   transcript: str) -> None:
@@ -418,6 +430,7 @@ class Session:
             return
         verdict = self.pauses.decide(item_id, transcript, pcm16)
         self.input_turns.decided(item_id, verdict is Verdict.BACKCHANNEL, transcript)
+        self.turn_ends.transcript(item_id, audio_end_ms, transcript)
 
     def on_speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance tail of silence after `audio_end_ms` (ms of input
@@ -431,37 +444,61 @@ class Session:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription
         (unless it was found to be a backchannel at its pause)."""
         turn = self.input_turns.speech_turn
+        self.turn_ends.speech_heard(self._clock_ms)
         self.input_turns.speech_stopped(audio_end_ms)
         if turn is not None and self.input_turns.committed_audio(turn[0]) is not None:
             self.pauses.committed(turn[0])
 
     def on_prepared_transcription(self, item_id: str, transcript: str) -> None:
         """The speculative transcript of `item_id`'s audio up to its pause is ready: it decides
-        a reply paused by that utterance (`ReplyPauses.prepared`)."""
+        a reply paused by that utterance (`ReplyPauses.prepared`), and under `semantic_vad`
+        whether the turn is finished."""
         self.pauses.prepared(item_id, transcript)
+        self.turn_ends.transcript(item_id, None, transcript)
 
     def on_transcription(self, item_id: str, transcript: str) -> None:
         """The transcript of a committed utterance is ready.
 
         An utterance with no words (noise, a cough) is deleted instead of becoming a user turn.
         Otherwise the item gets its transcript and, under server VAD with `create_response`,
-        a response starts when none is active and the history has room for its item (else an
-        `error`, `history_limit_exceeded`, as for a client's `response.create`).
+        a response starts when the history has room for its item (else an `error`,
+        `history_limit_exceeded`, as for a client's `response.create`). A response in
+        progress whose prompt was built without this turn (it started after this turn's
+        speech did, e.g. two turns in one append, or a turn begun while the previous one was
+        being transcribed) answers earlier turns only: with `interrupt_response` it is
+        interrupted, as this turn's speech start would have interrupted it, and the new
+        response answers both; without, this turn gets no response of its own (OpenAI: "this
+        may fail to create a response if the model is already responding"). One whose prompt
+        holds this turn, or will (`_answers`), answers it.
         """
         if self.pauses.transcribed(item_id, transcript):
             return
         if not self.input_turns.transcribed(item_id, transcript):
             return
         detection = self.turn_detection
-        if detection is not None and detection.create_response and (
-            self.lifecycle.active() is None
-        ):
-            try:
-                self.items.check_room(1, None)
-            except protocol.ProtocolError as full:
-                self._log.error(full)
-                return
-            self._start_response(None)
+        if detection is None or not detection.create_response:
+            return
+        active = self.lifecycle.active()
+        if active is not None and (not detection.interrupt_response
+                                   or self._answers(active, item_id)):
+            return
+        try:
+            self.items.check_room(1, None)
+        except protocol.ProtocolError as full:
+            self._log.error(full)
+            return
+        if active is not None:
+            self.lifecycle.cancel_generation(active, "turn_detected")
+            self._log.emit("output_audio_buffer.cleared", response_id=active.id)
+            self.interruptions.mark_interrupted(active)
+        self._start_response(None)
+
+    def _answers(self, response: ResponseState, item_id: str) -> bool:
+        """True when `response`'s prompt holds the user item `item_id` with its transcript,
+        or will: it was not built yet, and the item comes before the response's."""
+        if response.prompted_items is not None:
+            return item_id in response.prompted_items
+        return any(item.id == item_id for item in self.history.before(response.item_id))
 
     def pending_transcripts(self) -> bool:
         """True while a committed utterance still waits for its transcript."""
@@ -501,7 +538,9 @@ class Session:
         if response is None or not response.active:
             return None
         turns = []
-        for item in self.history.before(response.item_id):
+        before = self.history.before(response.item_id)
+        response.prompted_items = frozenset(item.id for item in before if item.text)
+        for item in before:
             if item.role == "user":
                 turns.append(ConversationTurn(role="user", text=item.text))
             elif item.text or item.full_text:
@@ -592,7 +631,8 @@ class Session:
         has not reported playback is paced by real time from the first send, and one whose
         ACKs stopped for `ack_timeout_ms` falls back to that. When the queue is drained and
         generation ended, the terminal events are emitted (exactly once). Also settles the
-        history of a client found not to report playback (`playback_unreported`).
+        history of a client found not to report playback (`playback_unreported`), and fires
+        server_vad's idle timeout when due (`TurnEnds.check_idle`).
 
         Args:
             now_ms: a monotonic clock reading in ms (it advances the session clock).
@@ -604,7 +644,8 @@ class Session:
         """
         self._clock_ms = max(self._clock_ms, now_ms)
         deadlines = (self.pauses.check(now_ms), self._pull_current(now_ms),
-                     self.heard_text.settle_unreported(now_ms))
+                     self.heard_text.settle_unreported(now_ms),
+                     self.turn_ends.check_idle(now_ms))
         return min((d for d in deadlines if d is not None), default=None)
 
     def _pull_current(self, now_ms: float) -> float | None:
