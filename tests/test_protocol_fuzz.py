@@ -99,7 +99,7 @@ LIMITS: list[tuple[str, str | bytes, str, str | None, str | None]] = [
     ("float audio_end_ms", _event("barge_in", '"response_id": "RID", "audio_end_ms": 1e15'),
      "invalid_type", "audio_end_ms", "lim"),
     ("boolean speed", _event("session.update", '"session": {"audio": {"output": {"speed": true}}}'),
-     "invalid_value", "session.audio.output.speed", "lim"),
+     "invalid_type", "session.audio.output.speed", "lim"),
     # frames that are no event
     ("binary, invalid UTF-8", b"\xff\xfe\xed\xa0\x80", "invalid_frame", None, None),
     ("top-level string", '"a string"', "invalid_json", None, None),

@@ -20,7 +20,9 @@ from typing import Any
 
 from server.listening.backchannel import VOCABULARIES
 from server.listening.server_vad_settings import TurnDetection
+from server.realtime.extensions import ExtensionSettings
 from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.openai_schema import response_errors, session_errors
 
 MAX_FRAME_CHARS = 1_048_576
 """Largest client text frame accepted (code points); larger frames get an error event."""
@@ -83,10 +85,12 @@ class ItemCreate:
 
 @dataclass(frozen=True, slots=True)
 class ResponseCreate:
-    """`response.create`; `instructions` overrides the session's for this response only."""
+    """`response.create`; `instructions` overrides the session's for this response only;
+    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object."""
 
     event_id: str | None
     instructions: str | None = None
+    metadata: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,73 +315,85 @@ class _Fields:
         return value
 
 
+SESSION_EXTENSIONS = frozenset({"interruption", "extensions"})
+"""Our own fields of the session object (PROTOCOL.md); every other field is OpenAI's."""
+
+STORED_SESSION_FIELDS = ("tools", "tool_choice", "tracing", "include", "max_output_tokens",
+                         "prompt", "truncation", "parallel_tool_calls", "reasoning")
+"""OpenAI session fields this server keeps as given and reports back in `session.updated`
+(`SessionUpdate.changes["stored"]`); what the responder honours of them is its business."""
+
+
+def _refusal(errors: list[ProtocolError], event_id: str | None) -> ProtocolError:
+    """One error naming every refused field: the first one's code and param, all messages."""
+    first = errors[0]
+    return ProtocolError(first.code, " ".join(e.message for e in errors), param=first.param,
+                         event_id=event_id)
+
+
 def _parse_session(fields: _Fields) -> SessionUpdate:
+    """A `session.update`: OpenAI's GA session object (`openai_schema.session_errors`) plus our
+    extensions (SESSION_EXTENSIONS). Every refused field is named in one error; nothing of a
+    refused update applies.
+
+    `changes` holds what the session applies or stores: `instructions`, `voice` (any OpenAI
+    voice is accepted; the server speaks with its own), `turn_detection`, `noise_reduction` and
+    `transcription` (null: off), `interruption`, `extensions`, and `stored` (the fields of
+    STORED_SESSION_FIELDS present). `model`, `output_modalities` and `audio.output.speed` are
+    accepted and reported back as what this server does (its model, audio, 1.0).
+
+    Raises:
+        ProtocolError: every field OpenAI refuses, audio formats other than `audio/pcm` (24 kHz
+            PCM16 is this server's only format), bad extension fields.
+    """
     session = fields.data.get("session")
     if not isinstance(session, dict):
         raise fields.error("invalid_type", "'session' must be an object.", "session")
-    changes: dict[str, Any] = {}
-    allowed = {"type", "instructions", "output_modalities", "audio", "model", "interruption"}
-    for key, value in session.items():
-        param = f"session.{key}"
-        if key not in allowed:
-            raise fields.error("unknown_parameter", f"Unsupported session field '{key}'.", param)
-        if key == "type" and value != "realtime":
-            raise fields.error("invalid_value", "session.type must be 'realtime'.", param)
-        if key == "instructions":
-            if not isinstance(value, str):
-                raise fields.error("invalid_type", "instructions must be a string.", param)
-            changes["instructions"] = value
-        if key == "output_modalities" and value != ["audio"]:
-            raise fields.error("invalid_value", "Only ['audio'] output is supported.", param)
-        if key == "model" and not isinstance(value, str):
-            raise fields.error("invalid_type", "model must be a string.", param)
-        if key == "audio":
-            changes.update(_parse_audio_config(fields, value))
-        if key == "interruption":
-            try:
-                InterruptionSettings().updated(value, frozenset(VOCABULARIES))
-            except ValueError as exc:
-                name, message = exc.args
-                raise fields.error("invalid_value", message,
-                                   f"{param}.{name}" if name else param) from None
-            changes["interruption"] = value
-    return SessionUpdate(fields.event_id, changes)
-
-
-def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
-    if not isinstance(audio, dict):
-        raise fields.error("invalid_type", "session.audio must be an object.", "session.audio")
-    changes: dict[str, Any] = {}
-    for direction, value in audio.items():
+    standard = {k: v for k, v in session.items() if k not in SESSION_EXTENSIONS}
+    errors = [fields.error(e.code, e.message, e.param) for e in session_errors(standard)]
+    refused = {e.param for e in errors}
+    changes: dict[str, Any] = {"stored": {k: standard[k] for k in STORED_SESSION_FIELDS
+                                          if k in standard}}
+    if "instructions" in standard:
+        changes["instructions"] = standard["instructions"]
+    audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
+    for direction in ("input", "output"):
+        settings = audio.get(direction) if isinstance(audio.get(direction), dict) else {}
         param = f"session.audio.{direction}"
-        if direction not in ("input", "output") or not isinstance(value, dict):
-            raise fields.error("unknown_parameter", f"Unsupported field '{param}'.", param)
-        allowed = ({"format", "voice", "speed"} if direction == "output"
-                   else {"format", "turn_detection", "transcription"})
-        for key, setting in value.items():
-            sub = f"{param}.{key}"
-            if key not in allowed:
-                raise fields.error("unknown_parameter", f"Unsupported field '{sub}'.", sub)
-            if key == "format":
-                _check_pcm_format(fields, setting, sub)
-            if key == "voice":
-                if not isinstance(setting, str):
-                    raise fields.error("invalid_type", "voice must be a string.", sub)
-                changes["voice"] = setting
-            if key == "speed" and (isinstance(setting, bool) or setting != 1.0):
-                raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
-            if key == "turn_detection":
-                changes["turn_detection"] = _parse_turn_detection(fields, setting, sub)
-            if key == "transcription" and not (
-                setting is None or (isinstance(setting, dict)
-                                    and set(setting) <= {"model", "language"}
-                                    and all(isinstance(v, str) for v in setting.values()))
-            ):
-                raise fields.error(
-                    "invalid_value", "transcription accepts only model and language (strings).",
-                    sub,
-                )
-    return changes
+        if "format" in settings and not any(p.startswith(f"{param}.format") for p in refused):
+            try:
+                _check_pcm_format(fields, settings["format"], f"{param}.format")
+            except ProtocolError as exc:
+                errors.append(exc)
+        for key in ("noise_reduction", "transcription") if direction == "input" else ():
+            if key in settings:
+                changes[key] = settings[key]
+        detection = settings.get("turn_detection", ...) if direction == "input" else ...
+        if detection is not ... and not any(p.startswith(f"{param}.turn_detection")
+                                            for p in refused):
+            try:
+                changes["turn_detection"] = _parse_turn_detection(
+                    fields, detection, f"{param}.turn_detection")
+            except ProtocolError as exc:
+                errors.append(exc)
+        if "voice" in settings:
+            changes["voice"] = settings["voice"]
+    if "interruption" in session:
+        try:
+            InterruptionSettings().updated(session["interruption"], frozenset(VOCABULARIES))
+            changes["interruption"] = session["interruption"]
+        except ValueError as exc:
+            name, message = exc.args
+            errors.append(fields.error("invalid_value", message, "session.interruption"
+                                       + (f".{name}" if name else "")))
+    if "extensions" in session:
+        try:
+            changes["extensions"] = ExtensionSettings.from_wire(session["extensions"])
+        except ValueError as exc:
+            errors.append(fields.error("invalid_value", str(exc), "session.extensions"))
+    if errors:
+        raise _refusal(errors, fields.event_id)
+    return SessionUpdate(fields.event_id, changes)
 
 
 def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetection | None:
@@ -471,34 +487,24 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:
+    """A `response.create`: its response object is checked against OpenAI's GA schema
+    (`openai_schema.response_errors`, every refused field named at once). `instructions` and
+    `metadata` are honoured; the other fields are accepted and the reply is this server's
+    (audio, its voice, the session's conversation).
+
+    Raises:
+        ProtocolError: every field OpenAI refuses.
+    """
     response = fields.data.get("response")
     if response is None:
         return ResponseCreate(fields.event_id)
     if not isinstance(response, dict):
         raise fields.error("invalid_type", "'response' must be an object.", "response")
-    unknown = set(response) - {"instructions", "output_modalities", "metadata"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise fields.error(
-            "unknown_parameter", f"Unsupported response field '{name}'.", f"response.{name}"
-        )
-    instructions = response.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise fields.error(
-            "invalid_type", "instructions must be a string.", "response.instructions"
-        )
-    if response.get("output_modalities", ["audio"]) != ["audio"]:
-        raise fields.error(
-            "invalid_value", "Only ['audio'] output is supported.", "response.output_modalities"
-        )
-    metadata = response.get("metadata")
-    if metadata is not None and not (
-        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
-    ):
-        raise fields.error(
-            "invalid_type", "metadata must be an object of strings.", "response.metadata"
-        )
-    return ResponseCreate(fields.event_id, instructions)
+    errors = [fields.error(e.code, e.message, e.param) for e in response_errors(response)]
+    if errors:
+        raise _refusal(errors, fields.event_id)
+    return ResponseCreate(fields.event_id, response.get("instructions"),
+                          response.get("metadata"))
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:

@@ -93,6 +93,7 @@ class ResponseState:
             have played further than it plus the clock reading).
         paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
             and playback reports do not settle it until it resumes or is cut.
+        metadata: `response.create`'s `response.metadata`, echoed in the response object.
     """
 
     id: str
@@ -113,6 +114,7 @@ class ResponseState:
     status_reason: str | None = None
     error_message: str | None = None
     paused: bool = False
+    metadata: dict[str, str] | None = None
 
     @property
     def active(self) -> bool:
@@ -138,7 +140,7 @@ class ResponseState:
         wire: dict[str, object] = {
             "id": self.id, "object": "realtime.response", "status": self.status,
             "output_modalities": ["audio"], "conversation_id": conversation_id,
-            "output": output, "audio": {"output": audio_output},
+            "output": output, "audio": {"output": audio_output}, "metadata": self.metadata,
         }
         if self.status != "in_progress":
             details: dict[str, object] = {"type": self.status}

@@ -80,12 +80,14 @@ class ResponseLifecycle:
                                 [item.as_wire(response.item_status)] if item else [],
                                 self._audio_output)
 
-    def start(self, instructions: str | None) -> ResponseState:
-        """Create a response and its assistant item; emit `response.created`, the item's
-        `conversation.item.added`, `response.output_item.added` and
-        `response.content_part.added`; ask for its generation (`StartGeneration`)."""
+    def start(self, instructions: str | None,
+              metadata: dict[str, str] | None = None) -> ResponseState:
+        """Create a response (its object echoing `metadata`) and its assistant item; emit
+        `response.created`, the item's `conversation.item.added`, `response.output_item.added`
+        and `response.content_part.added`; ask for its generation (`StartGeneration`)."""
         response = ResponseState(id=self._log.new_id("resp", taken=self.by_id),
-                                 item_id=self._items.new_id(), epoch=self.epoch)
+                                 item_id=self._items.new_id(), epoch=self.epoch,
+                                 metadata=metadata)
         self.by_id[response.id] = response
         self.current_id = response.id
         item = HistoryItem(id=response.item_id, role="assistant", text="",
