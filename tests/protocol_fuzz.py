@@ -247,7 +247,7 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     ],
     "conversation.item.create": [
         (("item",), WRONG_OBJECT), (("item", "type"), _not("message")),
-        (("item", "role"), _not("user")),
+        (("item", "role"), _refusing(lambda v: v in ("user", "system"))),
         (("item", "content"), _refusing(lambda v: isinstance(v, list) and v != [])),
         (("item", "content", 0), WRONG_OBJECT),
         (("item", "content", 0, "type"), _not("input_text")),

@@ -200,6 +200,10 @@ function onSession(event) {
   if (event.type === 'session.created') {
     resetSession();
     status.log('info', `Session ${event.session?.id ?? ''} started, audio at ${rate} Hz`);
+    // Opt in to the extension events (heard text, ACK replies, pauses, backchannels), the
+    // interim heard texts too: the history view shows each calibration and its evidence.
+    client.send({ type: 'session.update',
+      session: { type: 'realtime', extensions: { enabled: true, interim_heard: true } } });
   }
   state.sessionRate = rate;
   state.connected = true;

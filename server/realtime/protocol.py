@@ -73,14 +73,17 @@ class SessionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ItemCreate:
-    """`conversation.item.create` with a user text message.
+    """`conversation.item.create` with a user or system text message.
 
-    `previous_item_id`: insert after this item (`"root"`: first); None appends."""
+    `previous_item_id`: insert after this item (`"root"`: first); None appends. `role`:
+    "user", or "system" (instructions placed in the prompt where the item is, as OpenAI
+    does: Pipecat appends them mid-conversation)."""
 
     event_id: str | None
     text: str
     item_id: str | None = None
     previous_item_id: str | None = None
+    role: str = "user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,10 +450,10 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
-    if item.get("type") != "message" or item.get("role") != "user":
+    if item.get("type") != "message" or item.get("role") not in ("user", "system"):
         raise fields.error(
-            "invalid_value", "Only user messages with input_text can be created.", "item.role"
-        )
+            "invalid_value", "Only user and system messages with input_text can be created.",
+            "item.role")
     unknown = set(item) - {"type", "role", "content", "id", "object", "status"}
     if unknown:
         name = sorted(unknown)[0]
@@ -483,7 +486,8 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
     previous_item_id = fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id)
+    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id,
+                      item["role"])
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:

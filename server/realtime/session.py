@@ -512,19 +512,19 @@ class Session:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        User turns are verbatim; assistant turns carry the heard text, the full text and whether
-        they were interrupted (the responder adds the interruption note). An assistant item
-        that holds no text at all (a reply that failed or was cancelled before it wrote a word)
-        is left out: it said nothing, and a note would tell the model of an interruption that
-        never cut anything it said.
+        User and system turns are verbatim; assistant turns carry the heard text, the full text
+        and whether they were interrupted (the responder adds the interruption note). An
+        assistant item that holds no text at all (a reply that failed or was cancelled before
+        it wrote a word) is left out: it said nothing, and a note would tell the model of an
+        interruption that never cut anything it said.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
             return None
         turns = []
         for item in self.history.before(response.item_id):
-            if item.role == "user":
-                turns.append(ConversationTurn(role="user", text=item.text))
+            if item.role in ("user", "system"):
+                turns.append(ConversationTurn(role=item.role, text=item.text))
             elif item.text or item.full_text:
                 turns.append(ConversationTurn(role="assistant", text=item.text,
                                               full_text=item.full_text,

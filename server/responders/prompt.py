@@ -19,14 +19,15 @@ class ConversationTurn:
     """One turn of the conversation history.
 
     Attributes:
-        role: "user" or "assistant".
+        role: "user", "assistant" or "system" (a system item of the conversation: instructions
+            given where it stands, sent to the model as a system message there).
         text: user: the prompt verbatim; assistant: the heard text as stored in history (an exact
             prefix of `full_text`, trailing whitespace stripped; "" when nothing was heard).
         full_text: assistant: the whole generated reply ("" means the same as `text`).
         interrupted: assistant: the listener did not hear all of the reply.
     """
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     text: str
     full_text: str = ""
     interrupted: bool = False
