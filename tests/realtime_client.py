@@ -39,10 +39,11 @@ class RealtimeClient:
                 **kwargs: Any) -> _ClientContext:
         """Async context manager yielding a connected client (after `session.created`).
 
-        `extensions`: the `session.extensions` it opts in with (after `session.created`, its
-        `session.updated` is then read too); by default every extension event, interim
-        `conversation.item.heard` included; None: a plain OpenAI client, which sees OpenAI's
-        events only until its first `playback.ack`."""
+        `extensions`: the `session.extensions` it opts in with, turning server VAD off too
+        (after `session.created`; its `session.updated` is then read too); by default every
+        extension event, interim `conversation.item.heard` included; None: a plain OpenAI
+        client with OpenAI's defaults (server VAD on), which sees OpenAI's events only until
+        its first `playback.ack`."""
         return _ClientContext(url, extensions, kwargs)
 
     async def send(self, event: Event) -> str:
@@ -200,8 +201,8 @@ class _ClientContext:
         self.client = RealtimeClient(websocket)
         await self.client.wait_for("session.created")
         if self.extensions is not None:
-            await self.client.send({"type": "session.update",
-                                    "session": {"extensions": self.extensions}})
+            await self.client.send({"type": "session.update", "session": {
+                "extensions": self.extensions, "audio": {"input": {"turn_detection": None}}}})
             await self.client.wait_for("session.updated")
         return self.client
 

@@ -49,13 +49,14 @@ class InputTurns:
 
     Attributes:
         audio: the input audio buffer (ms positions on the session's input timeline).
-        turn_detection: the `server_vad` settings in force, None without server VAD.
+        turn_detection: the `server_vad` settings in force, None without server VAD; server
+            VAD with OpenAI's defaults until the client says otherwise (OpenAI's default).
     """
 
     def __init__(self, sample_rate_hz: int, max_bytes: int, items: ConversationItems,
                  log: EventLog) -> None:
         self.audio = InputAudioBuffer(sample_rate_hz, max_bytes)
-        self.turn_detection: TurnDetection | None = None
+        self.turn_detection: TurnDetection | None = TurnDetection()  # OpenAI's default: on
         self._items = items
         self._log = log
         self._speech_item: tuple[str, int] | None = None
