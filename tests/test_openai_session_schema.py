@@ -192,3 +192,34 @@ async def test_response_create_accepts_openais_fields_and_echoes_metadata(start_
                                                                    "bogus": 1}})
         error = (await client.wait_for("error"))["error"]
         assert "'response.bogus'" in error["message"]
+
+
+def test_a_system_item_mid_conversation_is_an_instruction_where_it_stands() -> None:
+    """Pipecat appends `role: "system"` items mid-conversation: accepted (as OpenAI does), and
+    the model gets them as system messages at their place in the prompt."""
+    session = Session()
+    for role, text in (("user", "Hello."), ("system", "Answer in French."), ("user", "Tides?")):
+        session.receive(json.dumps({"type": "conversation.item.create", "item": {
+            "type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}}))
+    events = session.take_events()
+    assert "error" not in [e["type"] for e in events]
+    session.receive(json.dumps({"type": "response.create"}))
+    response_id = session.current_response_id
+    prompt = session.build_prompt(response_id)
+    assert prompt.as_messages()[1:] == [
+        {"role": "user", "content": "Hello."}, {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Tides?"}]
+
+
+def test_max_output_tokens_reaches_the_responders_prompt() -> None:
+    """The session's `max_output_tokens` bounds the reply of a responder that counts tokens
+    (the LLM responder asks for at most that many); "inf" leaves the server's own bound."""
+    session = Session()
+    limits = []
+    for value in (25, "inf"):
+        update(session, {"max_output_tokens": value})
+        session.receive(json.dumps({"type": "response.create"}))
+        limits.append(session.build_prompt(session.current_response_id).max_output_tokens)
+        session.receive(json.dumps({"type": "response.cancel"}))
+        session.take_events()
+    assert limits == [25, None]

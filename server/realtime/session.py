@@ -533,6 +533,8 @@ class Session:
             instructions=self.lifecycle.instructions(response_id, self.instructions),
             turns=tuple(turns),
             interruption_note=self.config.interruption_note,
+            max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
+            else self.stored["max_output_tokens"],
         )
 
     # ------------------------------------------------------------------ generation output
