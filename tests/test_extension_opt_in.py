@@ -10,16 +10,17 @@ from tests.realtime_client import RealtimeClient
 TEXT = "say: one two three four five six seven eight nine ten."
 
 
-async def interrupt(client: RealtimeClient, *, truncate: bool) -> str:
+async def interrupt(client: RealtimeClient, *, truncate: bool, cancel_first: bool = False) -> str:
     """A reply cut at 900 ms, while it is still sent, by `conversation.item.truncate` then
-    `response.cancel` (the `openai-agents` SDK's `interrupt()`) or by a `barge_in`; returns
-    its item id once the cut was applied."""
+    `response.cancel` (the `openai-agents` SDK's `interrupt()`; with `cancel_first`, the
+    other way round) or by a `barge_in`; returns its item id once the cut was applied."""
     response_id, item_id = await client.prompt(TEXT)
     await client.wait_audio_until(response_id, 1200)
     if truncate:
-        await client.send({"type": "conversation.item.truncate", "item_id": item_id,
-                           "content_index": 0, "audio_end_ms": 900})
-        await client.send({"type": "response.cancel"})
+        cut = [{"type": "conversation.item.truncate", "item_id": item_id,
+                "content_index": 0, "audio_end_ms": 900}, {"type": "response.cancel"}]
+        for event in reversed(cut) if cancel_first else cut:
+            await client.send(event)
         await client.wait_for("conversation.item.truncated")
     else:
         await client.barge_in(response_id, 900)
@@ -32,10 +33,14 @@ async def test_a_plain_client_sees_openais_events_only(start_server) -> None:
     server = await start_server(tts="uniform", calibration="marks")
     async with RealtimeClient.connect(server.ws_url, extensions=None) as client:
         await interrupt(client, truncate=True)
+        await interrupt(client, truncate=True, cancel_first=True)
         await client.drain(1.5)
     assert not {e["type"] for e in client.events} & EXTENSION_EVENTS
     assert not client.of_type("error")
-    assert [e["response"]["status"] for e in client.of_type("response.done")] == ["cancelled"]
+    assert [e["response"]["status"] for e in client.of_type("response.done")] == [
+        "cancelled", "cancelled"]
+    assert [e["audio_end_ms"] for e in client.of_type("conversation.item.truncated")] == [
+        900, 900]
 
 
 async def test_a_first_playback_ack_opts_in(start_server) -> None:
