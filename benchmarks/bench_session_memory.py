@@ -43,14 +43,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from benchmarks.bench_server import command_line, machine_facts
 from benchmarks.tables import print_table
-from server.realtime.protocol import (
-    MAX_FRAME_CHARS,
-    MAX_ID_CHARS,
-    MAX_INSTRUCTIONS_CHARS,
-    MAX_METADATA_KEY_CHARS,
-    MAX_METADATA_PAIRS,
-    MAX_METADATA_VALUE_CHARS,
-)
+from server.realtime.openai_schema import METADATA_LIMITS
+from server.realtime.protocol import MAX_FRAME_CHARS, MAX_ID_CHARS, MAX_INSTRUCTIONS_CHARS
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_PER_S = 100
@@ -92,8 +86,9 @@ def events(count: int) -> list[str]:
     """`count` frames, cycling through the kinds of the module docstring."""
     audio = base64.b64encode(b"\x01\x00" * ((MAX_FRAME_CHARS - 100) * 3 // 8)).decode()
     instructions = "i" * MAX_INSTRUCTIONS_CHARS
-    metadata = {f"{index:02d}" + "k" * (MAX_METADATA_KEY_CHARS - 2): "v" * MAX_METADATA_VALUE_CHARS
-                for index in range(MAX_METADATA_PAIRS)}
+    pairs, key_chars, value_chars = METADATA_LIMITS
+    metadata = {f"{index:02d}" + "k" * (key_chars - 2): "v" * value_chars
+                for index in range(pairs)}
     small = [
         lambda n: {"type": "conversation.item.create", "item": {
             "id": f"{n:08d}" + "x" * (MAX_ID_CHARS - 8), "type": "message", "role": "user",

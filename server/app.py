@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
@@ -87,6 +88,23 @@ class ServerOptions:
     api_key: str | None = field(default=None, repr=False)
     metrics_port: int | None = None
     allowed_hosts: tuple[str, ...] = ()
+
+
+BETA_REFUSAL = ("this server speaks the GA OpenAI Realtime protocol only: the beta protocol "
+                "('OpenAI-Beta: realtime=v1', subprotocol 'openai-beta.realtime-v1') is not "
+                "supported; use a GA client (e.g. the openai package's client.realtime, not "
+                "client.beta.realtime)\n")
+"""Body of the 400 answer to a beta-protocol client: its event names differ, so it would hear
+nothing it understands (issue 25)."""
+
+
+def asks_for_beta(headers: Headers) -> bool:
+    """True when an upgrade asks for OpenAI's beta Realtime protocol: an `OpenAI-Beta` header
+    naming `realtime=v1` (server clients), or the `openai-beta.realtime-v1` subprotocol
+    (browser clients, which cannot set headers)."""
+    beta = ",".join(headers.get_all("OpenAI-Beta")).replace(" ", "").lower()
+    protocols = ",".join(headers.get_all("Sec-WebSocket-Protocol")).replace(" ", "").lower()
+    return "realtime=v1" in beta.split(",") or "openai-beta.realtime-v1" in protocols.split(",")
 
 
 def static_response(path: str, web_root: Path = WEB_ROOT) -> Response:
@@ -190,7 +208,12 @@ class DemoServer:
         return static_response(path)
 
     def _check_upgrade(self, request: Request) -> Response | None:
-        """Refuse a realtime upgrade (403 origin, 401 key, 503 full) or let it proceed (None)."""
+        """Refuse a realtime upgrade (400 beta protocol, 403 origin, 401 key, 503 full) or let
+        it proceed (None)."""
+        if asks_for_beta(request.headers):
+            log.warning("refused a WebSocket upgrade asking for the beta Realtime protocol")
+            self.metrics.sessions_refused.labels("beta").inc()
+            return text_response(http.HTTPStatus.BAD_REQUEST, BETA_REFUSAL)
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, request.headers.get("Host"), self.allowed_origins):
             log.warning("refused a WebSocket upgrade from a foreign origin")

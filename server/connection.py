@@ -557,6 +557,7 @@ class Connection:
             events = self.session.take_events()
             for event in events:
                 self.observer.server_event(event)
+            events = self.session.client_events(events)
             if events and not await send_events(self.websocket, events,
                                                 self.services.send_timeout_s):
                 await self._close_stalled()

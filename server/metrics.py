@@ -128,7 +128,7 @@ class ServerMetrics:
         self.sessions = Counter("duplex_sessions", "Realtime sessions opened.", registry=r)
         self.sessions_refused = Counter(
             "duplex_sessions_refused", "WebSocket upgrades refused at the handshake, by reason "
-            "(origin, api_key, full).", ["reason"], registry=r)
+            "(beta, origin, api_key, full).", ["reason"], registry=r)
         self.responses = Counter("duplex_responses", "Responses ended, by response.done status.",
                                  ["status"], registry=r)
         self.barge_ins = Counter(

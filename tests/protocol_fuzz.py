@@ -53,9 +53,8 @@ STATE_ERRORS = {
 }
 """Error codes a valid frame may get: what it names does not exist, or cannot be done now."""
 
-STATE_INVALID_VALUES = {"audio_end_ms", "session.audio.output.voice"}
-"""Params of the `invalid_value` errors a valid frame may get (a truncate beyond the audio,
-a voice the server does not have)."""
+STATE_INVALID_VALUES = {"audio_end_ms"}
+"""Params of the `invalid_value` errors a valid frame may get (a truncate beyond the audio)."""
 
 CHECK_PROMPT = "say: hello there"
 CHECK_REPLY = "hello there"
@@ -159,6 +158,11 @@ def _not(expected: Any) -> st.SearchStrategy[Any]:
     return _refusing(lambda v: v == expected and type(v) is type(expected))
 
 
+MODALITIES = _refusing(lambda v: isinstance(v, list) and set(v) <= {"text", "audio"}
+                      and all(isinstance(m, str) for m in v))
+"""Values OpenAI refuses as `output_modalities` (a list of "text" and "audio")."""
+
+
 def _audio(pcm: bytes) -> str:
     return base64.b64encode(pcm[: len(pcm) // 2 * 2]).decode()
 
@@ -192,13 +196,19 @@ turn_detections = st.one_of(st.none(), st.fixed_dictionaries(
         {"type": st.just("semantic_vad")},
         optional={"eagerness": st.sampled_from(["low", "medium", "high", "auto"]),
                   "create_response": st.booleans(), "interrupt_response": st.booleans()}))
+modalities = st.sampled_from([["audio"], ["text"]])
 sessions = _some(
-    type=st.just("realtime"), instructions=texts, output_modalities=st.just(["audio"]),
-    model=names,
+    type=st.just("realtime"), instructions=texts, output_modalities=modalities,
+    model=names, tools=st.just([]), tool_choice=st.sampled_from(["auto", "none", "required"]),
+    tracing=st.sampled_from([None, "auto", {"workflow_name": "w"}]),
+    max_output_tokens=st.one_of(st.just("inf"), st.integers(1, 4096)),
+    truncation=st.sampled_from(["auto", "disabled"]),
     audio=_some(
         input=_some(format=pcm_formats, turn_detection=turn_detections,
+                    noise_reduction=st.sampled_from([None, {"type": "near_field"}]),
                     transcription=st.one_of(st.none(), _some(model=names, language=names))),
-        output=_some(format=pcm_formats, speed=st.sampled_from([1.0, 1]))),
+        output=_some(format=pcm_formats, speed=st.sampled_from([1.0, 1, 0.25, 1.5]),
+                     voice=st.sampled_from(["alloy", "marin", "joe", {"id": "voice_1"}]))),
 )
 user_items = st.fixed_dictionaries(
     {"type": st.just("message"), "role": st.just("user"),
@@ -216,7 +226,7 @@ VALID_FIELDS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "conversation.item.truncate": st.fixed_dictionaries(
         {"item_id": ids, "audio_end_ms": milliseconds}, optional={"content_index": st.just(0)}),
     "response.create": _some(response=_some(
-        instructions=texts, output_modalities=st.just(["audio"]),
+        instructions=texts, output_modalities=modalities,
         metadata=st.dictionaries(st.text(max_size=8), names, max_size=3))),
     "response.cancel": _some(response_id=ids),
     "input_audio_buffer.append": st.fixed_dictionaries({"audio": audio.map(_audio)}),
@@ -245,12 +255,13 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
         (("session", "instructions"), too_long), (("session", "model"), too_long),
         (("session", "audio", "output", "voice"), too_long),
         (("session", "type"), _not("realtime")),
-        (("session", "output_modalities"), _not(["audio"])),
+        (("session", "output_modalities"), MODALITIES),
         (("session", "model"), WRONG_TEXT), (("session", "audio"), WRONG_OBJECT),
         (("session", "audio", "input"), WRONG_OBJECT),
         (("session", "audio", "output"), WRONG_OBJECT),
         (("session", "audio", "output", "voice"), WRONG_TEXT),
-        (("session", "audio", "output", "speed"), _refusing(lambda v: _is_number(v) and v == 1)),
+        (("session", "audio", "output", "speed"),
+         _refusing(lambda v: _is_number(v) and 0.25 <= v <= 1.5)),
         (("session", "audio", "input", "format"), WRONG_OBJECT),
         (("session", "audio", "output", "format", "type"), _not("audio/pcm")),
         (("session", "audio", "input", "format", "rate"),
@@ -269,7 +280,7 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     ],
     "conversation.item.create": [
         (("item",), WRONG_OBJECT), (("item", "type"), _not("message")),
-        (("item", "role"), _not("user")),
+        (("item", "role"), _refusing(lambda v: v in ("user", "system"))),
         (("item", "content"), _refusing(lambda v: isinstance(v, list) and v != [])),
         (("item", "content", 0), WRONG_OBJECT),
         (("item", "content", 0, "type"), _not("input_text")),
@@ -287,7 +298,7 @@ WRONG_FIELDS: dict[str, list[tuple[Path, st.SearchStrategy[Any]]]] = {
     "response.create": [
         (("response",), WRONG_OBJECT), (("response", "instructions"), WRONG_TEXT),
         (("response", "instructions"), too_long), (("response", "metadata", "key"), too_long),
-        (("response", "output_modalities"), _not(["audio"])),
+        (("response", "output_modalities"), MODALITIES),
         (("response", "metadata"), WRONG_OBJECT), (("response", "metadata", "key"), WRONG_TEXT),
     ],
     "response.cancel": [(("response_id",), WRONG_ID)],

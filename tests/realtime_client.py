@@ -17,6 +17,9 @@ from websockets.asyncio.client import ClientConnection, connect
 
 Event = dict[str, Any]
 
+INTERIM = {"enabled": True, "interim_heard": True}
+"""`session.extensions` of every extension event, interim `conversation.item.heard` included."""
+
 
 class RealtimeClient:
     """One session over `/v1/realtime`.
@@ -32,9 +35,16 @@ class RealtimeClient:
         self._ids = itertools.count(1)
 
     @classmethod
-    def connect(cls, url: str, **kwargs: Any) -> _ClientContext:
-        """Async context manager yielding a connected client (after `session.created`)."""
-        return _ClientContext(url, kwargs)
+    def connect(cls, url: str, *, extensions: dict[str, bool] | None = INTERIM,
+                **kwargs: Any) -> _ClientContext:
+        """Async context manager yielding a connected client (after `session.created`).
+
+        `extensions`: the `session.extensions` it opts in with, turning server VAD off too
+        (after `session.created`; its `session.updated` is then read too); by default every
+        extension event, interim `conversation.item.heard` included; None: a plain OpenAI
+        client with OpenAI's defaults (server VAD on), which sees OpenAI's events only until
+        its first `playback.ack`."""
+        return _ClientContext(url, extensions, kwargs)
 
     async def send(self, event: Event) -> str:
         """Send one client event (an `event_id` is added when missing); returns the event_id."""
@@ -179,8 +189,10 @@ async def fetch_reply_audio(url: str, prompt: str, until_ms: int | None = None,
 
 
 class _ClientContext:
-    def __init__(self, url: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, url: str, extensions: dict[str, bool] | None,
+                 kwargs: dict[str, Any]) -> None:
         self.url = url
+        self.extensions = extensions
         self.kwargs = kwargs
         self.client: RealtimeClient | None = None
 
@@ -188,6 +200,10 @@ class _ClientContext:
         websocket = await connect(self.url, max_size=None, **self.kwargs)
         self.client = RealtimeClient(websocket)
         await self.client.wait_for("session.created")
+        if self.extensions is not None:
+            await self.client.send({"type": "session.update", "session": {
+                "extensions": self.extensions, "audio": {"input": {"turn_detection": None}}}})
+            await self.client.wait_for("session.updated")
         return self.client
 
     async def __aexit__(self, *exc: object) -> None:

@@ -113,7 +113,7 @@ def test_rate_limiter_counts_a_sliding_window() -> None:
 
 async def test_events_above_the_rate_get_an_error_and_change_nothing(start_server) -> None:
     server = await start_server(max_events_per_s=20)
-    async with RealtimeClient.connect(server.ws_url) as client:
+    async with RealtimeClient.connect(server.ws_url, extensions=None) as client:
         sent = [await client.send({"type": "session.update", "session": {
             "type": "realtime", "instructions": f"version {i}"}}) for i in range(25)]
         updated = [await client.wait_for("session.updated") for _ in range(20)]
@@ -131,7 +131,7 @@ async def test_events_above_the_rate_get_an_error_and_change_nothing(start_serve
 
 async def test_twice_the_rate_closes_1008(start_server) -> None:
     server = await start_server(max_events_per_s=20)
-    async with RealtimeClient.connect(server.ws_url) as client:
+    async with RealtimeClient.connect(server.ws_url, extensions=None) as client:
         for _ in range(45):
             await client.send({"type": "input_audio_buffer.clear"})
         code, reason = await closed_with(client)

@@ -34,7 +34,7 @@ BAD_EVENTS = [
     pytest.param('{"type": "input_audio_buffer.append", "event_id": "e10", "audio": "AAAA"}',
                  "invalid_audio", "e10", id="audio-odd-bytes"),
     pytest.param('{"type": "conversation.item.create", "event_id": "e11",'
-                 ' "item": {"type": "message", "role": "system", "content": []}}',
+                 ' "item": {"type": "message", "role": "tool", "content": []}}',
                  "invalid_value", "e11", id="item-wrong-role"),
     pytest.param('{"type": "barge_in", "event_id": "e12", "response_id": "resp_nope",'
                  ' "audio_end_ms": 10}', "response_not_found", "e12", id="barge-in-unknown"),

@@ -291,7 +291,7 @@ async def test_a_turn_is_transcribed_once_at_its_pause_and_events_keep_their_ord
     split_ms = -(-(pause.audio_end_ms + UTTERANCE_TAIL_MS + FRAME_MS) // FRAME_MS) * FRAME_MS
     assert split_ms < pause.audio_end_ms + SERVER_VAD["silence_duration_ms"]
     split = split_ms * INPUT_RATE_HZ * 2 // 1000
-    async with RealtimeClient.connect(server.ws_url) as client:
+    async with RealtimeClient.connect(server.ws_url, extensions=None) as client:
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
         await receive_while(client, asyncio.create_task(stream_mic(client, mic[:split])))

@@ -200,6 +200,12 @@ function onSession(event) {
   if (event.type === 'session.created') {
     resetSession();
     status.log('info', `Session ${event.session?.id ?? ''} started, audio at ${rate} Hz`);
+    // Opt in to the extension events (heard text, ACK replies, pauses, backchannels), the
+    // interim heard texts too: the history view shows each calibration and its evidence.
+    // Server VAD (on by default) waits for the microphone: `mic` asks for it when it is on.
+    client.send({ type: 'session.update', session: {
+      type: 'realtime', extensions: { enabled: true, interim_heard: true },
+      audio: { input: { turn_detection: null } } } });
   }
   state.sessionRate = rate;
   state.connected = true;

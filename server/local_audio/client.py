@@ -149,9 +149,10 @@ class TalkClient:
                 self._transcript.line(f"connected to {self.options.url}: type a prompt and Enter; "
                             "Enter alone stops the assistant"
                             + ("; or just talk" if self.options.microphone else ""))
-                if self.options.microphone:
-                    await self._send({"type": "session.update", "session": {
-                        "type": "realtime", "audio": {"input": {"turn_detection": SERVER_VAD}}}})
+                await self._send({"type": "session.update", "session": {
+                    "type": "realtime", "extensions": {"enabled": True},
+                    "audio": {"input": {"turn_detection": SERVER_VAD
+                                        if self.options.microphone else None}}}})
                 tasks = [asyncio.create_task(self._acks()), asyncio.create_task(self._typing())]
                 if detector is not None:
                     tasks.append(asyncio.create_task(self._microphone(rate, detector)))

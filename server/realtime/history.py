@@ -49,7 +49,7 @@ class HistoryItem:
 
     Attributes:
         id: item id (client-given or `item_…`).
-        role: "user" or "assistant".
+        role: "user", "assistant" or "system" (a client's instructions item).
         text: user text verbatim, or the assistant text history holds now (the heard text).
         full_text: assistant: the whole generated reply so far.
         response_id: assistant: the response that produced it.
@@ -60,7 +60,7 @@ class HistoryItem:
     """
 
     id: str
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     text: str
     full_text: str = ""
     response_id: str | None = None

@@ -50,13 +50,14 @@ class InputTurns:
 
     Attributes:
         audio: the input audio buffer (ms positions on the session's input timeline).
-        turn_detection: the `server_vad` settings in force, None without server VAD.
+        turn_detection: the `server_vad` settings in force, None without server VAD; server
+            VAD with OpenAI's defaults until the client says otherwise (OpenAI's default).
     """
 
     def __init__(self, sample_rate_hz: int, max_bytes: int, items: ConversationItems,
                  log: EventLog) -> None:
         self.audio = InputAudioBuffer(sample_rate_hz, max_bytes)
-        self.turn_detection: TurnDetection | None = None
+        self.turn_detection: TurnDetection | None = TurnDetection()  # OpenAI's default: on
         self._items = items
         self._log = log
         self._speech_item: tuple[str, int] | None = None
@@ -68,7 +69,7 @@ class InputTurns:
         self._skipped_pause: tuple[str, int] | None = None
         self._held: tuple[str, int, int] | None = None
         self._decided: tuple[str, int, bytes, str] | None = None
-        self._pending_transcripts: set[str] = set()
+        self._pending_transcripts: dict[str, float] = {}  # item id -> its audio, seconds
 
     @property
     def pending_transcripts(self) -> bool:
@@ -116,7 +117,7 @@ class InputTurns:
     def withdraw(self, item_id: str) -> None:
         """A committed utterance awaiting its transcript was a backchannel: delete its user
         item (`conversation.item.deleted`); its transcript is then ignored."""
-        self._pending_transcripts.discard(item_id)
+        self._pending_transcripts.pop(item_id, None)
         if item_id in self._items.history:
             self._items.delete(item_id)
 
@@ -379,7 +380,7 @@ class InputTurns:
         `max_chars` (the item itself is already counted among the items), with an `error`
         (`history_limit_exceeded`).
         """
-        self._pending_transcripts.discard(item_id)
+        seconds = self._pending_transcripts.pop(item_id, 0.0)
         item = self._items.history.get(item_id)
         if item is None:
             return False
@@ -396,7 +397,8 @@ class InputTurns:
             return False
         item.text = text
         self._log.emit("conversation.item.input_audio_transcription.completed",
-                       item_id=item_id, content_index=0, transcript=item.text)
+                       item_id=item_id, content_index=0, transcript=item.text,
+                       usage={"type": "duration", "seconds": round(seconds, 3)})
         self._log.emit("conversation.item.done",
                        previous_item_id=self._items.history.previous_id(item_id),
                        item=item.as_wire())
@@ -436,7 +438,7 @@ class InputTurns:
         self._log.emit("input_audio_buffer.committed", item_id=item.id,
                        previous_item_id=self._items.last_id())
         self._items.add(item, status="in_progress")
-        self._pending_transcripts.add(item.id)
+        self._pending_transcripts[item.id] = len(pcm16) / 2 / self.audio.sample_rate_hz
         self._log.effect(Transcribe(item.id, pcm16, audio_start_ms,
                                     prepared=prepared and known is None, transcript=known))
         return item.id

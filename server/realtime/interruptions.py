@@ -61,6 +61,16 @@ class Interruptions:
         self._heard_text.refresh(response)
         self._request_calibration()
 
+    def server_cut(self, response: ResponseState) -> None:
+        """The server's own interruption of `response` (speech over it: server VAD, or a
+        paused reply the utterance cut): mark it interrupted at the estimated position and
+        announce the cut with `conversation.item.truncated`, as OpenAI does (the `openai-agents`
+        SDK trims its history there); the client's truncate or final ACK may still refine it."""
+        self.mark_interrupted(response)
+        if response.item_id in self._items.history:
+            self._log.emit("conversation.item.truncated", item_id=response.item_id,
+                           content_index=0, audio_end_ms=response.cursor.cutoff_ms)
+
     def barge_in(self, event: protocol.BargeIn) -> None:
         """`barge_in`: stop the named reply (default: the active, else the latest one) at the
         client's rendered position `audio_end_ms` (a permanent cap); without one, at the
@@ -99,7 +109,10 @@ class Interruptions:
         self.mark_interrupted(response)
 
     def response_cancel(self, event: protocol.ResponseCancel) -> None:
-        """`response.cancel`: cancel the named (default: the active) response.
+        """`response.cancel`: cancel the named (default: the active) response. Cancelling the
+        latest response again after a cut ended it (a `conversation.item.truncate`, a barge-in,
+        a cancel: the `openai-agents` SDK's `interrupt()` sends truncate, then cancel) quietly
+        succeeds: with OpenAI, whose responses end when generation does, the pair never fails.
 
         Raises:
             protocol.ProtocolError: `response_cancel_not_active`, or an unknown response.
@@ -107,7 +120,10 @@ class Interruptions:
         if event.response_id is not None:
             response = self._responses.resolve(event.response_id, None, event.event_id)
         else:
-            response = self._responses.active()
+            response = self._responses.active() or self._responses.latest()
+        if response is not None and response.status == "cancelled" and (
+                response is self._responses.latest()):
+            return  # already cut by a truncate, barge-in or cancel: done, as OpenAI's would be
         if response is None or not response.active:
             raise protocol.ProtocolError(
                 "response_cancel_not_active", "There is no active response to cancel.",

@@ -104,8 +104,8 @@ class ConversationItems:
             raise error
 
     def create(self, event: protocol.ItemCreate) -> None:
-        """`conversation.item.create`: add the client's user text item, at the end or after
-        `previous_item_id` (`"root"`: first), as OpenAI Realtime does.
+        """`conversation.item.create`: add the client's user or system text item, at the end or
+        after `previous_item_id` (`"root"`: first), as OpenAI Realtime does.
 
         Raises:
             protocol.ProtocolError: `duplicate_item_id` when the client's id is taken,
@@ -125,7 +125,7 @@ class ConversationItems:
                 param="previous_item_id", event_id=event.event_id,
             )
         self.check_room(len(item_id) + len(event.text), event.event_id)
-        self.add(HistoryItem(id=item_id, role="user", text=event.text), after=after)
+        self.add(HistoryItem(id=item_id, role=event.role, text=event.text), after=after)
 
     def retrieve(self, item: HistoryItem, status: str) -> None:
         """`conversation.item.retrieve`: emit `conversation.item.retrieved` with `status`."""

@@ -244,7 +244,7 @@ class ReplyPauses:
             return
         self._log.emit("output_audio_buffer.cleared", response_id=response.id, reason=reason)
         self._responses.cancel_generation(response, "turn_detected")
-        self._interruptions.mark_interrupted(response)
+        self._interruptions.server_cut(response)
 
     def _forget(self, response: ResponseState | None) -> None:
         if response is not None:

@@ -24,7 +24,9 @@ from server.listening.server_vad_settings import (
     IDLE_TIMEOUT_RANGE_MS,
     TurnDetection,
 )
+from server.realtime.extensions import ExtensionSettings
 from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.openai_schema import response_errors, session_errors
 
 MAX_FRAME_CHARS = 1_048_576
 """Largest client text frame accepted (code points); larger frames get an error event."""
@@ -47,12 +49,6 @@ MAX_NAME_CHARS = 64
 
 MAX_INSTRUCTIONS_CHARS = 32_768
 """Longest `instructions` of `session.update` or `response.create` (code points)."""
-
-MAX_METADATA_PAIRS = 16
-MAX_METADATA_KEY_CHARS = 64
-MAX_METADATA_VALUE_CHARS = 512
-"""`response.metadata`: at most 16 pairs, keys up to 64 and values up to 512 characters (the
-limits of OpenAI's `metadata` objects)."""
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """A UTF-16 surrogate code point: JSON escapes such as `\\ud800` decode to one when unpaired
@@ -95,22 +91,27 @@ class SessionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ItemCreate:
-    """`conversation.item.create` with a user text message.
+    """`conversation.item.create` with a user or system text message.
 
-    `previous_item_id`: insert after this item (`"root"`: first); None appends."""
+    `previous_item_id`: insert after this item (`"root"`: first); None appends. `role`:
+    "user", or "system" (instructions placed in the prompt where the item is, as OpenAI
+    does: Pipecat appends them mid-conversation)."""
 
     event_id: str | None
     text: str
     item_id: str | None = None
     previous_item_id: str | None = None
+    role: str = "user"
 
 
 @dataclass(frozen=True, slots=True)
 class ResponseCreate:
-    """`response.create`; `instructions` overrides the session's for this response only."""
+    """`response.create`; `instructions` overrides the session's for this response only;
+    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object."""
 
     event_id: str | None
     instructions: str | None = None
+    metadata: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,80 +356,114 @@ def _check_length(fields: _Fields, value: str, limit: int, param: str) -> None:
                            f"{limit} are accepted.", param)
 
 
+SESSION_EXTENSIONS = frozenset({"interruption", "extensions"})
+"""Our own fields of the session object (PROTOCOL.md); every other field is OpenAI's."""
+
+STORED_SESSION_FIELDS = ("tools", "tool_choice", "tracing", "include", "max_output_tokens",
+                         "prompt", "truncation", "parallel_tool_calls", "reasoning")
+"""OpenAI session fields this server keeps as given and reports back in `session.updated`
+(`SessionUpdate.changes["stored"]`); what the responder honours of them is its business."""
+
+
+def _refusal(errors: list[ProtocolError], event_id: str | None) -> ProtocolError:
+    """One error naming every refused field: the first one's code and param, all messages."""
+    first = errors[0]
+    return ProtocolError(first.code, " ".join(e.message for e in errors), param=first.param,
+                         event_id=event_id)
+
+
 def _parse_session(fields: _Fields) -> SessionUpdate:
+    """A `session.update`: OpenAI's GA session object (`openai_schema.session_errors`) plus our
+    extensions (SESSION_EXTENSIONS). Every refused field is named in one error; nothing of a
+    refused update applies.
+
+    `changes` holds what the session applies or stores: `instructions`, `voice` (any OpenAI
+    voice is accepted; the server speaks with its own), `turn_detection`, `noise_reduction` and
+    `transcription` (null: off), `interruption`, `extensions`, and `stored` (the fields of
+    STORED_SESSION_FIELDS present). `model`, `output_modalities` and `audio.output.speed` are
+    accepted and reported back as what this server does (its model, audio, 1.0).
+
+    Raises:
+        ProtocolError: every field OpenAI refuses, audio formats other than `audio/pcm` (24 kHz
+            PCM16 is this server's only format), bad extension fields.
+    """
     session = fields.data.get("session")
     if not isinstance(session, dict):
         raise fields.error("invalid_type", "'session' must be an object.", "session")
-    changes: dict[str, Any] = {}
-    allowed = {"type", "instructions", "output_modalities", "audio", "model", "interruption"}
-    for key, value in session.items():
-        param = f"session.{key}"
-        if key not in allowed:
-            raise fields.error("unknown_parameter", f"Unsupported session field '{key}'.", param)
-        if key == "type" and value != "realtime":
-            raise fields.error("invalid_value", "session.type must be 'realtime'.", param)
-        if key == "instructions":
-            if not isinstance(value, str):
-                raise fields.error("invalid_type", "instructions must be a string.", param)
-            _check_length(fields, value, MAX_INSTRUCTIONS_CHARS, param)
-            changes["instructions"] = value
-        if key == "output_modalities" and value != ["audio"]:
-            raise fields.error("invalid_value", "Only ['audio'] output is supported.", param)
-        if key == "model":
-            if not isinstance(value, str):
-                raise fields.error("invalid_type", "model must be a string.", param)
-            _check_length(fields, value, MAX_NAME_CHARS, param)
-        if key == "audio":
-            changes.update(_parse_audio_config(fields, value))
-        if key == "interruption":
+    standard = {k: v for k, v in session.items() if k not in SESSION_EXTENSIONS}
+    errors = [fields.error(e.code, e.message, e.param) for e in session_errors(standard)]
+    errors += _length_errors(fields, standard)
+    refused = {e.param for e in errors}
+    changes: dict[str, Any] = {"stored": {k: standard[k] for k in STORED_SESSION_FIELDS
+                                          if k in standard}}
+    if "instructions" in standard:
+        changes["instructions"] = standard["instructions"]
+    audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
+    for direction in ("input", "output"):
+        settings = audio.get(direction) if isinstance(audio.get(direction), dict) else {}
+        param = f"session.audio.{direction}"
+        if "format" in settings and not any(p.startswith(f"{param}.format") for p in refused):
             try:
-                InterruptionSettings().updated(value, frozenset(VOCABULARIES))
-            except ValueError as exc:
-                name, message = exc.args
-                raise fields.error("invalid_value", message,
-                                   f"{param}.{name}" if name else param) from None
-            changes["interruption"] = value
+                _check_pcm_format(fields, settings["format"], f"{param}.format")
+            except ProtocolError as exc:
+                errors.append(exc)
+        for key in ("noise_reduction", "transcription") if direction == "input" else ():
+            if key in settings:
+                changes[key] = settings[key]
+        detection = settings.get("turn_detection", ...) if direction == "input" else ...
+        if detection is not ... and not any(p.startswith(f"{param}.turn_detection")
+                                            for p in refused):
+            try:
+                changes["turn_detection"] = _parse_turn_detection(
+                    fields, detection, f"{param}.turn_detection")
+            except ProtocolError as exc:
+                errors.append(exc)
+        if "voice" in settings:
+            changes["voice"] = settings["voice"]
+    if "interruption" in session:
+        try:
+            InterruptionSettings().updated(session["interruption"], frozenset(VOCABULARIES))
+            changes["interruption"] = session["interruption"]
+        except ValueError as exc:
+            name, message = exc.args
+            errors.append(fields.error("invalid_value", message, "session.interruption"
+                                       + (f".{name}" if name else "")))
+    if "extensions" in session:
+        try:
+            changes["extensions"] = ExtensionSettings.from_wire(session["extensions"])
+        except ValueError as exc:
+            errors.append(fields.error("invalid_value", str(exc), "session.extensions"))
+    if errors:
+        raise _refusal(errors, fields.event_id)
     return SessionUpdate(fields.event_id, changes)
 
 
-def _parse_audio_config(fields: _Fields, audio: Any) -> dict[str, Any]:
-    if not isinstance(audio, dict):
-        raise fields.error("invalid_type", "session.audio must be an object.", "session.audio")
-    changes: dict[str, Any] = {}
-    for direction, value in audio.items():
-        param = f"session.audio.{direction}"
-        if direction not in ("input", "output") or not isinstance(value, dict):
-            raise fields.error("unknown_parameter", f"Unsupported field '{param}'.", param)
-        allowed = ({"format", "voice", "speed"} if direction == "output"
-                   else {"format", "turn_detection", "transcription"})
-        for key, setting in value.items():
-            sub = f"{param}.{key}"
-            if key not in allowed:
-                raise fields.error("unknown_parameter", f"Unsupported field '{sub}'.", sub)
-            if key == "format":
-                _check_pcm_format(fields, setting, sub)
-            if key == "voice":
-                if not isinstance(setting, str):
-                    raise fields.error("invalid_type", "voice must be a string.", sub)
-                _check_length(fields, setting, MAX_NAME_CHARS, sub)
-                changes["voice"] = setting
-            if key == "speed" and (isinstance(setting, bool) or setting != 1.0):
-                raise fields.error("invalid_value", "Only speed 1.0 is supported.", sub)
-            if key == "turn_detection":
-                changes["turn_detection"] = _parse_turn_detection(fields, setting, sub)
-            if key == "transcription" and not (
-                setting is None or (isinstance(setting, dict)
-                                    and set(setting) <= {"model", "language"}
-                                    and all(isinstance(v, str) for v in setting.values()))
-            ):
-                raise fields.error(
-                    "invalid_value", "transcription accepts only model and language (strings).",
-                    sub,
-                )
-            if key == "transcription" and setting is not None:
-                for name, text in setting.items():
-                    _check_length(fields, text, MAX_NAME_CHARS, f"{sub}.{name}")
-    return changes
+def _length_errors(fields: _Fields, session: dict[str, Any]) -> list[ProtocolError]:
+    """The strings of a session object this server keeps, past their bounds (`_check_length`):
+    `instructions` (`MAX_INSTRUCTIONS_CHARS`), `model`, the output voice and the transcription
+    model and language (`MAX_NAME_CHARS`)."""
+    def part(parent: Any, key: str) -> dict[str, Any]:
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    audio = part(session, "audio")
+    transcription = part(part(audio, "input"), "transcription")
+    bounded = ((session.get("instructions"), MAX_INSTRUCTIONS_CHARS, "session.instructions"),
+               (session.get("model"), MAX_NAME_CHARS, "session.model"),
+               (part(audio, "output").get("voice"), MAX_NAME_CHARS,
+                "session.audio.output.voice"),
+               (transcription.get("model"), MAX_NAME_CHARS,
+                "session.audio.input.transcription.model"),
+               (transcription.get("language"), MAX_NAME_CHARS,
+                "session.audio.input.transcription.language"))
+    errors = []
+    for value, limit, param in bounded:
+        if isinstance(value, str):
+            try:
+                _check_length(fields, value, limit, param)
+            except ProtocolError as exc:
+                errors.append(exc)
+    return errors
 
 
 _TURN_DETECTION_FIELDS = {
@@ -512,10 +547,10 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
-    if item.get("type") != "message" or item.get("role") != "user":
+    if item.get("type") != "message" or item.get("role") not in ("user", "system"):
         raise fields.error(
-            "invalid_value", "Only user messages with input_text can be created.", "item.role"
-        )
+            "invalid_value", "Only user and system messages with input_text can be created.",
+            "item.role")
     unknown = set(item) - {"type", "role", "content", "id", "object", "status"}
     if unknown:
         name = sorted(unknown)[0]
@@ -550,47 +585,34 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     if item_id is not None:
         _check_length(fields, item_id, MAX_ID_CHARS, "item.id")
     previous_item_id = fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id)
+    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id,
+                      item["role"])
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:
+    """A `response.create`: its response object is checked against OpenAI's GA schema
+    (`openai_schema.response_errors`, every refused field named at once). `instructions` and
+    `metadata` are honoured; the other fields are accepted and the reply is this server's
+    (audio, its voice, the session's conversation).
+
+    Raises:
+        ProtocolError: every field OpenAI refuses.
+    """
     response = fields.data.get("response")
     if response is None:
         return ResponseCreate(fields.event_id)
     if not isinstance(response, dict):
         raise fields.error("invalid_type", "'response' must be an object.", "response")
-    unknown = set(response) - {"instructions", "output_modalities", "metadata"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise fields.error(
-            "unknown_parameter", f"Unsupported response field '{name}'.", f"response.{name}"
-        )
+    errors = [fields.error(e.code, e.message, e.param) for e in response_errors(response)]
     instructions = response.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise fields.error(
-            "invalid_type", "instructions must be a string.", "response.instructions"
-        )
-    if instructions is not None:
-        _check_length(fields, instructions, MAX_INSTRUCTIONS_CHARS, "response.instructions")
-    if response.get("output_modalities", ["audio"]) != ["audio"]:
-        raise fields.error(
-            "invalid_value", "Only ['audio'] output is supported.", "response.output_modalities"
-        )
-    metadata = response.get("metadata")
-    if metadata is not None and not (
-        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
-    ):
-        raise fields.error(
-            "invalid_type", "metadata must be an object of strings.", "response.metadata"
-        )
-    if metadata is not None:
-        if len(metadata) > MAX_METADATA_PAIRS:
-            raise fields.error("invalid_value", f"metadata holds at most {MAX_METADATA_PAIRS} "
-                               "pairs.", "response.metadata")
-        for key, value in metadata.items():
-            _check_length(fields, key, MAX_METADATA_KEY_CHARS, "response.metadata")
-            _check_length(fields, value, MAX_METADATA_VALUE_CHARS, f"response.metadata.{key}")
-    return ResponseCreate(fields.event_id, instructions)
+    if isinstance(instructions, str):
+        try:
+            _check_length(fields, instructions, MAX_INSTRUCTIONS_CHARS, "response.instructions")
+        except ProtocolError as exc:
+            errors.append(exc)
+    if errors:
+        raise _refusal(errors, fields.event_id)
+    return ResponseCreate(fields.event_id, instructions, response.get("metadata"))
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:

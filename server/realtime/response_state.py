@@ -95,6 +95,7 @@ class ResponseState:
             and playback reports do not settle it until it resumes or is cut.
         prompted_items: the ids of the items whose text its prompt held
             (`Session.build_prompt`), None before the prompt was built.
+        metadata: `response.create`'s `response.metadata`, echoed in the response object.
     """
 
     id: str
@@ -116,6 +117,7 @@ class ResponseState:
     error_message: str | None = None
     paused: bool = False
     prompted_items: frozenset[str] | None = None
+    metadata: dict[str, str] | None = None
 
     @property
     def active(self) -> bool:
@@ -141,7 +143,7 @@ class ResponseState:
         wire: dict[str, object] = {
             "id": self.id, "object": "realtime.response", "status": self.status,
             "output_modalities": ["audio"], "conversation_id": conversation_id,
-            "output": output, "audio": {"output": audio_output},
+            "output": output, "audio": {"output": audio_output}, "metadata": self.metadata,
         }
         if self.status != "in_progress":
             details: dict[str, object] = {"type": self.status}

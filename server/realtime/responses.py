@@ -80,12 +80,14 @@ class ResponseLifecycle:
                                 [item.as_wire(response.item_status)] if item else [],
                                 self._audio_output)
 
-    def start(self, instructions: str | None) -> ResponseState:
-        """Create a response and its assistant item; emit `response.created`, the item's
-        `conversation.item.added`, `response.output_item.added` and
-        `response.content_part.added`; ask for its generation (`StartGeneration`)."""
+    def start(self, instructions: str | None,
+              metadata: dict[str, str] | None = None) -> ResponseState:
+        """Create a response (its object echoing `metadata`) and its assistant item; emit
+        `response.created`, the item's `conversation.item.added`, `response.output_item.added`
+        and `response.content_part.added`; ask for its generation (`StartGeneration`)."""
         response = ResponseState(id=self._log.new_id("resp", taken=self.by_id),
-                                 item_id=self._items.new_id(), epoch=self.epoch)
+                                 item_id=self._items.new_id(), epoch=self.epoch,
+                                 metadata=metadata)
         self.by_id[response.id] = response
         self.current_id = response.id
         item = HistoryItem(id=response.item_id, role="assistant", text="",
@@ -122,14 +124,23 @@ class ResponseLifecycle:
         self._log.emit("response.output_audio_transcript.done", **common, transcript=sent_text)
         self._log.emit("response.content_part.done", **common,
                        part={"type": "audio", "transcript": sent_text})
+        output = []
         if item is not None:
             self._items.announce_heard(item, response)
             wire = item.as_wire(response.item_status)
+            if status == "completed" and not self._items.reports_playback:
+                # OpenAI semantics for a client that does not (yet) report playback: a
+                # completed reply counts as heard in full unless a cut comes
+                # (`HeardTextStore.settle_unreported`), so its terminal events carry its
+                # transcript even before that is known (the first reply of a session).
+                wire["content"][0]["transcript"] = sent_text
+            output.append(wire)
             self._log.emit("response.output_item.done", response_id=response.id,
                            output_index=0, item=wire)
             self._log.emit("conversation.item.done",
                            previous_item_id=self._items.history.previous_id(item.id), item=wire)
-        self._log.emit("response.done", response=self.wire(response))
+        self._log.emit("response.done", response=response.as_wire(self._session_id, output,
+                                                                  self._audio_output))
         self._log.effect(WakeSender())
 
     def cancel_generation(self, response: ResponseState, reason: str) -> None:

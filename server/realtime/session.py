@@ -29,6 +29,7 @@ from server.realtime import protocol
 from server.realtime.arrival import ArrivalLateness
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
+from server.realtime.extensions import ClientView
 from server.realtime.heard_text import HeardTextStore
 from server.realtime.history import ConversationHistory
 from server.realtime.input_turns import InputTurns
@@ -45,6 +46,14 @@ if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Keep answers spoken and clear."
+
+OPENAI_SESSION_DEFAULTS: dict[str, Any] = {
+    "noise_reduction": None, "transcription": None, "tools": [], "tool_choice": "auto",
+    "tracing": None, "max_output_tokens": "inf", "prompt": None, "truncation": "auto",
+}
+"""OpenAI session fields this server stores and reports back, at OpenAI's defaults (as in
+OpenAI's `session.created`); `session.update` replaces them (`protocol.STORED_SESSION_FIELDS`,
+`noise_reduction` and `transcription`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +138,18 @@ class Session:
         self._arrival = ArrivalLateness()
         self.turn_ends = TurnEnds(self.input_turns, self.lifecycle, self._log,
                                   lambda: me._start_response(None))
+        self.stored: dict[str, Any] = dict(OPENAI_SESSION_DEFAULTS)
+        self.client_view = ClientView(lambda: me.items.reports_playback,
+                                      lambda: me.calibration is not None)
 
     def take_events(self) -> list[dict[str, Any]]:
         """Return and clear the server events produced so far (in order)."""
         return self._log.take_events()
+
+    def client_events(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Of `events` (from `take_events`), those the client receives: extension events only
+        once it opted in (`server.realtime.extensions.ClientView`)."""
+        return self.client_view.visible(events)
 
     def refuse(self, error: protocol.ProtocolError) -> None:
         """Emit `error` for a client frame refused before it reached the session (the I/O
@@ -164,6 +181,7 @@ class Session:
         """The session object of `session.created` / `session.updated`."""
         audio_format = {"type": "audio/pcm", "rate": self.config.sample_rate_hz}
         detection = self.turn_detection
+        stored = dict(self.stored)
         return {
             "type": "realtime",
             "id": self.id,
@@ -173,10 +191,14 @@ class Session:
             "output_modalities": ["audio"],
             "audio": {
                 "input": {"format": audio_format,
+                          "noise_reduction": stored.pop("noise_reduction"),
+                          "transcription": stored.pop("transcription"),
                           "turn_detection": detection.as_wire() if detection else None},
                 "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
             },
+            **stored,
             "interruption": self.pauses.settings.as_wire(),
+            "extensions": self.client_view.settings.as_wire(),
         }
 
     def open(self) -> None:
@@ -260,13 +282,15 @@ class Session:
                 interruptions.barge_in(event)
 
     def _session_update(self, event: protocol.SessionUpdate) -> None:
-        voice = event.changes.get("voice")
-        if voice is not None and voice != self.config.voice:
-            raise protocol.ProtocolError(
-                "invalid_value", f"Voice '{voice}' is not available; this server speaks with "
-                f"'{self.config.voice}'.", param="session.audio.output.voice",
-                event_id=event.event_id,
-            )
+        """Apply a validated `session.update` (`protocol._parse_session` says what each field
+        does here) and report the session as it now is in `session.updated`. A requested
+        voice is accepted and reported as the server's own."""
+        self.stored.update(event.changes["stored"])
+        for key in ("noise_reduction", "transcription"):
+            if key in event.changes:
+                self.stored[key] = event.changes[key]
+        if "extensions" in event.changes:
+            self.client_view.settings = event.changes["extensions"]
         if "instructions" in event.changes:
             self.instructions = event.changes["instructions"]
         if "turn_detection" in event.changes:
@@ -379,7 +403,7 @@ class Session:
                 return
             self.lifecycle.cancel_generation(response, "turn_detected")
             self._log.emit("output_audio_buffer.cleared", response_id=response.id)
-            self.interruptions.mark_interrupted(response)
+            self.interruptions.server_cut(response)
 
     def _barge_in_pause(self, event: protocol.BargeIn) -> None:
         """`barge_in` with `pause`: the client's VAD paused the named (default: the active)
@@ -514,25 +538,26 @@ class Session:
                 event_id=event.event_id,
             )
         self.items.check_room(1, event.event_id)
-        self._start_response(event.instructions)
+        self._start_response(event.instructions, event.metadata)
 
-    def _start_response(self, instructions: str | None) -> None:
+    def _start_response(self, instructions: str | None,
+                        metadata: dict[str, str] | None = None) -> None:
         previous = self.lifecycle.latest()
         if previous is not None and not previous.cursor.fully_played and (
             self.items.reports_playback
         ):
             self.interruptions.mark_interrupted(previous)
-        self.lifecycle.start(instructions)
+        self.lifecycle.start(instructions, metadata)
 
     def build_prompt(self, response_id: str) -> Prompt | None:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        User turns are verbatim; assistant turns carry the heard text, the full text and whether
-        they were interrupted (the responder adds the interruption note). An assistant item
-        that holds no text at all (a reply that failed or was cancelled before it wrote a word)
-        is left out: it said nothing, and a note would tell the model of an interruption that
-        never cut anything it said.
+        User and system turns are verbatim; assistant turns carry the heard text, the full text
+        and whether they were interrupted (the responder adds the interruption note). An
+        assistant item that holds no text at all (a reply that failed or was cancelled before
+        it wrote a word) is left out: it said nothing, and a note would tell the model of an
+        interruption that never cut anything it said.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
@@ -541,8 +566,8 @@ class Session:
         before = self.history.before(response.item_id)
         response.prompted_items = frozenset(item.id for item in before if item.text)
         for item in before:
-            if item.role == "user":
-                turns.append(ConversationTurn(role="user", text=item.text))
+            if item.role in ("user", "system"):
+                turns.append(ConversationTurn(role=item.role, text=item.text))
             elif item.text or item.full_text:
                 turns.append(ConversationTurn(role="assistant", text=item.text,
                                               full_text=item.full_text,
@@ -551,6 +576,8 @@ class Session:
             instructions=self.lifecycle.instructions(response_id, self.instructions),
             turns=tuple(turns),
             interruption_note=self.config.interruption_note,
+            max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
+            else self.stored["max_output_tokens"],
         )
 
     # ------------------------------------------------------------------ generation output

@@ -85,7 +85,8 @@ class LLMResponder:
             stream = await self._client.chat.completions.create(
                 model=settings.model,
                 messages=prompt.as_messages(),  # type: ignore[arg-type]
-                max_tokens=settings.max_tokens,
+                max_tokens=min(settings.max_tokens,
+                               prompt.max_output_tokens or settings.max_tokens),
                 temperature=settings.temperature,
                 stream=True,
             )

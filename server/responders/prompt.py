@@ -19,14 +19,15 @@ class ConversationTurn:
     """One turn of the conversation history.
 
     Attributes:
-        role: "user" or "assistant".
+        role: "user", "assistant" or "system" (a system item of the conversation: instructions
+            given where it stands, sent to the model as a system message there).
         text: user: the prompt verbatim; assistant: the heard text as stored in history (an exact
             prefix of `full_text`, trailing whitespace stripped; "" when nothing was heard).
         full_text: assistant: the whole generated reply ("" means the same as `text`).
         interrupted: assistant: the listener did not hear all of the reply.
     """
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     text: str
     full_text: str = ""
     interrupted: bool = False
@@ -43,12 +44,16 @@ class Prompt:
             not empty; every "{heard}" in it is replaced by that heard text (no other braces are
             interpreted).
         unheard_note: note placed after an interrupted assistant turn of which nothing was heard.
+        max_output_tokens: most tokens the client allows the reply (the session's OpenAI
+            `max_output_tokens`, 1-4096), None for no bound of its own ("inf"); a responder
+            that counts tokens keeps below it.
     """
 
     instructions: str
     turns: tuple[ConversationTurn, ...]
     interruption_note: str = DEFAULT_INTERRUPTION_NOTE
     unheard_note: str = DEFAULT_UNHEARD_NOTE
+    max_output_tokens: int | None = None
 
     def as_messages(self) -> list[dict[str, str]]:
         """Return OpenAI chat messages: [{"role": ..., "content": ...}, ...].
