@@ -237,3 +237,19 @@ def test_pieces_stay_short_and_independent_of_deltas(words: list[str], data: st.
         limit = FIRST_PIECE_MAX_WORDS if index == 0 else MAX_PIECE_WORDS
         assert _word_count(text[start:end]) <= limit
         assert end == len(text) or text[end - 1].isspace() or "\u4f60" in text[end - 1 : end + 1]
+
+
+@pytest.mark.parametrize(("text", "words", "rest"), [
+    ("The first half of", "The first half ", "of"),
+    ("The first half of ", "The first half of ", ""),
+    ("Hel", "", "Hel"),
+    ("  ", "", "  "),
+    ("One two 三四", "One two 三", "四"),
+])
+def test_a_paused_reply_gives_its_complete_words(text: str, words: str, rest: str) -> None:
+    """flush_words ends between written tokens: an unfinished last token stays for later."""
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed(text) == []
+    spans = segmenter.flush_words()
+    assert [text[start:end] for start, end in spans] == ([words] if words else [])
+    assert [text[start:end] for start, end in segmenter.flush()] == ([rest] if rest else [])

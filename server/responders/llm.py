@@ -76,7 +76,8 @@ class LLMResponder:
             ResponderError: the server could not be reached or hung up, answered an HTTP
                 error, timed out (`timeout_s`), broke off the stream, refused to answer (a
                 `refusal` delta or `finish_reason` "content_filter"), sent an event that is not
-                JSON, ended its stream before a `finish_reason`, or answered no text at all.
+                JSON, ended its stream before a `finish_reason`, or answered no text at all (or
+                only whitespace).
                 Text already yielded stays valid.
         """
         settings = self.settings
@@ -98,7 +99,7 @@ class LLMResponder:
                     if refusal or choice.finish_reason == "content_filter":
                         raise ResponderError(_refused(refusal))
                     if choice.delta.content:
-                        answered = True
+                        answered = answered or not choice.delta.content.isspace()
                         yield choice.delta.content
                     finished = finished or choice.finish_reason is not None
         except openai.APIStatusError as exc:

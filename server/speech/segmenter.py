@@ -135,6 +135,18 @@ class SpeechSegmenter:
         self._clause = False
         return [span]
 
+    def flush_words(self) -> list[tuple[int, int]]:
+        """The reply paused mid-sentence: return the span of the complete words not yet emitted
+        (up to the end of the last whitespace run after them; [] when there is none), so that
+        a span still ends only between written tokens. The next span starts there."""
+        ends = _word_ends(self._text + " ", self._start, len(self._text))
+        if not ends or not _WORD.search(self._text, self._start, ends[-1]):
+            return []
+        span = (self._start, ends[-1])
+        self._start = ends[-1]
+        self._clause = False
+        return [span]
+
     def _next_boundary(self) -> int | None:
         """Exclusive end of the next complete span after self._start, or None if not known yet."""
         text, start = self._text, self._start

@@ -24,8 +24,9 @@ _EMOJI = (
 )
 _EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
 # Control characters but tab and line ends: Piper refuses text holding NUL ("embedded null
-# character", its phonemizer takes a C string) and no engine reads the others.
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
+# character", its phonemizer takes a C string) and no engine reads the others; and U+FFFD, the
+# replacement character of text that was not valid Unicode (server.responders.unicode_repair).
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]+")
 _CODE_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+#.-]*[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)\)")
 _LINE_MARKER = re.compile(
