@@ -13,7 +13,8 @@ by `mode`:
 - "cut": a stream of one content delta (`CUT_TEXT`) that ends without a `finish_reason` or
   `[DONE]` (the model server went away mid-reply);
 - "script": a stream of the content deltas of `script`, in order, each after a pause of
-  `script_pause_s` (or of `(delta, pause_s)` pairs), ended by `finish_reason` "stop" and `[DONE]`;
+  `script_pause_s` (or of `(content, pause_s)` pairs, or of whole `delta` objects such as
+  `{"reasoning_content": "..."}`), ended by `finish_reason` "stop" and `[DONE]`;
   each delta is JSON-encoded as Python's `json.dumps` does, so a lone surrogate goes out as its
   `\\udXXX` escape, as an LLM server that splits an emoji's UTF-16 pair sends it.
 Times are `time.monotonic()` readings (s), comparable with the test's own.
@@ -72,7 +73,7 @@ class RecordingProxy(LoopbackHTTPServer):
         self.mode: Literal["forward", "status", "stall", "refusal", "garbage", "cut",
                            "script"] = "forward"
         self.status = 500
-        self.script: list[str | tuple[str, float]] = []
+        self.script: list[str | tuple[str, float] | dict[str, str]] = []
         self.script_pause_s = 0.0
         self.requests: list[ChatRequest] = []
         super().__init__(port)
@@ -172,7 +173,7 @@ class RecordingProxy(LoopbackHTTPServer):
                 if _client_closed(handler.connection, pause_s):
                     request.client_closed_s = time.monotonic()
                     return
-                event({"content": content}, None)
+                event(content if isinstance(content, dict) else {"content": content}, None)
             event({}, "stop")
             handler.wfile.write(b"data: [DONE]\n\n")
             request.upstream_done_s = time.monotonic()

@@ -122,3 +122,23 @@ async def test_a_reply_that_stalls_mid_sentence_speaks_its_words_before_it_goes_
     assert first_text == "The museum opened its doors in "
     assert response["status"] == "completed"
     assert heard["text"] == "The museum opened its doors in September of that year."
+
+
+async def test_reasoning_is_neither_spoken_nor_part_of_the_reply(
+    start_server: Any, proxy: RecordingProxy,
+) -> None:
+    """`reasoning_content` deltas and a `<think>` span in the content (its tags split across
+    deltas): the transcript, the heard text and the next prompt hold only the answer."""
+    proxy.script = [{"reasoning_content": "The user says hello."}, "<thi", "nk>Greet them",
+                    " back.</th", "ink>\n\n", "Hello to you ", "too."]
+    server = await scripted_server(start_server, proxy)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        response_id, item_id = await client.prompt("Hello.")
+        assert (await play_all(client, response_id))["status"] == "completed"
+        assert transcript(client, response_id) == "Hello to you too."
+        assert (await client.heard(item_id, timeout=30))["text"] == "Hello to you too."
+        proxy.script = ["Fine."]
+        second_id, _ = await client.prompt("How are you?")
+        await play_all(client, second_id)
+    request = proxy.wait_requests(2)[1]
+    assert {"role": "assistant", "content": "Hello to you too."} in request.body["messages"]
