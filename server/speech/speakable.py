@@ -9,11 +9,13 @@ text it came from, so that word timings computed on the speakable text land on t
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from calibration.spoken_time import url_spans
+from calibration.units import SPOKEN_ARROWS
 
 # Emoji and pictographs (Unicode emoji blocks plus the joiners, variation selectors, keycap and tag
 # characters that only decorate them). Source: Unicode emoji-data.txt block ranges.
@@ -44,6 +46,32 @@ _ELLIPSIS_AT_END = re.compile(r"[\s\"')\]]*\Z")
 _TITLES = {"Dr": "Doctor", "Mr": "Mister", "Mrs": "Missus", "Ms": "Miz", "Prof": "Professor",
            "St": "Saint", "Gen": "General", "Capt": "Captain", "Sgt": "Sergeant"}
 _TITLE = re.compile(r"\b(" + "|".join(_TITLES) + r")\.(?=\s+[A-Z])")
+
+
+# LLM-era written forms (issue 27). Spans spoken as a short phrase that says what they are, or
+# as nothing: tool-call markup, JSON objects, HTML tags, LaTeX, long opaque tokens.
+_TOOL_CALL = re.compile(r"<(tool_call|function_call)>.*?(?:</\1>|\Z)", re.DOTALL)
+_JSON_OBJECT = re.compile(r'\{\s*"[^"\n]*"\s*:.*\}', re.DOTALL)
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+_HTML_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});")
+_LATEX = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$",
+                    re.DOTALL)
+_OPAQUE = re.compile(r"(?<!\S)[\w+/=.:-]{24,}(?!\S)")
+_HEX = re.compile(r"(?:0x)?[0-9a-fA-F]+")
+_UNDERLINE = re.compile(r"^[ \t]*(?:={2,}|-{2,})[ \t]*$", re.MULTILINE)
+_CHECKBOX = re.compile(r"(?<!\S)\[[ xX]\](?=\s)")
+_TABLE_RULE = re.compile(r"^[ \t]*\|?(?:[ \t]*:?-{2,}:?[ \t]*\|)+[ \t]*:?-*:?[ \t]*$",
+                         re.MULTILINE)
+_TABLE_PIPE = re.compile(r"\|")
+# Numbers said as meant: a range between two numbers ("3\u20135 years": "3 to 5"), scientific
+# notation ("1e-9": "1 times ten to the minus 9"), powers ("x^2": "x squared").
+_RANGE = re.compile(r"(?<![\d.,/-])\d+(?:[.,]\d+)?(?P<dash>[ \t]?[\u2013\u2014][ \t]?)\d"
+                    r"|(?<![\d.,/-])\d{1,3}(?P<hyphen>-)\d{1,3}(?![\d.,/-])")
+_SCIENTIFIC = re.compile(r"(?<=\d)[eE](?=[-+\u2212]?\d+\b)")
+_EXPONENT_SIGN = re.compile(r"(?<=\d[eE])[-\u2212]")
+_POWER = re.compile(r"\^([-\u2212]?\d+)")
+_POWERS = {"2": "squared", "3": "cubed"}
+_ARROW = re.compile("[" + "".join(SPOKEN_ARROWS) + "]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +128,37 @@ def make_speakable(original: str) -> SpeakableText:
 
     for match in _CONTROLS.finditer(original):
         claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for pattern, phrase in ((_TOOL_CALL, ""), (_JSON_OBJECT, ""), (_LATEX, "a formula")):
+        for match in pattern.finditer(original):
+            claim(match.start(), match.end(), _phrase(original, match.start(), match.end(),
+                                                      phrase))
+    for match in _HTML_TAG.finditer(original):
+        claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for match in _HTML_ENTITY.finditer(original):
+        claim(match.start(), match.end(), html.unescape(match.group()))
+    for match in _OPAQUE.finditer(original):
+        if _is_opaque(match.group()):
+            phrase = "a hash" if _HEX.fullmatch(match.group()) else "a long code"
+            claim(match.start(), match.end(), phrase)
+    for pattern in (_UNDERLINE, _CHECKBOX, _TABLE_RULE):
+        for match in pattern.finditer(original):
+            claim(match.start(), match.end(), "")
+    for match in _TABLE_PIPE.finditer(original):
+        claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for match in _RANGE.finditer(original):
+        group = "dash" if match.group("dash") is not None else "hyphen"
+        claim(match.start(group), match.end(group), " to ")
+    for match in _SCIENTIFIC.finditer(original):
+        claim(match.start(), match.end(), " times ten to the ")
+    for match in _EXPONENT_SIGN.finditer(original):
+        claim(match.start(), match.end(), "minus ")
+    for match in _POWER.finditer(original):
+        exponent = match.group(1).replace("\u2212", "-")
+        claim(match.start(), match.end(),
+              f" {_POWERS.get(exponent) or 'to the power of ' + exponent.replace('-', 'minus ')}")
+    for match in _ARROW.finditer(original):
+        claim(match.start(), match.end(), _phrase(original, match.start(), match.end(),
+                                                  SPOKEN_ARROWS[match.group()]))
     for match in _CODE_FENCE.finditer(original):
         claim(match.start(), match.end(), "")
     for match in _LINK.finditer(original):
@@ -158,6 +217,27 @@ def _is_emphasis(text: str, start: int, end: int) -> bool:
     opens = not after.isspace() and not before.isalnum()
     closes = not before.isspace() and not after.isalnum()
     return opens or closes
+
+
+def _is_opaque(token: str) -> bool:
+    """Whether a long whitespace-free token (`_OPAQUE`: >= 24 code points) is no word to read:
+    a hash, base64, a long id. A URL is not (its host is spoken); a run of letters only
+    (a long compound word) is not, unless it has no vowel."""
+    if "://" in token or token.startswith("www."):
+        return False
+    letters = sum(char.isalpha() for char in token)
+    return letters < len(token) or not any(char in "aeiouyAEIOUY" for char in token) or (
+        any(char.isupper() for char in token[1:]) and any(char.islower() for char in token))
+
+
+def _phrase(text: str, start: int, end: int, phrase: str) -> str:
+    """`phrase` to stand for text[start:end], with a space on each side where it would glue to
+    a neighbouring non-space character ("" when `phrase` is empty: then `_gap`)."""
+    if not phrase:
+        return _gap(text, start, end)
+    before = " " if start > 0 and not text[start - 1].isspace() else ""
+    after = " " if end < len(text) and not text[end].isspace() else ""
+    return f"{before}{phrase}{after}"
 
 
 def _gap(text: str, start: int, end: int) -> str:

@@ -1,0 +1,70 @@
+"""The written -> spoken table of LLM-era text (issue 27): what the voice reads for each kind
+of written form (`make_speakable`), and, with the real Piper voice, that the heard text follows
+what was spoken (a URL whose host was spoken is heard whole; an arrow spoken as a word has its
+own mark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.speech.speakable import make_speakable
+from tests.conftest import loaded_synthesizer
+
+SPOKEN_FORMS = [
+    # numbers said as meant
+    ("It takes 3\u20135 years.", "It takes 3 to 5 years."),
+    ("Read pages 10-12 today.", "Read pages 10 to 12 today."),
+    ("Born on 2023-10-05.", "Born on 2023-10-05."),
+    ("About 1e-9 seconds.", "About 1 times ten to the minus 9 seconds."),
+    ("Roughly 6.02e23 atoms.", "Roughly 6.02 times ten to the 23 atoms."),
+    ("Area is x^2 and volume x^3.", "Area is x squared and volume x cubed."),
+    ("Then 2^10 is 1024.", "Then 2 to the power of 10 is 1024."),
+    # symbols spoken as words
+    ("Go left \u2192 then right.", "Go left to then right."),
+    # markup and HTML spoken as their text
+    ("Salt &amp; pepper, &lt;3 &#39;ok&#39;.", "Salt & pepper, <3 'ok'."),
+    ("This is <b>bold</b> and<br/>that.", "This is bold and that."),
+    ("Title\n=====", "Title\n"),
+    ("- [x] done\n- [ ] todo", " done\n todo"),
+    ("| Name | Age |\n|------|-----|\n| Ann | 3 |", " Name  Age \n\n Ann  3 "),
+    ("**Bold** and `code` here.", "Bold and code here."),
+    # spoken as a short phrase, or nothing
+    ("Commit 3f786850e387550fdab836ed7e6dc881de23001b is it.", "Commit a hash is it."),
+    ("Token aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQ= here.", "Token a long code here."),
+    ("Your id is usr_01HZX3K9QWERTY7ABCDEF123 now.", "Your id is a long code now."),
+    ("The fraction $\\frac{a}{b}$ simplifies.", "The fraction a formula simplifies."),
+    ("Inline \\(x^2 + y^2\\) math.", "Inline a formula math."),
+    ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call> Sure.',
+     " Sure."),
+    ('{"name": "get_weather", "arguments": {"city": "Paris"}}', ""),
+    # kept as written
+    ("Pneumonoultramicroscopicsilicovolcanoconiosis is a word.",
+     "Pneumonoultramicroscopicsilicovolcanoconiosis is a word."),
+    ("It costs $5 or $10.", "It costs $5 or $10."),
+    ("See https://docs.python.org/3/library for more.", "See docs.python.org for more."),
+]
+
+
+@pytest.mark.parametrize(("written", "spoken"), SPOKEN_FORMS)
+def test_the_spoken_form_of_each_written_form(written: str, spoken: str) -> None:
+    assert make_speakable(written).text == spoken
+
+
+@pytest.mark.parametrize(("text", "heard_whole"), [
+    ("Docs at https://docs.python.org/3/library are good.", "https://docs.python.org/3/library"),
+    ("Go left \u2192 then right.", "\u2192"),
+    ("Commit 3f786850e387550fdab836ed7e6dc881de23001b is it.",
+     "3f786850e387550fdab836ed7e6dc881de23001b"),
+])
+def test_a_written_token_whose_spoken_form_played_has_a_mark_to_its_end(
+    text: str, heard_whole: str,
+) -> None:
+    """Piper: some mark ends exactly at the end of the written token (so a cut after its
+    spoken form keeps it whole), and starts after the end of the word before it."""
+    piper = loaded_synthesizer("piper")
+    marks = [mark for chunk in piper.synthesize(text) for mark in chunk.marks]
+    start = text.index(heard_whole)
+    end = start + len(heard_whole)
+    assert any(mark.char_end == end for mark in marks), marks
+    own = [mark for mark in marks if mark.char_start >= start and mark.char_end <= end]
+    assert own, f"no mark of its own for {heard_whole!r}: {marks}"
