@@ -253,3 +253,23 @@ def test_a_paused_reply_gives_its_complete_words(text: str, words: str, rest: st
     spans = segmenter.flush_words()
     assert [text[start:end] for start, end in spans] == ([words] if words else [])
     assert [text[start:end] for start, end in segmenter.flush()] == ([rest] if rest else [])
+
+
+CODE_REPLY = ("Here is code:\n\n```python\nimport os\nprint(os.getcwd())\n```\n\n"
+              "That prints the directory. Done.")
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, len(CODE_REPLY)])
+def test_a_fenced_code_block_is_one_span_however_it_streams(step: int) -> None:
+    segmenter = SpeechSegmenter()
+    spans = [span for index in range(0, len(CODE_REPLY), step)
+             for span in segmenter.feed(CODE_REPLY[index:index + step])] + segmenter.flush()
+    assert [CODE_REPLY[start:end] for start, end in spans] == [
+        "Here is code:\n\n", "```python\nimport os\nprint(os.getcwd())\n```\n\n",
+        "That prints the directory. ", "Done."]
+
+
+def test_a_stall_inside_a_code_block_speaks_nothing_of_it() -> None:
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed("```python\nimport os\nprint(") == []
+    assert segmenter.flush_words() == []

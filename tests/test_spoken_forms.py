@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from calibration.units import text_units
 from server.speech.speakable import make_speakable
 from tests.conftest import loaded_synthesizer
 
@@ -29,6 +30,10 @@ SPOKEN_FORMS = [
     ("| Name | Age |\n|------|-----|\n| Ann | 3 |", " Name  Age \n\n Ann  3 "),
     ("**Bold** and `code` here.", "Bold and code here."),
     # spoken as a short phrase, or nothing
+    ("```python\nimport os\n\nprint(os.getcwd())\n```\n",
+     "a python code block of 3 lines, shown on the page.\n"),
+    ("```\nx = 1\n```", "a code block of one line, shown on the page."),
+    ("```\n```", "an empty code block."),
     ("Commit 3f786850e387550fdab836ed7e6dc881de23001b is it.", "Commit a hash is it."),
     ("Token aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQ= here.", "Token a long code here."),
     ("Your id is usr_01HZX3K9QWERTY7ABCDEF123 now.", "Your id is a long code now."),
@@ -55,16 +60,19 @@ def test_the_spoken_form_of_each_written_form(written: str, spoken: str) -> None
     ("Go left \u2192 then right.", "\u2192"),
     ("Commit 3f786850e387550fdab836ed7e6dc881de23001b is it.",
      "3f786850e387550fdab836ed7e6dc881de23001b"),
+    ("```python\nimport os\nprint(os.getcwd())\n```\n",
+     "```python\nimport os\nprint(os.getcwd())\n```"),
 ])
 def test_a_written_token_whose_spoken_form_played_has_a_mark_to_its_end(
     text: str, heard_whole: str,
 ) -> None:
-    """Piper: some mark ends exactly at the end of the written token (so a cut after its
-    spoken form keeps it whole), and starts after the end of the word before it."""
+    """Piper: some mark ends exactly at the end of the last unit of the written token (so a
+    cut after its spoken form keeps every unit of it), and one mark lies within it (its own)."""
     piper = loaded_synthesizer("piper")
     marks = [mark for chunk in piper.synthesize(text) for mark in chunk.marks]
     start = text.index(heard_whole)
     end = start + len(heard_whole)
-    assert any(mark.char_end == end for mark in marks), marks
+    last_unit_end = max(unit.end for unit in text_units(text) if start <= unit.start < end)
+    assert any(mark.char_end == last_unit_end for mark in marks), marks
     own = [mark for mark in marks if mark.char_start >= start and mark.char_end <= end]
     assert own, f"no mark of its own for {heard_whole!r}: {marks}"

@@ -46,6 +46,8 @@ _CONJUNCTIONS = (
 )
 _CONJUNCTION = re.compile(rf"(?<=\s)(?:{'|'.join(_CONJUNCTIONS)})(?=\s)", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s+")
+# A fenced code block's opening and closing lines (CommonMark: ``` or ~~~ at a line start).
+_CODE_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
 
 FIRST_CLAUSE_MIN_WORDS = 3
@@ -98,6 +100,10 @@ class SpeechSegmenter:
     followed by a lower-case word ends no sentence; nor does punctuation right after whitespace
     or an opening quote ('"... 7, 6,"').
 
+    A fenced code block (``` or ~~~ lines) is one span, from its opening fence to the
+    whitespace after its closing fence, whatever its lines and length: it is spoken as one
+    phrase (`server.speech.speakable`).
+
     A boundary is emitted only once the next non-whitespace character has arrived (or at
     `flush()`), so the trailing whitespace is complete and the spans do not depend on how the
     text was split into deltas. Rules follow the usual TTS sentence-splitting heuristics
@@ -139,6 +145,8 @@ class SpeechSegmenter:
         """The reply paused mid-sentence: return the span of the complete words not yet emitted
         (up to the end of the last whitespace run after them; [] when there is none), so that
         a span still ends only between written tokens. The next span starts there."""
+        if _code_block_end(self._text, self._start) is not None:
+            return []
         ends = _word_ends(self._text + " ", self._start, len(self._text))
         if not ends or not _WORD.search(self._text, self._start, ends[-1]):
             return []
@@ -150,6 +158,9 @@ class SpeechSegmenter:
     def _next_boundary(self) -> int | None:
         """Exclusive end of the next complete span after self._start, or None if not known yet."""
         text, start = self._text, self._start
+        block_end = _code_block_end(text, start)
+        if block_end is not None:
+            return block_end if block_end >= 0 else None
         first = self._clause
         limit = FIRST_PIECE_MAX_WORDS if first else MAX_PIECE_WORDS
         overflow = _word_start(text, start, limit) if self._split_long else None
@@ -173,6 +184,26 @@ class SpeechSegmenter:
         if overflow is None:
             return None
         return _split(text, start, overflow, first=first)
+
+
+def _code_block_end(text: str, start: int) -> int | None:
+    """For a span starting at `start`: None when it does not start with a code fence; else the
+    end of the span that holds the whole fenced block (after its closing fence line and the
+    whitespace after it), or -1 while that end is not known yet (the block or the whitespace
+    after it is still being written)."""
+    opening = _CODE_FENCE.match(text, start)
+    if opening is None:
+        return None
+    line_end = text.find("\n", opening.end())
+    closing = None
+    if line_end >= 0:
+        closing = next((match for match in _CODE_FENCE.finditer(text, line_end + 1)
+                        if match.group(1) == opening.group(1)), None)
+    closing_end = text.find("\n", closing.end()) if closing is not None else -1
+    if closing_end < 0:
+        return -1
+    end = _WHITESPACE.match(text, closing_end).end()  # type: ignore[union-attr]
+    return end if end < len(text) else -1
 
 
 def _word_start(text: str, start: int, words: int) -> int | None:

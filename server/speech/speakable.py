@@ -29,7 +29,6 @@ _EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
 # character", its phonemizer takes a C string) and no engine reads the others; and U+FFFD, the
 # replacement character of text that was not valid Unicode (server.responders.unicode_repair).
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]+")
-_CODE_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+#.-]*[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)\)")
 _LINE_MARKER = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+|>[ \t]?|[-*+\u2022][ \t]+)|^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$",
@@ -50,6 +49,9 @@ _TITLE = re.compile(r"\b(" + "|".join(_TITLES) + r")\.(?=\s+[A-Z])")
 
 # LLM-era written forms (issue 27). Spans spoken as a short phrase that says what they are, or
 # as nothing: tool-call markup, JSON objects, HTML tags, LaTeX, long opaque tokens.
+_CODE_BLOCK = re.compile(
+    r"^[ \t]*(?P<fence>```|~~~)[ \t]*(?P<lang>[\w+#.-]*)[^\n]*(?:\n(?P<body>.*?))??"
+    r"(?:^[ \t]*(?P=fence)[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
 _TOOL_CALL = re.compile(r"<(tool_call|function_call)>.*?(?:</\1>|\Z)", re.DOTALL)
 _JSON_OBJECT = re.compile(r'\{\s*"[^"\n]*"\s*:.*\}', re.DOTALL)
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
@@ -108,13 +110,22 @@ class SpeakableText:
 def make_speakable(original: str) -> SpeakableText:
     """Rewrite a written segment into speakable text with an offset map back to `original`.
 
-    Removed: control characters (but tab and line ends), emoji and pictographs, markdown
-    emphasis (`**`, `__`, `*`, `_`, `~~` at word edges), backticks and code fences, `[[`/`]]`
+    Removed: control characters (but tab and line ends) and U+FFFD, emoji and pictographs,
+    markdown emphasis (`**`, `__`, `*`, `_`, `~~` at word edges), backticks, `[[`/`]]`
     (Piper's raw-phoneme brackets), heading / quote / bullet markers and rules at line starts,
-    the URL part of `[text](url)` links, everything of a bare URL but its host name
-    ("example.com"; `calibration.spoken_time.url_spans`, shared with the ratio estimate).
-    Rewritten: an ellipsis becomes a comma (a full stop at the end); a title before a name
-    ("Dr. Lee") is read in full ("Doctor Lee") so the engine does not end a sentence there.
+    setext underlines (`====`), task-list checkboxes (`[x]`), table rules and pipes, HTML tags,
+    `<tool_call>` spans and JSON objects (tool-call markup), the URL part of `[text](url)`
+    links, everything of a bare URL but its host name ("example.com";
+    `calibration.spoken_time.url_spans`, shared with the ratio estimate).
+    Spoken as a short phrase that says what it is: a fenced code block ("a python code block
+    of 8 lines, shown on the page."), LaTeX ("a formula"), a hash or other long opaque token
+    (>= 24 code points without whitespace, not a URL or a word: "a hash", "a long code").
+    Rewritten: HTML entities decoded (`&amp;` -> "&"); a range between numbers ("3\\u20135",
+    "10-12") read "3 to 5"; scientific notation ("1e-9") read "1 times ten to the minus 9";
+    powers ("x^2") read "x squared"; arrows read as their word (`SPOKEN_ARROWS`); an ellipsis
+    becomes a comma (a full stop at the end); a title before a name ("Dr. Lee") is read in
+    full ("Doctor Lee") so the engine does not end a sentence there. Earlier rules win where
+    spans overlap (code blocks first).
     A removed run between two non-space characters leaves one space so that no words are glued
     together. Offsets are code points.
     """
@@ -128,6 +139,8 @@ def make_speakable(original: str) -> SpeakableText:
 
     for match in _CONTROLS.finditer(original):
         claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for match in _CODE_BLOCK.finditer(original):
+        claim(match.start(), match.end(), _code_block_phrase(match))
     for pattern, phrase in ((_TOOL_CALL, ""), (_JSON_OBJECT, ""), (_LATEX, "a formula")):
         for match in pattern.finditer(original):
             claim(match.start(), match.end(), _phrase(original, match.start(), match.end(),
@@ -159,8 +172,6 @@ def make_speakable(original: str) -> SpeakableText:
     for match in _ARROW.finditer(original):
         claim(match.start(), match.end(), _phrase(original, match.start(), match.end(),
                                                   SPOKEN_ARROWS[match.group()]))
-    for match in _CODE_FENCE.finditer(original):
-        claim(match.start(), match.end(), "")
     for match in _LINK.finditer(original):
         claim(match.start(), match.start(1), "")
         claim(match.end(1), match.end(), "")
@@ -217,6 +228,19 @@ def _is_emphasis(text: str, start: int, end: int) -> bool:
     opens = not after.isspace() and not before.isalnum()
     closes = not before.isspace() and not after.isalnum()
     return opens or closes
+
+
+def _code_block_phrase(block: re.Match[str]) -> str:
+    """What the voice says for a fenced code block: "a python code block of 8 lines, shown on
+    the page." (its language when the fence names one; the lines of its body, blank ones
+    too)."""
+    body = (block.group("body") or "").rstrip("\n")
+    language = f"{block.group('lang')} " if block.group("lang").isalpha() else ""
+    if not body:
+        return f"an empty {language}code block."
+    lines = body.count("\n") + 1
+    size = "one line" if lines == 1 else f"{lines} lines"
+    return f"a {language}code block of {size}, shown on the page."
 
 
 def _is_opaque(token: str) -> bool:
