@@ -5,9 +5,14 @@ own mark)."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
+from benchmarks.bench_calibration import load_corpus
 from calibration.units import text_units
+from server.speech.segmenter import SpeechSegmenter
 from server.speech.speakable import make_speakable
 from tests.conftest import loaded_synthesizer
 
@@ -42,7 +47,13 @@ SPOKEN_FORMS = [
     ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call> Sure.',
      " Sure."),
     ('{"name": "get_weather", "arguments": {"city": "Paris"}}', ""),
+    ("Edit src/server/speech/speakable.py today.", "Edit a path today."),
+    ("Then x" + "Q9z" * 200 + " ends.", "Then a long code ends."),
+    ("Count 1,2,3,4,5,6,7,8,9,10,11,12 now.", "Count a long code now."),
     # kept as written
+    ("A never-ending-story-of-all-time indeed.", "A never-ending-story-of-all-time indeed."),
+    ("It is **Pneumonoultramicroscopicsilicovolcanoconiosis**.",
+     "It is Pneumonoultramicroscopicsilicovolcanoconiosis."),
     ("Pneumonoultramicroscopicsilicovolcanoconiosis is a word.",
      "Pneumonoultramicroscopicsilicovolcanoconiosis is a word."),
     ("It costs $5 or $10.", "It costs $5 or $10."),
@@ -76,3 +87,48 @@ def test_a_written_token_whose_spoken_form_played_has_a_mark_to_its_end(
     assert any(mark.char_end == last_unit_end for mark in marks), marks
     own = [mark for mark in marks if mark.char_start >= start and mark.char_end <= end]
     assert own, f"no mark of its own for {heard_whole!r}: {marks}"
+
+
+LLM_CORPUS = [reply for reply in load_corpus() if reply.category == "llm"]
+LITERAL_MARKUP = re.compile(r"[<>{}\[\]|`#*^~_\\=]|\$(?!\d)|&\w+;")
+"""Characters and forms the voice must not read out: tag and JSON brackets, table pipes,
+backticks, heading / emphasis marks, LaTeX, HTML entities ("$" only before a number)."""
+
+
+def segments(text: str) -> list[str]:
+    segmenter = SpeechSegmenter()
+    return [text[start:end] for start, end in segmenter.feed(text) + segmenter.flush()]
+
+
+def test_the_llm_corpus_is_large_enough() -> None:
+    assert len(LLM_CORPUS) >= 40
+
+
+@pytest.mark.parametrize("reply", LLM_CORPUS, ids=[reply.id for reply in LLM_CORPUS])
+def test_no_markup_code_or_json_is_spoken_literally(reply: Any) -> None:
+    spoken = [make_speakable(segment).text for segment in segments(reply.text)]
+    literal = [match.group() for text in spoken for match in LITERAL_MARKUP.finditer(text)]
+    assert literal == [], spoken
+
+
+@pytest.mark.parametrize("reply", LLM_CORPUS, ids=[reply.id for reply in LLM_CORPUS])
+def test_every_written_token_spoken_is_heard_whole_once_its_marks_played(reply: Any) -> None:
+    """Piper, segment by segment as the server speaks: each written token (a run without
+    whitespace) of which some unit has a mark has its last unit inside a mark too, so a cut
+    after its spoken form keeps it whole (issue 27: URLs, arrows, code blocks were dropped)."""
+    piper = loaded_synthesizer("piper")
+    text = reply.text
+    covered = bytearray(len(text))
+    segmenter = SpeechSegmenter()
+    for start, end in segmenter.feed(text) + segmenter.flush():
+        for chunk in piper.synthesize(text[start:end]):
+            for mark in chunk.marks:
+                covered[start + mark.char_start:start + mark.char_end] = (
+                    b"\x01" * (mark.char_end - mark.char_start))
+    units = text_units(text)
+    dropped = []
+    for token in re.finditer(r"\S+", text):
+        inside = [unit for unit in units if token.start() <= unit.start < token.end()]
+        if any(covered[unit.start] for unit in inside) and not covered[inside[-1].end - 1]:
+            dropped.append(token.group())
+    assert dropped == []

@@ -46,6 +46,8 @@ _CONJUNCTIONS = (
 )
 _CONJUNCTION = re.compile(rf"(?<=\s)(?:{'|'.join(_CONJUNCTIONS)})(?=\s)", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s+")
+_ATOMS = (("<tool_call>", "</tool_call>"), ("<function_call>", "</function_call>"),
+          ("\\(", "\\)"), ("\\[", "\\]"))
 # A fenced code block's opening and closing lines (CommonMark: ``` or ~~~ at a line start).
 _CODE_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
@@ -170,7 +172,7 @@ class SpeechSegmenter:
             if match.end() == len(text):
                 return None
             before = text[start : match.start()]
-            if not before.strip():
+            if not before.strip() or _inside_atom(before):
                 continue
             if "\n" in match.group(0):
                 return match.end()
@@ -184,6 +186,18 @@ class SpeechSegmenter:
         if overflow is None:
             return None
         return _split(text, start, overflow, first=first)
+
+
+def _inside_atom(text: str) -> bool:
+    """Whether `text` (a span's text up to a candidate boundary) ends inside a span that is
+    spoken as one phrase or not at all (`server.speech.speakable`): an open JSON object (one
+    `{"` seen, more `{` than `}`) or `<tool_call>`, LaTeX `\\(`, `\\[` or `$$` not yet
+    closed. A boundary there would cut the span in two pieces that are each read as
+    symbols."""
+    if '{"' in text and text.count("{") > text.count("}"):
+        return True
+    return any(text.count(opener) > text.count(closer) for opener, closer in _ATOMS) or (
+        text.count("$$") % 2 == 1)
 
 
 def _code_block_end(text: str, start: int) -> int | None:
@@ -216,11 +230,12 @@ def _word_start(text: str, start: int, words: int) -> int | None:
 
 def _split(text: str, start: int, overflow: int, *, first: bool) -> int | None:
     """End of an over-long span that starts at `start` and whose words beyond the limit begin at
-    `overflow` (see `SpeechSegmenter`); None when one token runs past the limit and its end has
-    not arrived yet."""
+    `overflow` (see `SpeechSegmenter`), never inside an atom (`_inside_atom`); None when one
+    token or atom runs past the limit and its end has not arrived yet."""
 
     def long_enough(end: int) -> bool:
-        return len(_WORD.findall(text, start, end)) >= FIRST_CLAUSE_MIN_WORDS
+        return (len(_WORD.findall(text, start, end)) >= FIRST_CLAUSE_MIN_WORDS
+                and not _inside_atom(text[start:end]))
 
     if not first:
         clauses = [
@@ -239,10 +254,12 @@ def _split(text: str, start: int, overflow: int, *, first: bool) -> int | None:
     ]
     if conjunctions:
         return conjunctions[0] if first else conjunctions[-1]
-    words = _word_ends(text, start, overflow)
+    words = [end for end in _word_ends(text, start, overflow)
+             if not _inside_atom(text[start:end])]
     if words:
         return words[-1]
-    later = _word_ends(text, overflow, len(text))
+    later = [end for end in _word_ends(text, overflow, len(text))
+             if not _inside_atom(text[start:end])]
     return later[0] if later and later[0] < len(text) else None
 
 

@@ -58,9 +58,15 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 _HTML_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});")
 _LATEX = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$",
                     re.DOTALL)
-_OPAQUE = re.compile(r"(?<!\S)[\w+/=.:-]{24,}(?!\S)")
+_OPAQUE = re.compile(r"(?<!\S)\S{24,}(?!\S)")
+LONGEST_WORD = 45
+"""Code points of the longest English dictionary word ("pneumonoultramicroscopicsilicovolcano-
+coniosis", Oxford English Dictionary): a longer token without whitespace is no word, and is
+spoken as a short phrase so that it never holds the voice (Piper's first audio grew with a
+token's length: 600 code points took 14.5 s, issue 27)."""
 _HEX = re.compile(r"(?:0x)?[0-9a-fA-F]+")
 _UNDERLINE = re.compile(r"^[ \t]*(?:={2,}|-{2,})[ \t]*$", re.MULTILINE)
+_FOOTNOTE = re.compile(r"\[\^?\d{1,3}\]")
 _CHECKBOX = re.compile(r"(?<!\S)\[[ xX]\](?=\s)")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?(?:[ \t]*:?-{2,}:?[ \t]*\|)+[ \t]*:?-*:?[ \t]*$",
                          re.MULTILINE)
@@ -113,7 +119,8 @@ def make_speakable(original: str) -> SpeakableText:
     Removed: control characters (but tab and line ends) and U+FFFD, emoji and pictographs,
     markdown emphasis (`**`, `__`, `*`, `_`, `~~` at word edges), backticks, `[[`/`]]`
     (Piper's raw-phoneme brackets), heading / quote / bullet markers and rules at line starts,
-    setext underlines (`====`), task-list checkboxes (`[x]`), table rules and pipes, HTML tags,
+    setext underlines (`====`), task-list checkboxes (`[x]`), footnote marks (`[1]`), table
+    rules and pipes, HTML tags,
     `<tool_call>` spans and JSON objects (tool-call markup), the URL part of `[text](url)`
     links, everything of a bare URL but its host name ("example.com";
     `calibration.spoken_time.url_spans`, shared with the ratio estimate).
@@ -151,9 +158,11 @@ def make_speakable(original: str) -> SpeakableText:
         claim(match.start(), match.end(), html.unescape(match.group()))
     for match in _OPAQUE.finditer(original):
         if _is_opaque(match.group()):
-            phrase = "a hash" if _HEX.fullmatch(match.group()) else "a long code"
+            token = match.group()
+            phrase = ("a hash" if _HEX.fullmatch(token) else "a path" if token.count("/") > 1
+                      and "=" not in token else "a long code")
             claim(match.start(), match.end(), phrase)
-    for pattern in (_UNDERLINE, _CHECKBOX, _TABLE_RULE):
+    for pattern in (_UNDERLINE, _CHECKBOX, _FOOTNOTE, _TABLE_RULE):
         for match in pattern.finditer(original):
             claim(match.start(), match.end(), "")
     for match in _TABLE_PIPE.finditer(original):
@@ -245,13 +254,18 @@ def _code_block_phrase(block: re.Match[str]) -> str:
 
 def _is_opaque(token: str) -> bool:
     """Whether a long whitespace-free token (`_OPAQUE`: >= 24 code points) is no word to read:
-    a hash, base64, a long id. A URL is not (its host is spoken); a run of letters only
-    (a long compound word) is not, unless it has no vowel."""
+    a hash, base64, a long id, a path. A URL is not (its host is spoken), nor a run of words
+    (letters joined by hyphens or apostrophes, in one case after its first letter, with a
+    vowel, once the punctuation and emphasis around it are set aside), unless it is longer
+    than any word (`LONGEST_WORD`)."""
     if "://" in token or token.startswith("www."):
         return False
-    letters = sum(char.isalpha() for char in token)
-    return letters < len(token) or not any(char in "aeiouyAEIOUY" for char in token) or (
-        any(char.isupper() for char in token[1:]) and any(char.islower() for char in token))
+    token = token.strip("*_~`\"'()[]{}<>.,;:!?")
+    if len(token) > LONGEST_WORD:
+        return True
+    wordlike = all(char.isalpha() or char in "-'\u2019" for char in token)
+    one_case = token[1:].islower() or token.isupper()
+    return not (wordlike and one_case and any(char in "aeiouyAEIOUY" for char in token))
 
 
 def _phrase(text: str, start: int, end: int, phrase: str) -> str:
