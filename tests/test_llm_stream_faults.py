@@ -34,12 +34,16 @@ async def scripted_server(start_server: Any, proxy: RecordingProxy, **overrides:
 
 
 async def play_all(client: RealtimeClient, response_id: str) -> dict:
-    """Wait for the response's terminal event, acknowledging all of its audio as played."""
+    """Wait for the response's terminal event, acknowledging all of its audio as played;
+    check that it is the only one."""
     done = await client.wait_for("response.done",
                                  lambda e: e["response"]["id"] == response_id, 120)
     audio = client.of_type("response.output_audio.delta", response_id=response_id)
     if audio:
         await client.ack(response_id, max(e["audio_end_ms"] for e in audio))
+    await client.drain(0.3)
+    assert len([e for e in client.of_type("response.done")
+                if e["response"]["id"] == response_id]) == 1
     return done["response"]
 
 
