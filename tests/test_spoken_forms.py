@@ -50,6 +50,9 @@ SPOKEN_FORMS = [
     ("Edit src/server/speech/speakable.py today.", "Edit a path today."),
     ("Then x" + "Q9z" * 200 + " ends.", "Then a long code ends."),
     ("Count 1,2,3,4,5,6,7,8,9,10,11,12 now.", "Count a long code now."),
+    ("Short hash 3f786850e387550f here.", "Short hash a hash here."),
+    ("At 2023-10-05T12:30:00Z sharp.", "At 2023-10-05T12:30:00Z sharp."),
+    ("Use v1.2.3-beta.4+build5 now.", "Use v1.2.3-beta.4+build5 now."),
     # kept as written
     ("A never-ending-story-of-all-time indeed.", "A never-ending-story-of-all-time indeed."),
     ("It is **Pneumonoultramicroscopicsilicovolcanoconiosis**.",

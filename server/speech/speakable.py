@@ -58,7 +58,12 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 _HTML_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});")
 _LATEX = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]|\$[^$\n]*\\[A-Za-z]+[^$\n]*\$",
                     re.DOTALL)
-_OPAQUE = re.compile(r"(?<!\S)\S{24,}(?!\S)")
+_OPAQUE = re.compile(r"(?<!\S)\S{16,}(?!\S)")
+OPAQUE_CODE_POINTS = 24
+"""Length (code points) from which a whitespace-free token that is not a word or URL is spoken
+as a short phrase; from 16 a hexadecimal token with digits and letters or one that mixes at
+least 4 digits and 4 letters and has no "." already is (a short hash or id:
+"3f786850e387550f"; not a version or file name)."""
 LONGEST_WORD = 45
 """Code points of the longest English dictionary word ("pneumonoultramicroscopicsilicovolcano-
 coniosis", Oxford English Dictionary): a longer token without whitespace is no word, and is
@@ -126,7 +131,7 @@ def make_speakable(original: str) -> SpeakableText:
     `calibration.spoken_time.url_spans`, shared with the ratio estimate).
     Spoken as a short phrase that says what it is: a fenced code block ("a python code block
     of 8 lines, shown on the page."), LaTeX ("a formula"), a hash or other long opaque token
-    (>= 24 code points without whitespace, not a URL or a word: "a hash", "a long code").
+    (`OPAQUE_CODE_POINTS`, not a URL or a word: "a hash", "a long code").
     Rewritten: HTML entities decoded (`&amp;` -> "&"); a range between numbers ("3\\u20135",
     "10-12") read "3 to 5"; scientific notation ("1e-9") read "1 times ten to the minus 9";
     powers ("x^2") read "x squared"; arrows read as their word (`SPOKEN_ARROWS`); an ellipsis
@@ -253,14 +258,19 @@ def _code_block_phrase(block: re.Match[str]) -> str:
 
 
 def _is_opaque(token: str) -> bool:
-    """Whether a long whitespace-free token (`_OPAQUE`: >= 24 code points) is no word to read:
-    a hash, base64, a long id, a path. A URL is not (its host is spoken), nor a run of words
-    (letters joined by hyphens or apostrophes, in one case after its first letter, with a
-    vowel, once the punctuation and emphasis around it are set aside), unless it is longer
-    than any word (`LONGEST_WORD`)."""
+    """Whether a long whitespace-free token (`_OPAQUE`: >= 16 code points) is no word to read:
+    a hash, base64, a long id, a path (see `OPAQUE_CODE_POINTS`). A URL is not (its host is
+    spoken), nor a run of words (letters joined by hyphens or apostrophes, in one case after
+    its first letter, with a vowel, once the punctuation and emphasis around it are set
+    aside), unless it is longer than any word (`LONGEST_WORD`)."""
     if "://" in token or token.startswith("www."):
         return False
     token = token.strip("*_~`\"'()[]{}<>.,;:!?")
+    if len(token) < OPAQUE_CODE_POINTS:
+        digits = sum(char.isdigit() for char in token)
+        letters = sum(char.isalpha() for char in token)
+        hexadecimal = _HEX.fullmatch(token) is not None and digits > 0 and letters > 0
+        return hexadecimal or (digits >= 4 and letters >= 4 and "." not in token)
     if len(token) > LONGEST_WORD:
         return True
     wordlike = all(char.isalpha() or char in "-'\u2019" for char in token)
