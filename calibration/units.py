@@ -152,9 +152,13 @@ _CURRENCIES: dict[str, tuple[str, str, str | None, str | None]] = {
     "¥": ("yen", "yen", None, None),
     "₹": ("rupee", "rupees", "paisa", "paise"),
 }
+SPOKEN_ARROWS = {"\u2192": "to", "\u21d2": "implies"}
+"""Arrows written between words and the word they are spoken as ("Go left → then right"); the
+speakable text (`server.speech.speakable`) says that word, where Piper would say "right arrow"."""
 _SYMBOLS = {
     "+": "plus", "=": "equals", "&": "and", "@": "at", "%": "percent",
     "\uff0b": "plus", "\uff1d": "equals", "\uff06": "and", "\uff20": "at", "\uff05": "percent",
+    **SPOKEN_ARROWS,
 }
 _SYMBOL_NEIGHBOURS = frozenset(".,;:!?()[]\"'")
 _TOKEN_STARTS = frozenset("$€£¥₹-\u2212") | frozenset(_SYMBOLS)

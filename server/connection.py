@@ -52,9 +52,9 @@ from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.protocol import ClientEvent, ProtocolError
 from server.realtime.session import Session, SessionConfig
 from server.reply_echo import ReplyEcho
+from server.reply_text import ReplyText
 from server.responders.prompt import Prompt, Responder, ResponderError
 from server.speech.resampling import StreamResampler
-from server.speech.segmenter import SpeechSegmenter
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
 
@@ -647,11 +647,11 @@ class Connection:
             prompt = session.build_prompt(response_id)
             if prompt is None:
                 return
-            spans: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
-            reader = asyncio.create_task(self._read_reply(response_id, prompt, spans))
+            reply = ReplyText()
+            reader = asyncio.create_task(self._read_reply(response_id, prompt, reply))
             self._readers[response_id] = reader
             try:
-                while (span := await spans.get()) is not None:
+                while (span := await reply.next_span()) is not None:
                     if reader.done() and not reader.cancelled():
                         reader.result()
                     await self._generation_room(response_id)
@@ -678,29 +678,26 @@ class Connection:
                 del self._generations[response_id]
         await self._settle()
 
-    async def _read_reply(self, response_id: str, prompt: Prompt,
-                          spans: asyncio.Queue[tuple[int, int] | None]) -> bool:
-        """Feed the responder's deltas to the session as they arrive and queue the segments
-        (`SpeechSegmenter` spans on the reply text) for speaking; a None ends the queue, also
-        when the responder fails or this task is cancelled. The responder's iterator is
-        closed on every exit (`contextlib.aclosing`), which closes a model's HTTP stream.
+    async def _read_reply(self, response_id: str, prompt: Prompt, reply: ReplyText) -> bool:
+        """Feed the responder's deltas, with their Unicode repaired, to the session as they
+        arrive and queue the segments for speaking (`ReplyText`); the queue is closed on every
+        exit, also when the responder fails or this task is cancelled. The responder's
+        iterator is closed on every exit (`contextlib.aclosing`), which closes a model's HTTP
+        stream.
 
         Returns True when the reply was read to its end, False when the response stopped
         generating first. Raises what the responder raises.
         """
-        segmenter = SpeechSegmenter()
         try:
             async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
-                    if not self.session.on_text(response_id, delta):
+                    text = reply.add(delta)
+                    if text and not self.session.on_text(response_id, text):
                         return False
-                    for span in segmenter.feed(delta):
-                        spans.put_nowait(span)
-            for span in segmenter.flush():
-                spans.put_nowait(span)
-            return True
+            text = reply.end()
+            return not text or self.session.on_text(response_id, text)
         finally:
-            spans.put_nowait(None)
+            reply.close()
 
     def _stop_reader(self, response_id: str) -> None:
         """Cancel the reply's reader task (`_read_reply`), exactly once: whoever takes it out

@@ -11,7 +11,12 @@ by `mode`:
 - "refusal": a stream whose one delta is a `refusal`;
 - "garbage": a stream whose one event is not JSON;
 - "cut": a stream of one content delta (`CUT_TEXT`) that ends without a `finish_reason` or
-  `[DONE]` (the model server went away mid-reply).
+  `[DONE]` (the model server went away mid-reply);
+- "script": a stream of the content deltas of `script`, in order, each after a pause of
+  `script_pause_s` (or of `(content, pause_s)` pairs, or of whole `delta` objects such as
+  `{"reasoning_content": "..."}`), ended by `finish_reason` "stop" and `[DONE]`;
+  each delta is JSON-encoded as Python's `json.dumps` does, so a lone surrogate goes out as its
+  `\\udXXX` escape, as an LLM server that splits an emoji's UTF-16 pair sends it.
 Times are `time.monotonic()` readings (s), comparable with the test's own.
 """
 
@@ -65,8 +70,11 @@ class RecordingProxy(LoopbackHTTPServer):
     def __init__(self, upstream: str, port: int = 0) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.mode: Literal["forward", "status", "stall", "refusal", "garbage", "cut"] = "forward"
+        self.mode: Literal["forward", "status", "stall", "refusal", "garbage", "cut",
+                           "script"] = "forward"
         self.status = 500
+        self.script: list[str | tuple[str, float] | dict[str, str]] = []
+        self.script_pause_s = 0.0
         self.requests: list[ChatRequest] = []
         super().__init__(port)
 
@@ -136,8 +144,41 @@ class RecordingProxy(LoopbackHTTPServer):
                          "finish_reason": None}]}
             self._send(handler, 200, "text/event-stream",
                        f"data: {json.dumps(chunk)}\n\n".encode())
+        elif self.mode == "script":
+            self._play_script(handler, request)
         else:
             self._forward(handler, request, body)
+
+    def _play_script(self, handler: BaseHTTPRequestHandler, request: ChatRequest) -> None:
+        """Stream `script` as server-sent events, one flushed write per delta; the response
+        has no length and ends when the connection closes (HTTP/1.0)."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        model = request.body.get("model", "")
+
+        def event(delta: dict[str, str], finish: str | None) -> None:
+            chunk = {"id": "chatcmpl-script", "object": "chat.completion.chunk", "created": 0,
+                     "model": model, "choices": [{"index": 0, "delta": delta,
+                                                  "finish_reason": finish}]}
+            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            handler.wfile.flush()
+            if request.first_byte_s is None:
+                request.first_byte_s = time.monotonic()
+
+        try:
+            event({"role": "assistant", "content": ""}, None)
+            for step in self.script:
+                content, pause_s = step if isinstance(step, tuple) else (step, self.script_pause_s)
+                if _client_closed(handler.connection, pause_s):
+                    request.client_closed_s = time.monotonic()
+                    return
+                event(content if isinstance(content, dict) else {"content": content}, None)
+            event({}, "stop")
+            handler.wfile.write(b"data: [DONE]\n\n")
+            request.upstream_done_s = time.monotonic()
+        except OSError:
+            request.client_closed_s = time.monotonic()
 
     def _send(self, handler: BaseHTTPRequestHandler, status: int, content_type: str,
               payload: bytes) -> None:

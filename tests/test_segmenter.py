@@ -237,3 +237,39 @@ def test_pieces_stay_short_and_independent_of_deltas(words: list[str], data: st.
         limit = FIRST_PIECE_MAX_WORDS if index == 0 else MAX_PIECE_WORDS
         assert _word_count(text[start:end]) <= limit
         assert end == len(text) or text[end - 1].isspace() or "\u4f60" in text[end - 1 : end + 1]
+
+
+@pytest.mark.parametrize(("text", "words", "rest"), [
+    ("The first half of", "The first half ", "of"),
+    ("The first half of ", "The first half of ", ""),
+    ("Hel", "", "Hel"),
+    ("  ", "", "  "),
+    ("One two 三四", "One two 三", "四"),
+])
+def test_a_paused_reply_gives_its_complete_words(text: str, words: str, rest: str) -> None:
+    """flush_words ends between written tokens: an unfinished last token stays for later."""
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed(text) == []
+    spans = segmenter.flush_words()
+    assert [text[start:end] for start, end in spans] == ([words] if words else [])
+    assert [text[start:end] for start, end in segmenter.flush()] == ([rest] if rest else [])
+
+
+CODE_REPLY = ("Here is code:\n\n```python\nimport os\nprint(os.getcwd())\n```\n\n"
+              "That prints the directory. Done.")
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, len(CODE_REPLY)])
+def test_a_fenced_code_block_is_one_span_however_it_streams(step: int) -> None:
+    segmenter = SpeechSegmenter()
+    spans = [span for index in range(0, len(CODE_REPLY), step)
+             for span in segmenter.feed(CODE_REPLY[index:index + step])] + segmenter.flush()
+    assert [CODE_REPLY[start:end] for start, end in spans] == [
+        "Here is code:\n\n", "```python\nimport os\nprint(os.getcwd())\n```\n\n",
+        "That prints the directory. ", "Done."]
+
+
+def test_a_stall_inside_a_code_block_speaks_nothing_of_it() -> None:
+    segmenter = SpeechSegmenter()
+    assert segmenter.feed("```python\nimport os\nprint(") == []
+    assert segmenter.flush_words() == []

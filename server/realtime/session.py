@@ -31,7 +31,7 @@ from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.extensions import ClientView
 from server.realtime.heard_text import HeardTextStore
-from server.realtime.history import ConversationHistory
+from server.realtime.history import ConversationHistory, HistoryItem
 from server.realtime.input_turns import InputTurns
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
@@ -557,7 +557,8 @@ class Session:
         and whether they were interrupted (the responder adds the interruption note). An
         assistant item that holds no text at all (a reply that failed or was cancelled before
         it wrote a word) is left out: it said nothing, and a note would tell the model of an
-        interruption that never cut anything it said.
+        interruption that never cut anything it said; so is the item of a failed response of
+        which nothing was heard (the responder failed: the listener did not interrupt it).
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
@@ -568,7 +569,7 @@ class Session:
         for item in before:
             if item.role in ("user", "system"):
                 turns.append(ConversationTurn(role=item.role, text=item.text))
-            elif item.text or item.full_text:
+            elif item.text.strip() or (item.full_text.strip() and not self._failed(item)):
                 turns.append(ConversationTurn(role="assistant", text=item.text,
                                               full_text=item.full_text,
                                               interrupted=item.interrupted))
@@ -634,6 +635,11 @@ class Session:
         response.generation_ended = True
         response.cursor.audio_complete = True
         self._log.effect(WakeSender())
+
+    def _failed(self, item: HistoryItem) -> bool:
+        """Whether the response that wrote assistant `item` failed."""
+        response = self.responses.get(item.response_id or "")
+        return response is not None and response.status == "failed"
 
     def on_generation_failed(self, response_id: str, message: str) -> None:
         """Generation raised: end the response as failed; history keeps what was heard."""

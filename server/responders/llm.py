@@ -3,8 +3,9 @@
 `LLMResponder` sends `Prompt.as_messages()` (the instructions, the history as heard with a note
 after each interrupted turn, the new user turn) to `POST {url}/chat/completions` with
 `stream: true` through the `openai` package's `AsyncOpenAI`, and yields each content delta as it
-arrives. Works with vLLM, llama.cpp's server (and llama-cpp-python's), Ollama's `/v1` and
-hosted APIs.
+arrives, without reasoning: `reasoning_content` deltas are not read, and `<think>` spans in the
+content are cut out (`server.responders.reasoning`). Works with vLLM, llama.cpp's server (and
+llama-cpp-python's), Ollama's `/v1` and hosted APIs.
 
 Closing the generator (`aclose`, or cancelling the task iterating it) closes the HTTP response
 at once; an unfinished response's connection is then dropped, not returned to the pool, so the
@@ -21,6 +22,7 @@ import httpx
 import openai
 
 from server.responders.prompt import Prompt, ResponderError
+from server.responders.reasoning import ReasoningFilter
 
 ERROR_DETAIL_CHARS = 200
 """Longest piece of an LLM server's own error message quoted in a `ResponderError` (code
@@ -70,17 +72,20 @@ class LLMResponder:
         )
 
     async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
-        """Yield the model's reply as content deltas, as the server streams them.
+        """Yield the model's reply as content deltas, as the server streams them, with its
+        reasoning spans cut out (`ReasoningFilter`).
 
         Raises:
             ResponderError: the server could not be reached or hung up, answered an HTTP
                 error, timed out (`timeout_s`), broke off the stream, refused to answer (a
                 `refusal` delta or `finish_reason` "content_filter"), sent an event that is not
-                JSON, ended its stream before a `finish_reason`, or answered no text at all.
+                JSON, ended its stream before a `finish_reason`, or answered no text at all (or
+                only whitespace).
                 Text already yielded stays valid.
         """
         settings = self.settings
         answered = finished = False
+        reasoning = ReasoningFilter()
         try:
             stream = await self._client.chat.completions.create(
                 model=settings.model,
@@ -98,10 +103,13 @@ class LLMResponder:
                     refusal = getattr(choice.delta, "refusal", None)
                     if refusal or choice.finish_reason == "content_filter":
                         raise ResponderError(_refused(refusal))
-                    if choice.delta.content:
-                        answered = True
-                        yield choice.delta.content
+                    if content := reasoning.feed(choice.delta.content or ""):
+                        answered = answered or not content.isspace()
+                        yield content
                     finished = finished or choice.finish_reason is not None
+            if content := reasoning.flush():
+                answered = answered or not content.isspace()
+                yield content
         except openai.APIStatusError as exc:
             raise ResponderError(
                 f"the LLM server answered HTTP {exc.status_code}: {_detail(exc)}") from exc

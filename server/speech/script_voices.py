@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from server.speech.espeak_tts import EspeakSynthesizer, espeak_engine
+from server.speech.language_voices import latin_voice
 from server.speech.resampling import resample
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
@@ -110,7 +111,10 @@ def script_runs(text: str) -> list[ScriptRun]:
 
 
 class ScriptVoiceSynthesizer:
-    """`SpeechSynthesizer` that speaks the runs of other scripts with espeak-ng voices.
+    """`SpeechSynthesizer` that speaks the runs of other scripts with espeak-ng voices, and a
+    Latin-script run in French, German, Spanish, Italian, Portuguese or Dutch with the
+    espeak-ng voice of its language (`server.speech.language_voices.latin_voice`: the segment
+    is a sentence or a clause of one).
 
     Same `name` and `sample_rate_hz` as `main`; a segment without such runs goes to `main`
     unchanged. Otherwise each run is synthesized in turn (`main` for main-voice runs, an
@@ -130,13 +134,17 @@ class ScriptVoiceSynthesizer:
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """Warm up the main voice and load libespeak-ng (its voices load in milliseconds)."""
+        """Warm up the main voice, load libespeak-ng (its voices load in milliseconds) and the
+        language identifier's model."""
         self.main.warm_up()
         espeak_engine()
+        latin_voice("warm up the language model")
 
     def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
         """Yield the chunks of `text` in order, each run by its voice (see the class)."""
-        runs = script_runs(text)
+        runs = [run if run.voice is not None else
+                ScriptRun(run.start, run.end, latin_voice(text[run.start:run.end]))
+                for run in script_runs(text)]
         if all(run.voice is None for run in runs):
             yield from self.main.synthesize(text, stop)
             return

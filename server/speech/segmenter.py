@@ -46,6 +46,10 @@ _CONJUNCTIONS = (
 )
 _CONJUNCTION = re.compile(rf"(?<=\s)(?:{'|'.join(_CONJUNCTIONS)})(?=\s)", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s+")
+_ATOMS = (("<tool_call>", "</tool_call>"), ("<function_call>", "</function_call>"),
+          ("\\(", "\\)"), ("\\[", "\\]"))
+# A fenced code block's opening and closing lines (CommonMark: ``` or ~~~ at a line start).
+_CODE_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
 
 FIRST_CLAUSE_MIN_WORDS = 3
@@ -98,6 +102,10 @@ class SpeechSegmenter:
     followed by a lower-case word ends no sentence; nor does punctuation right after whitespace
     or an opening quote ('"... 7, 6,"').
 
+    A fenced code block (``` or ~~~ lines) is one span, from its opening fence to the
+    whitespace after its closing fence, whatever its lines and length: it is spoken as one
+    phrase (`server.speech.speakable`).
+
     A boundary is emitted only once the next non-whitespace character has arrived (or at
     `flush()`), so the trailing whitespace is complete and the spans do not depend on how the
     text was split into deltas. Rules follow the usual TTS sentence-splitting heuristics
@@ -135,9 +143,26 @@ class SpeechSegmenter:
         self._clause = False
         return [span]
 
+    def flush_words(self) -> list[tuple[int, int]]:
+        """The reply paused mid-sentence: return the span of the complete words not yet emitted
+        (up to the end of the last whitespace run after them; [] when there is none), so that
+        a span still ends only between written tokens. The next span starts there."""
+        if _code_block_end(self._text, self._start) is not None:
+            return []
+        ends = _word_ends(self._text + " ", self._start, len(self._text))
+        if not ends or not _WORD.search(self._text, self._start, ends[-1]):
+            return []
+        span = (self._start, ends[-1])
+        self._start = ends[-1]
+        self._clause = False
+        return [span]
+
     def _next_boundary(self) -> int | None:
         """Exclusive end of the next complete span after self._start, or None if not known yet."""
         text, start = self._text, self._start
+        block_end = _code_block_end(text, start)
+        if block_end is not None:
+            return block_end if block_end >= 0 else None
         first = self._clause
         limit = FIRST_PIECE_MAX_WORDS if first else MAX_PIECE_WORDS
         overflow = _word_start(text, start, limit) if self._split_long else None
@@ -147,7 +172,7 @@ class SpeechSegmenter:
             if match.end() == len(text):
                 return None
             before = text[start : match.start()]
-            if not before.strip():
+            if not before.strip() or _inside_atom(before):
                 continue
             if "\n" in match.group(0):
                 return match.end()
@@ -163,6 +188,38 @@ class SpeechSegmenter:
         return _split(text, start, overflow, first=first)
 
 
+def _inside_atom(text: str) -> bool:
+    """Whether `text` (a span's text up to a candidate boundary) ends inside a span that is
+    spoken as one phrase or not at all (`server.speech.speakable`): an open JSON object (one
+    `{"` seen, more `{` than `}`) or `<tool_call>`, LaTeX `\\(`, `\\[` or `$$` not yet
+    closed. A boundary there would cut the span in two pieces that are each read as
+    symbols."""
+    if '{"' in text and text.count("{") > text.count("}"):
+        return True
+    return any(text.count(opener) > text.count(closer) for opener, closer in _ATOMS) or (
+        text.count("$$") % 2 == 1)
+
+
+def _code_block_end(text: str, start: int) -> int | None:
+    """For a span starting at `start`: None when it does not start with a code fence; else the
+    end of the span that holds the whole fenced block (after its closing fence line and the
+    whitespace after it), or -1 while that end is not known yet (the block or the whitespace
+    after it is still being written)."""
+    opening = _CODE_FENCE.match(text, start)
+    if opening is None:
+        return None
+    line_end = text.find("\n", opening.end())
+    closing = None
+    if line_end >= 0:
+        closing = next((match for match in _CODE_FENCE.finditer(text, line_end + 1)
+                        if match.group(1) == opening.group(1)), None)
+    closing_end = text.find("\n", closing.end()) if closing is not None else -1
+    if closing_end < 0:
+        return -1
+    end = _WHITESPACE.match(text, closing_end).end()  # type: ignore[union-attr]
+    return end if end < len(text) else -1
+
+
 def _word_start(text: str, start: int, words: int) -> int | None:
     """Offset of the first word after the first `words` words of text[start:] (None: none yet)."""
     for count, match in enumerate(_WORD.finditer(text, start)):
@@ -173,11 +230,12 @@ def _word_start(text: str, start: int, words: int) -> int | None:
 
 def _split(text: str, start: int, overflow: int, *, first: bool) -> int | None:
     """End of an over-long span that starts at `start` and whose words beyond the limit begin at
-    `overflow` (see `SpeechSegmenter`); None when one token runs past the limit and its end has
-    not arrived yet."""
+    `overflow` (see `SpeechSegmenter`), never inside an atom (`_inside_atom`); None when one
+    token or atom runs past the limit and its end has not arrived yet."""
 
     def long_enough(end: int) -> bool:
-        return len(_WORD.findall(text, start, end)) >= FIRST_CLAUSE_MIN_WORDS
+        return (len(_WORD.findall(text, start, end)) >= FIRST_CLAUSE_MIN_WORDS
+                and not _inside_atom(text[start:end]))
 
     if not first:
         clauses = [
@@ -196,10 +254,12 @@ def _split(text: str, start: int, overflow: int, *, first: bool) -> int | None:
     ]
     if conjunctions:
         return conjunctions[0] if first else conjunctions[-1]
-    words = _word_ends(text, start, overflow)
+    words = [end for end in _word_ends(text, start, overflow)
+             if not _inside_atom(text[start:end])]
     if words:
         return words[-1]
-    later = _word_ends(text, overflow, len(text))
+    later = [end for end in _word_ends(text, overflow, len(text))
+             if not _inside_atom(text[start:end])]
     return later[0] if later and later[0] < len(text) else None
 
 

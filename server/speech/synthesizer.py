@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ def samples_to_ms(start: int, end: int, sample_rate_hz: int) -> tuple[int, int]:
     return start * 1000 // sample_rate_hz, -(-end * 1000 // sample_rate_hz)
 
 
+_TOKEN = re.compile(r"\S+")
+
+
 class WordLocator:
     """Places an engine's words on the written units of the original text of a segment.
 
@@ -128,6 +132,8 @@ class WordLocator:
         for start, end in speakable.sources:
             kept[start:end] = b"\x01" * (end - start)
         self._spoken = [any(kept[unit.start : unit.end]) for unit in self._units]
+        tokens = [match.end() for match in _TOKEN.finditer(speakable.original)]
+        self._token = [bisect.bisect_right(tokens, unit.start) for unit in self._units]
 
     def word_units(self, speakable_starts: Sequence[int]) -> list[tuple[int, int]]:
         """Return, per engine word (start offsets into the speakable text, in spoken order), the
@@ -140,6 +146,10 @@ class WordLocator:
           letters got no word while the unit before it got several, it takes over the extra ones;
         - it glues unstressed words to the word before ("with the" is one word, as in Piper): a
           word's range extends over the following spoken units that got no word of their own.
+        A word's range also extends over the following units of its written token (a run
+        without whitespace) that are not spoken: the path of a URL whose host was spoken ("org"
+        of "https://docs.python.org/3/library" covers "3" and "library"), so a token whose
+        spoken form was heard to its end is heard whole.
         Empty when the text has no units.
         """
         if not self._units:
@@ -156,7 +166,8 @@ class WordLocator:
                 located[position + 1] if position + 1 < len(located) else len(self._units)
             )
             last = first
-            while following != first and last + 1 < following and self._spoken[last + 1]:
+            while following != first and last + 1 < following and (
+                    self._spoken[last + 1] or self._token[last + 1] == self._token[last]):
                 last += 1
             ranges.append((first, last))
         return ranges
