@@ -428,7 +428,7 @@ class Connection:
         detector = self._speech_detector
         if detector is None or detector.settings != effect.settings:
             detector = InputSpeechDetector(effect.settings, self.session.config.sample_rate_hz,
-                                           effect.position_ms)
+                                           effect.position_ms, self.session.config.max_turn_ms)
             self._speech_detector = detector
         reference = None
         if self._reply_echo is not None and self._reply_echo.response_id == effect.response_id:
