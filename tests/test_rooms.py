@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from server.config import parse_config
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.room_background import RoomBackground
 from server.listening.server_vad_settings import TurnDetection
@@ -258,3 +259,34 @@ async def test_the_person_over_the_room_is_heard_and_the_room_is_not(
     assert "second step" in transcript["transcript"].lower()
     stopped_at = page.stopped_at_ms
     assert stopped_at is None or stopped_at >= at_ms - 1000, "the room cut the reply"
+
+
+def test_max_turn_ms_flag_and_variable() -> None:
+    assert parse_config([], {}).max_turn_ms == 30_000
+    assert parse_config(["--max-turn-ms", "4000"], {}).max_turn_ms == 4000
+    assert parse_config([], {"DUPLEX_MAX_TURN_MS": "5000"}).max_turn_ms == 5000
+    with pytest.raises(SystemExit):
+        parse_config(["--max-turn-ms", "0"], {})
+
+
+async def test_a_turn_that_never_pauses_is_committed_at_max_turn_ms_over_the_protocol(
+        start_server) -> None:
+    """A server with `max_turn_ms` 3000 and loud babble (-25 dBFS RMS) after a second of quiet
+    room: the turn it starts stops 3 s after its speech start and is committed, and the
+    session goes on listening (no error, no second turn from the same babble)."""
+    server = await start_server(tts="uniform", calibration="marks", max_turn_ms=3000)
+    quiet = rs.at_rms_dbfs(fx.pink_noise(np.random.default_rng(7), 1000), FLOOR_DBFS)
+    mic = mic_pcm16(np.concatenate((quiet, room("babble", -25.0, 7000, seed=4))))
+    async with RealtimeClient.connect(server.ws_url) as client:
+        await client.send({"type": "session.update",
+                           "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
+        await client.wait_for("session.updated")
+        await receive_while(client, asyncio.create_task(stream(client, mic)))
+        await client.wait_for("input_audio_buffer.committed", timeout=10)
+        await client.drain(0.5)
+    [started] = client.of_type("input_audio_buffer.speech_started")
+    [stopped] = client.of_type("input_audio_buffer.speech_stopped")
+    assert 1000 - 300 <= started["audio_start_ms"] <= 1400
+    speech_ms = stopped["audio_end_ms"] - started["audio_start_ms"] - 300
+    assert 3000 <= speech_ms <= 3000 + 2 * WINDOW_MS
+    assert not client.of_type("error")
