@@ -145,22 +145,54 @@ def test_a_turn_that_never_pauses_stops_at_max_turn_ms_and_the_detector_rearms()
         TurnDetectionConfig(max_turn_ms=-1)
 
 
+def test_the_room_gate_moves_a_candidate_s_start_and_its_windows_in_a_turn_are_silence() -> None:
+    """`TurnDetector.room_gate` (a stand-in: the room until 1600 ms and from 3200 ms):
+    rejected candidates move their start, the turn starts `min_speech_ms` after the room
+    stopped, and the room's windows after the person's end the turn like non-speech."""
+    detector = TurnDetector(TurnDetectionConfig())
+    asked: list[tuple[int, int]] = []
+
+    def room_gate(start_ms: int, end_ms: int) -> bool:
+        asked.append((start_ms, end_ms))
+        return end_ms <= 1600 or start_ms >= 3200
+
+    detector.room_gate = room_gate
+    events = [(index * WINDOW_MS, detector.process(index * WINDOW_MS, 0.9))
+              for index in range(1, 200)]
+    events = [(end, e) for end, e in events if e is not None]
+    assert [type(e) for _, e in events] == [SpeechStarted, SpeechStopped]
+    start_end, started = events[0]
+    assert 1600 < start_end <= 1600 + 256 + WINDOW_MS
+    assert started.audio_start_ms >= 1600 - 256 - 300
+    stop_end, stopped = events[1]
+    assert stopped.audio_end_ms == 3200 and not stopped.forced
+    assert stop_end - 3200 >= TurnDetectionConfig().silence_duration_ms
+
+
 def test_a_forced_turn_becomes_background_a_stopped_one_the_person_s_level() -> None:
     rng = np.random.default_rng(0)
     model = RoomBackground()
-    model.feed(rs.at_rms_dbfs(fx.pink_noise(rng, 2000), FLOOR_DBFS), playing=False)
-    loud = rs.at_rms_dbfs(fx.pink_noise(rng, 1000), -25.0)
-    model.turn_started(2000)
-    model.feed(loud, playing=False)
+    fed_ms = 0
+
+    def hear(pcm: np.ndarray) -> None:
+        nonlocal fed_ms
+        model.feed(pcm, playing=False)
+        fed_ms += pcm.size * 1000 // fx.RATE_HZ
+        model.advance(fed_ms)
+
+    hear(rs.at_rms_dbfs(fx.pink_noise(rng, 2016), FLOOR_DBFS))
+    loud = rs.at_rms_dbfs(fx.pink_noise(rng, 1024), -25.0)
+    model.turn_started(2016)
+    hear(loud)
     model.turn_stopped()
     assert -25.0 < model.person_dbfs < -15.0
-    model.feed(loud, playing=False)
-    assert not model.is_background(3000, 4000), "as loud as the person, far above the floor"
-    model.turn_started(4000)
-    model.feed(loud, playing=False)
+    hear(loud)
+    assert not model.is_background(3040, 4064), "as loud as the person, far above the floor"
+    model.turn_started(4064)
+    hear(loud)
     model.turn_stopped(forced=True)
-    model.feed(loud, playing=False)
-    assert model.is_background(5000, 6000), "the same sound after a forced turn: the room"
+    hear(loud)
+    assert model.is_background(5088, 6112), "the same sound after a forced turn: the room"
 
 
 def test_speech_that_never_pauses_is_committed_at_max_turn_ms_then_the_person_is_heard() -> None:

@@ -98,7 +98,7 @@ class _Window:
     level_dbfs: float
     bands_db: np.ndarray
     playing: bool
-    in_turn: bool = False
+    in_turn: bool | None = None
 
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
@@ -119,9 +119,12 @@ class RoomBackground:
     """The room's background and the person's level over one 16 kHz input stream.
 
     Feed the stream in order (`feed`, any piece size: windows are cut as Silero cuts them,
-    so `end_ms` matches `VadWindow.end_ms`); tell it where turns start and stop
-    (`turn_started`, `turn_stopped`); ask `is_background` about a candidate. Positions are ms
-    from the first sample fed. Not thread-safe (one caller per instance).
+    so `end_ms` matches `VadWindow.end_ms`); say when the turn detector takes each window
+    (`advance`) and where turns start and stop (`turn_started`, `turn_stopped`); ask
+    `is_background` about a candidate. A window is classified (the person's, or the room's
+    once `SETTLE_MS` old) only as the turn detector reaches it, so a large append is learned
+    as 40 ms appends are. Positions are ms from the first sample fed. Not thread-safe (one
+    caller per instance).
     """
 
     def __init__(self) -> None:
@@ -161,20 +164,31 @@ class RoomBackground:
         levels = 10.0 * np.log10(np.maximum(powers, 10.0 ** (SILENCE_DBFS / 10.0)))
         for level, bands in zip(levels, band_levels(frames), strict=True):
             self._windows += 1
-            window = _Window(self._windows * WINDOW_MS, float(level), bands, playing,
-                             in_turn=self._turn is not None)
-            self._recent.append(window)
-            if self._turn is not None:
-                self._turn.levels.append(window.level_dbfs)
-                self._turn.bands.append(bands)
-        self._settle()
+            self._recent.append(_Window(self._windows * WINDOW_MS, float(level), bands, playing))
+
+    def advance(self, end_ms: int) -> None:
+        """The turn detector takes the windows up to the one ending at `end_ms` (ms): they
+        belong to the turn in progress, if any; windows `SETTLE_MS` older outside turns and
+        playback become background."""
+        for window in self._recent:
+            if window.end_ms > end_ms:
+                break
+            if window.in_turn is None:
+                window.in_turn = self._turn is not None
+                if self._turn is not None:
+                    self._turn.levels.append(window.level_dbfs)
+                    self._turn.bands.append(window.bands_db)
+        while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
+            window = self._recent.popleft()
+            if not window.in_turn and not window.playing:
+                self._background.append(window.bands_db)
 
     def turn_started(self, start_ms: int) -> None:
         """A turn started at `start_ms` (its speech start, ms): its windows from there on are
         the person's, never background."""
         self._turn = _Turn()
         for window in self._recent:
-            if window.end_ms > start_ms:
+            if window.end_ms > start_ms and window.in_turn is not None:
                 window.in_turn = True
                 self._turn.levels.append(window.level_dbfs)
                 self._turn.bands.append(window.bands_db)
@@ -212,11 +226,3 @@ class RoomBackground:
         excess = np.maximum(powers - loud, 0.0).sum(axis=1).max()
         margin_db = CONTINUE_DB if in_turn else ABOVE_DB
         return bool(excess < loud.sum() * 10.0 ** (margin_db / 10.0))
-
-    def _settle(self) -> None:
-        """Learn windows older than `SETTLE_MS` outside turns and playback as background."""
-        newest = self._recent[-1].end_ms
-        while self._recent and self._recent[0].end_ms <= newest - SETTLE_MS:
-            window = self._recent.popleft()
-            if not window.in_turn and not window.playing:
-                self._background.append(window.bands_db)
