@@ -280,8 +280,13 @@ async def test_the_person_over_the_room_is_heard_and_the_room_is_not(
         page = SimulatedPage(client, response_id)
         playing = asyncio.create_task(page.run())
         await receive_while(client, asyncio.create_task(stream(client, mic)))
-        transcript = await client.wait_for(
-            "conversation.item.input_audio_transcription.completed", timeout=60)
+        try:
+            transcript = await client.wait_for(
+                "conversation.item.input_audio_transcription.completed", timeout=60)
+        except TimeoutError:
+            kinds = [e["type"] for e in client.events
+                     if not e["type"].startswith(("response.", "playback."))]
+            pytest.fail(f"no transcript: {kinds}")
         playing.cancel()
         await asyncio.gather(playing, return_exceptions=True)
     started = client.of_type("input_audio_buffer.speech_started")

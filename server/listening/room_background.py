@@ -17,7 +17,9 @@ A candidate is the person (`is_background` False) when its loudest window reache
 person's level less `NEAR_DB`, and, once a background is known, one of its windows holds
 `ABOVE_DB` more energy than the background's `LOUD_PERCENTILE` band levels explain (energy
 counted band by band: a voice stands out where a fan's rumble or a TV's treble does not).
-Inside a turn, a window continues the person's speech when it holds `CONTINUE_DB` more.
+Inside a turn, a window continues the person's speech when it holds `CONTINUE_DB` more; when
+no background was learned yet (the microphone started while a reply played), the room heard
+in the second before the turn, reply and all, stands in for it there.
 A turn that ran into `TurnDetectionConfig.max_turn_ms` is taken for background, not for the
 person (`turn_stopped(forced=True)`).
 
@@ -107,12 +109,14 @@ _PERSON_WINDOWS = PERSON_HISTORY_MS // WINDOW_MS
 
 @dataclass(slots=True)
 class _Turn:
-    """The windows of the turn in progress (its last `HISTORY_MS`)."""
+    """The windows of the turn in progress (its last `HISTORY_MS`), and the band levels of the
+    windows heard before it that were not yet learned (playback included)."""
 
     levels: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=_PERSON_WINDOWS))
     bands: collections.deque[np.ndarray] = field(
         default_factory=lambda: collections.deque(maxlen=_HISTORY_WINDOWS))
+    before: list[np.ndarray] = field(default_factory=list)
 
 
 class RoomBackground:
@@ -188,7 +192,9 @@ class RoomBackground:
         the person's, never background."""
         self._turn = _Turn()
         for window in self._recent:
-            if window.end_ms > start_ms and window.in_turn is not None:
+            if window.end_ms <= start_ms and window.in_turn is False:
+                self._turn.before.append(window.bands_db)
+            elif window.end_ms > start_ms and window.in_turn is not None:
                 window.in_turn = True
                 self._turn.levels.append(window.level_dbfs)
                 self._turn.bands.append(window.bands_db)
@@ -219,6 +225,8 @@ class RoomBackground:
         background = list(self._background) + [
             w.bands_db for w in self._recent
             if w.end_ms <= start_ms and not w.in_turn and not w.playing]
+        if not background and self._turn is not None:
+            background = self._turn.before
         if not background:
             return False
         loud = 10.0 ** (np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0) / 10.0)
