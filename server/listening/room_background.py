@@ -70,13 +70,15 @@ is known (the person's softer sounds included): below, it counts toward the turn
 like a window Silero scores as non-speech, so the room talking on does not hold the turn."""
 
 NEAR_DB = 20.0
-"""How far below the person's level (dB) a candidate's loudest window may stay: a murmur or
-a quiet "wait" is 10-15 dB below a sentence said in full voice."""
+"""How far below the person's level (dB) a candidate's loudest window may stay (a design
+margin, not fitted: room for a murmur or a quiet "wait" said well below full voice; a TV at
+-45 dBFS RMS stays 22 dB below a person at -20 dBFS RMS, loudest window to 90th percentile)."""
 
 PERSON_PRIOR_DBFS = -12.0
 """The person's level before their first turn (dBFS, `LOUD_PERCENTILE` window level): a voice
-at about -20 dBFS RMS. With `NEAR_DB`, a candidate's loudest window then needs -32 dBFS: a
-voice of about -40 dBFS RMS or more, above a TV talker at -45 dBFS RMS (loudest windows
+of about -20 dBFS RMS (measured: Piper at -20 dBFS RMS has its 90th percentile window at -14
+dBFS, its loudest at -11). With `NEAR_DB`, a candidate's loudest window then needs -32 dBFS:
+a voice of about -40 dBFS RMS or more, above a TV talker at -45 dBFS RMS (loudest window
 -36 dBFS)."""
 
 
