@@ -88,6 +88,7 @@ class ServerConfig:
     interruption_mode: str = "pause"
     pause_timeout_ms: int = 2500
     max_backchannel_ms: int = 1500
+    max_turn_ms: int = 30_000
     api_key: str | None = field(default=None, repr=False)
     llm_url: str | None = None
     llm_model: str | None = None
@@ -259,6 +260,10 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument("--max-backchannel-ms", type=_positive_int,
                         default=int(env("max-backchannel-ms", defaults.max_backchannel_ms)),
                         help="longest backchannel ('uh-huh', 'yeah'); longer speech cuts (ms)")
+    parser.add_argument("--max-turn-ms", type=_positive_int,
+                        default=int(env("max-turn-ms", defaults.max_turn_ms)),
+                        help="longest server VAD turn: speech still going then is committed "
+                        "and the detector listens anew (ms)")
     parser.add_argument("--deterministic", action="store_true",
                         default=str(env("deterministic", "")).lower() in ("1", "true", "yes"),
                         help="bit-identical Piper output (noise_scale=0), for tests")
@@ -388,7 +393,7 @@ def parse_config(argv: Sequence[str] | None = None,
         max_reply_chars=args.max_reply_chars, max_input_speed=args.max_input_speed,
         input_window_s=args.input_window_s, api_key=api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
-        max_backchannel_ms=args.max_backchannel_ms,
+        max_backchannel_ms=args.max_backchannel_ms, max_turn_ms=args.max_turn_ms,
         llm_url=args.llm_url, llm_model=args.llm_model,
         llm_api_key=environ.get("DUPLEX_LLM_API_KEY") or environ.get("OPENAI_API_KEY") or None,
         llm_max_tokens=args.llm_max_tokens, llm_temperature=args.llm_temperature,
@@ -481,6 +486,7 @@ def build_services(
                                      max_history_chars=config.max_history_chars,
                                      input_audio_max_bytes=(config.max_input_audio_s
                                                             * OUTPUT_SAMPLE_RATE_HZ * 2),
+                                     max_turn_ms=config.max_turn_ms,
                                      interruption=InterruptionSettings(
                                          mode=config.interruption_mode,
                                          pause_timeout_ms=config.pause_timeout_ms,

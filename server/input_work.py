@@ -144,7 +144,8 @@ class SessionInput:
             effect = self._queued.popleft()
             detector = self.detector
             if detector is None or detector.settings != effect.settings:
-                detector = InputSpeechDetector(effect.settings, rate_hz, effect.position_ms)
+                detector = InputSpeechDetector(effect.settings, rate_hz, effect.position_ms,
+                                                self.session.config.max_turn_ms)
                 self.detector = detector
             echo = reply_echo()
             if echo is not None and echo.response_id != effect.response_id:

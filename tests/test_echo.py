@@ -128,8 +128,12 @@ def turn_starts(mic: np.ndarray, with_reference: bool = True,
                     playing_position), playing_ms: float | None = None) -> list[SpeechStarted]:
     """Run the server's VAD (`InputSpeechDetector`) over `mic` appended as the page does, with
     the assistant playing the reply from `LEAD_MS` for `playing_ms` (default: the reply's
-    length), `position_at` estimating the reply position playing at each append."""
+    length), `position_at` estimating the reply position playing at each append. Without the
+    reference, the room gate is off too (Silero and the level range gate alone: the controls
+    that show the echo gate is needed)."""
     detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, 0)
+    if not with_reference:
+        detector._turns.room_gate = None
     recorded, rng = reference() if with_reference else None, np.random.default_rng(2)
     pcm16 = fx.to_pcm16(resample(mic, fx.RATE_HZ, OUTPUT_RATE_HZ))
     step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000

@@ -11,7 +11,10 @@ the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose
 the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
 turn's audio starts where the person's sound rises above the echo, not with the echo before it;
 and `without_echo` takes the echo still in front of that onset out of the audio ASR hears.
-Positions are ms on the session's input timeline.
+`server.listening.room_background.RoomBackground` follows the stream too and is the
+detector's `room_gate`: a candidate turn that is the room's background (babble, a TV) rather
+than the person does not start; a turn longer than `max_turn_ms` is committed and the detector
+listens anew. Positions are ms on the session's input timeline.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import soxr
 from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.room_background import RoomBackground
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
     UTTERANCE_TAIL_MS,
@@ -49,9 +53,11 @@ class InputSpeechDetector:
             or sooner after `end_turn`).
         input_rate_hz: sample rate of the PCM16 input (24000).
         start_ms: position on the input timeline of the first sample fed (ms).
+        max_turn_ms: the longest turn (`TurnDetectionConfig.max_turn_ms`; None: no bound).
     """
 
-    def __init__(self, settings: TurnDetection, input_rate_hz: int, start_ms: int) -> None:
+    def __init__(self, settings: TurnDetection, input_rate_hz: int, start_ms: int,
+                 max_turn_ms: int | None = None) -> None:
         self.settings = settings
         self.start_ms = start_ms
         self._resampler = soxr.ResampleStream(input_rate_hz, SAMPLE_RATE_HZ, 1, dtype="float32")
@@ -62,11 +68,14 @@ class InputSpeechDetector:
             silence_duration_ms=settings.end_silence_ms,
             pause_ms=UTTERANCE_TAIL_MS,
             gap_ms=DECISION_TAIL_MS,
+            max_turn_ms=max_turn_ms,
         ))
         self._rate_hz = input_rate_hz
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo
         self._turns.voice_onset = self._echo.voice_onset_ms
+        self._room = RoomBackground()
+        self._turns.room_gate = self._room.is_background
 
     def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
              reference: EchoReference | None = None) -> list[TurnEvent]:
@@ -86,9 +95,15 @@ class InputSpeechDetector:
         self._echo.feed(pcm_16k, playback_ms, reference)
         self._turns.assistant_playing = assistant_playing or (
             playback_ms is not None and reference is not None)
+        self._room.feed(pcm_16k, self._turns.assistant_playing)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
+            self._room.advance(window.end_ms)
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
+            if isinstance(event, SpeechStarted):
+                self._room.turn_started(event.audio_start_ms)
+            elif isinstance(event, SpeechStopped):
+                self._room.turn_stopped(event.forced)
             if isinstance(event, SpeechStarted):
                 events.append(SpeechStarted(event.audio_start_ms + self.start_ms))
             elif event is not None:

@@ -208,9 +208,12 @@ class SpeechStarted:
 @dataclass(frozen=True, slots=True)
 class SpeechStopped:
     """A turn ended: `audio_end_ms` is the end of its last speech window, ms on the input
-    timeline (`input_audio_buffer.speech_stopped.audio_end_ms`)."""
+    timeline (`input_audio_buffer.speech_stopped.audio_end_ms`); `forced`: it did not pause
+    but ran into `TurnDetectionConfig.max_turn_ms` (`audio_end_ms` is then the end of the
+    window that reached it)."""
 
     audio_end_ms: int
+    forced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +291,10 @@ class TurnDetectionConfig:
             reports it (default). The server passes the shorter tail a backchannel decision
             takes (`server.listening.server_vad_settings.DECISION_TAIL_MS`). A speech window
             after a reported gap or pause reports `SpeechResumed`.
+        max_turn_ms: the longest turn (ms from its speech start): a turn still speaking then
+            returns `SpeechStopped(forced=True)` and the detector listens for a new one (speech
+            that never pauses, such as steady babble, is still committed and never holds the
+            input); None: no bound (default).
 
     Raises:
         ValueError: a threshold outside (0, 1), a negative duration or range, or a
@@ -304,6 +311,7 @@ class TurnDetectionConfig:
     echo_threshold: float = 0.6
     pause_ms: int | None = None
     gap_ms: int | None = None
+    max_turn_ms: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("threshold", "echo_threshold"):
@@ -315,7 +323,7 @@ class TurnDetectionConfig:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 <= self.hysteresis < 1.0:
             raise ValueError("hysteresis must be in [0, 1)")
-        for name in ("pause_ms", "gap_ms"):
+        for name in ("pause_ms", "gap_ms", "max_turn_ms"):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -373,6 +381,12 @@ class TurnDetector:
     less `VOICE_ONSET_MARGIN_MS` when that is later than the speech start minus
     `prefix_padding_ms`, so that a committed turn does not begin with the assistant's echo
     (Silero scores that echo as speech too: the speech start may lie on it).
+    `room_gate(start_ms, window_end_ms)` (set by the caller, None: no gate; the server's is
+    `server.listening.room_background.RoomBackground.is_background`) returns True when the
+    candidate's speech is the room's background, not the person: like an echo rejection, the
+    candidate's start then moves to that window's end, so a turn needs `min_speech_ms` of
+    speech the room gate passed; in a turn, a window the room gate calls background counts
+    toward the silence (a TV talking on after the person stopped ends the turn).
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
@@ -381,6 +395,8 @@ class TurnDetector:
         self.assistant_playing = False
         self.echo_gate: Callable[[int, int], bool] | None = None
         self.voice_onset: Callable[[int, int, int | None], int | None] | None = None
+        self.room_gate: Callable[[int, int], bool] | None = None
+        self._turn_start_ms = 0
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
         self._start_ms: int | None = None
@@ -494,6 +510,9 @@ class TurnDetector:
             return None
         if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
             return None
+        if self.room_gate is not None and self.room_gate(start_ms, window_end_ms):
+            self._start_ms = window_end_ms
+            return None
         if not self._echo_held and self._is_echo(start_ms, window_end_ms):
             self._echo_held = True
             self._start_ms = window_end_ms
@@ -501,6 +520,7 @@ class TurnDetector:
         audio_start_ms = self._audio_start(start_ms, window_end_ms)
         self._drop_candidate()
         self._speaking = True
+        self._turn_start_ms = start_ms
         return SpeechStarted(audio_start_ms)
 
     def _audio_start(self, start_ms: int, window_end_ms: int) -> int:
@@ -548,7 +568,13 @@ class TurnDetector:
         """Speaking state: a window >= low is speech (resuming a reported gap or pause), a
         lower one counts toward the silence (a gap at `gap_ms`, a pause at `pause_ms`, the
         stop at `silence_duration_ms`)."""
-        if probability >= low:
+        max_turn_ms = self.config.max_turn_ms
+        if max_turn_ms is not None and window_end_ms - self._turn_start_ms >= max_turn_ms:
+            self._speaking = False
+            self._paused = self._gapped = False
+            return SpeechStopped(window_end_ms, forced=True)
+        if probability >= low and not (self.room_gate is not None and self.room_gate(
+                window_end_ms - WINDOW_MS, window_end_ms)):
             self._speech_end_ms = window_end_ms
             resumed = self._paused or self._gapped
             self._paused = self._gapped = False

@@ -211,6 +211,12 @@ class InputTurns:
         """`input_audio_buffer.append`: buffer the audio; under server VAD, ask for speech
         detection on it.
 
+        Under server VAD the buffer never refuses audio that fits it: the server commits or
+        drops what it holds (turns last at most `SessionConfig.max_turn_ms`), so when an
+        append would overflow it anyway (a turn held longer), the oldest audio is dropped
+        first and the session keeps listening. Without server VAD the client commits: an
+        overflow is its error.
+
         Args:
             event: the append (PCM16 LE mono at the input rate).
             playing: whether an assistant reply is playing now (`Session.assistant_playing`).
@@ -218,8 +224,13 @@ class InputTurns:
                 the given input position (ms) was captured (`Session.playback_position_ms`).
 
         Raises:
-            protocol.ProtocolError: `input_audio_buffer_full` (nothing is appended).
+            protocol.ProtocolError: `input_audio_buffer_full` (nothing is appended): without
+                server VAD, or an append larger than the whole buffer.
         """
+        excess = len(self.audio) + len(event.pcm16) - self.audio.max_bytes
+        if self.turn_detection is not None and excess > 0:
+            bytes_per_ms = 2 * self.audio.sample_rate_hz // 1000
+            self.audio.drop_before(self.audio.start_ms + -(-excess // bytes_per_ms))
         try:
             position_ms = self.audio.append(event.pcm16)
         except OverflowError:

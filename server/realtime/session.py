@@ -74,6 +74,8 @@ class SessionConfig:
             `conversation.item.create`, `response.create` or `input_audio_buffer.commit` that
             would add one more is refused with `history_limit_exceeded`.
         max_history_chars: characters all items may hold (`limits.item_chars`); refused alike.
+        max_turn_ms: the longest server VAD turn (`TurnDetectionConfig.max_turn_ms`): speech
+            still going then is committed and the detector listens anew.
         interruption: how speech over a reply is handled (`server.realtime.pauses`); a
             session may change it with `session.update` (`session.interruption`).
     """
@@ -89,6 +91,7 @@ class SessionConfig:
     input_audio_max_bytes: int = 24000 * 2 * 600
     max_history_items: int = 500
     max_history_chars: int = 200_000
+    max_turn_ms: int = 30_000
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
 
 

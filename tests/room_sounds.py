@@ -1,0 +1,88 @@
+"""Background speech for room tests and benchmarks: babble of several voices and a TV talker.
+
+Every function returns 1-D float32 PCM at `speech_fixtures.RATE_HZ` (16 kHz). Levels here are
+*RMS* levels in dBFS over the whole signal (a room's background is measured so; the issue's
+"babble at -45 dBFS"); `at_rms_dbfs` scales any signal so.
+Talkers are espeak-ng voices (`speech_fixtures.ESPEAK_VOICES`) and Piper, each reading its own
+text from its own start, looped to the duration.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from tests import speech_fixtures as fx
+
+PASSAGES = (
+    "The committee met on Tuesday to review the budget for the new library, and after a long "
+    "discussion they agreed to postpone the vote until next month.",
+    "My sister moved to the coast last year. She says the weather is mild, the rent is high, "
+    "and the fish market on Saturday mornings is worth the trip.",
+    "Preheat the oven, slice the onions thinly, and let them cook slowly in butter until they "
+    "turn golden. Then add the stock and a pinch of thyme.",
+    "The train was delayed by twenty minutes because of a signal failure near the bridge, so "
+    "most of the passengers missed their connections in the city.",
+    "We walked along the river until sunset, talking about old friends, summer jobs, and the "
+    "strange dog that used to follow us home from school.",
+    "In tonight's news, the city council approved a plan to repair the roads in the northern "
+    "district, and the weather service expects rain over the weekend.",
+)
+"""One text per talker (more than a five-talker babble needs)."""
+
+TALKERS = (("espeak", "en-us"), ("espeak", "en-gb-x-rp"), ("piper", None),
+           ("espeak", "en-us+f3"), ("espeak", "en-029"), ("espeak", "en"))
+"""(engine, voice) of each talker, in the order a babble takes them."""
+
+
+@functools.cache
+def _talker(index: int) -> np.ndarray:
+    """Talker `index`'s passage at peak 0 dBFS (read-only, shared)."""
+    engine, voice = TALKERS[index % len(TALKERS)]
+    pcm = fx.at_peak_dbfs(fx.speech(PASSAGES[index % len(PASSAGES)], engine, voice), 0.0)
+    pcm.setflags(write=False)
+    return pcm
+
+
+def _looped(pcm: np.ndarray, samples: int, offset: int) -> np.ndarray:
+    """`samples` of `pcm` repeated, starting `offset` samples into it."""
+    reps = -(-(samples + offset) // pcm.size)
+    return np.tile(pcm, reps)[offset:offset + samples]
+
+
+def rms_dbfs(pcm: np.ndarray) -> float:
+    """RMS level of `pcm` in dBFS (-inf for silence)."""
+    power = float(np.mean(np.square(pcm, dtype=np.float64))) if pcm.size else 0.0
+    return 10.0 * np.log10(power) if power > 0.0 else float("-inf")
+
+
+def at_rms_dbfs(pcm: np.ndarray, dbfs: float) -> np.ndarray:
+    """`pcm` scaled so that its RMS level is `dbfs` dBFS. Raises ValueError for silence."""
+    level = rms_dbfs(pcm)
+    if not np.isfinite(level):
+        raise ValueError("cannot scale silence to a level")
+    return (pcm * 10.0 ** ((dbfs - level) / 20.0)).astype(np.float32)
+
+
+def babble(duration_ms: float, dbfs: float, talkers: int = 5, seed: int = 0) -> np.ndarray:
+    """`talkers` voices talking at once (each its own passage from a seeded offset, at equal
+    RMS), `duration_ms` long, RMS `dbfs`."""
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    rng = np.random.default_rng(seed)
+    mix = np.zeros(samples, dtype=np.float64)
+    for index in range(talkers):
+        voice = _talker(index)
+        part = _looped(voice, samples, int(rng.integers(0, voice.size)))
+        mix += part / 10.0 ** (rms_dbfs(voice) / 20.0)
+    return at_rms_dbfs(mix.astype(np.float32), dbfs)
+
+
+def tv_talker(duration_ms: float, dbfs: float, seed: int = 0) -> np.ndarray:
+    """One talker reading on and on (a news reader on a TV), `duration_ms` long, RMS `dbfs`:
+    the passages of several voices one after another with their own pauses, looped."""
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    reading = np.concatenate([np.concatenate((_talker(index), fx.silence(400)))
+                              for index in (5, 0, 2)])
+    offset = int(np.random.default_rng(seed).integers(0, reading.size))
+    return at_rms_dbfs(_looped(reading, samples, offset), dbfs)
