@@ -239,6 +239,7 @@ def test_a_full_input_buffer_never_makes_a_server_vad_session_deaf() -> None:
     committed = [e for e in session.take_events() if e["type"] == "input_audio_buffer.committed"]
     assert len(committed) == 1
     manual = Session(SessionConfig(input_audio_max_bytes=INPUT_RATE_HZ * 2 * 10))
+    send(manual, type="session.update", session={"audio": {"input": {"turn_detection": None}}})
     for _ in range(10):
         send(manual, type="input_audio_buffer.append", audio=second)
     [error] = send(manual, type="input_audio_buffer.append", audio=second)

@@ -411,12 +411,15 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
             if key in settings:
                 changes[key] = settings[key]
         detection = settings.get("turn_detection", ...) if direction == "input" else ...
-        if detection is not ... and not any(p.startswith(f"{param}.turn_detection")
-                                            for p in refused):
+        if detection is not ...:
+            # The typed schema refuses a bad turn_detection as a whole (a union of types);
+            # our parser names the field, so its error stands instead.
+            detection_param = f"{param}.turn_detection"
             try:
-                changes["turn_detection"] = _parse_turn_detection(
-                    fields, detection, f"{param}.turn_detection")
+                changes["turn_detection"] = _parse_turn_detection(fields, detection,
+                                                                  detection_param)
             except ProtocolError as exc:
+                errors = [e for e in errors if not e.param.startswith(detection_param)]
                 errors.append(exc)
         if "voice" in settings:
             changes["voice"] = settings["voice"]
