@@ -392,10 +392,15 @@ class EchoDetector:
         frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
         tagged, or either stretch is constant. `excess_db` is computed at the best lag.
         """
-        lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        lead = start_ms // FRAME_MS - self._first - max(lo, 0)
-        return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
-                             lead if lead >= MIN_FRAMES // 2 else None)[0]
+        lo, hi, lead = self._span(start_ms, end_ms)
+        return self._compare(lo, hi, 0, lead if lead >= MIN_FRAMES // 2 else None)[0]
+
+    def _span(self, start_ms: int, end_ms: int) -> tuple[int, int, int]:
+        """The kept frames [lo, hi) `match` compares for a candidate from `start_ms` to
+        `end_ms`, and how many of them lie before `start_ms` (the lead-in)."""
+        lo = max(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first,
+                 0)
+        return lo, end_ms // FRAME_MS - self._first, start_ms // FRAME_MS - self._first - lo
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
                        echo_until_ms: int | None = None) -> int | None:
@@ -572,11 +577,16 @@ class EchoDetector:
         levels (less than `UNEXPLAINED_SHARE` of its frames, and of at least the last
         `SHARE_SPAN_MS`, `EXCESS_DB` above them)."""
         match = self.match(start_ms, end_ms)
-        if match.correlation >= ECHO_CORRELATION:
+        share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
+        if match.correlation < WEAK_ECHO_CORRELATION:
+            return False
+        if match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE:
             return True
-        return (match.correlation >= WEAK_ECHO_CORRELATION
-                and match.unexplained_share(min(start_ms, end_ms - SHARE_SPAN_MS))
-                < UNEXPLAINED_SHARE)
+        if match.correlation < ECHO_CORRELATION:
+            return False
+        lo, hi, _ = self._span(start_ms, end_ms)
+        own = self._compare(lo, hi, 0)[0]
+        return own.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
 
 
 def _reverberant(levels: np.ndarray) -> np.ndarray:
