@@ -83,12 +83,7 @@ MIN_FRAMES = 20
 """Fewer tagged frames than this (200 ms) are never called echo."""
 
 ECHO_CORRELATION = 0.8
-"""A stretch whose best correlation with the reply reaches this may have the echo's gain
-measured on itself (`EchoDetector.is_echo`); it is echo only where that echo explains its
-energy. (Before issue 24 a correlation this high was echo whatever the excess: a real Piper
-"Stop." over a reply with no echo in the microphone at all correlated 0.81-0.92, its onset
-aligned with the reply's first word at a 580 ms lag, while 76 % of its frames were unexplained;
-the turn never started.)
+"""A stretch whose best correlation with the reply reaches this is echo.
 
 Measured through `server.listening.input_speech.InputSpeechDetector` (Silero + `TurnDetector`, 40 ms
 appends at 24 kHz, playing position known to +-20 ms) on a 6 s Piper reply over a -65 dBFS
@@ -397,15 +392,10 @@ class EchoDetector:
         frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
         tagged, or either stretch is constant. `excess_db` is computed at the best lag.
         """
-        lo, hi, lead = self._span(start_ms, end_ms)
-        return self._compare(lo, hi, 0, lead if lead >= MIN_FRAMES // 2 else None)[0]
-
-    def _span(self, start_ms: int, end_ms: int) -> tuple[int, int, int]:
-        """The kept frames [lo, hi) `match` compares for a candidate from `start_ms` to
-        `end_ms`, and how many of them lie before `start_ms` (the lead-in)."""
-        lo = max(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first,
-                 0)
-        return lo, end_ms // FRAME_MS - self._first, start_ms // FRAME_MS - self._first - lo
+        lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
+        lead = start_ms // FRAME_MS - self._first - max(lo, 0)
+        return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
+                             lead if lead >= MIN_FRAMES // 2 else None)[0]
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
                        echo_until_ms: int | None = None) -> int | None:
@@ -576,26 +566,17 @@ class EchoDetector:
         return np.percentile(recent, NOISE_PERCENTILE, axis=0)
 
     def is_echo(self, start_ms: int, end_ms: int) -> bool:
-        """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream) is
-        the playing reply's echo: its `match` correlation reaches `WEAK_ECHO_CORRELATION` and
-        the reply's audio, at the match's lag and the echo gain of the lead-in, plus the noise
-        floor explain the candidate's energy (less than `UNEXPLAINED_SHARE` of its frames,
-        and of at least the last `SHARE_SPAN_MS`, `EXCESS_DB` above them); or, with a
-        correlation of `ECHO_CORRELATION` and more, the same with the gain measured on the
-        whole stretch (an automatic gain control raised the echo after the lead-in: measured,
-        a 10 dB rise left 15 % of an echo's frames 6-7 dB above the lead-in's gain). Speech
-        energy the echo does not explain is the person's, whatever the correlation (issue 24)."""
+        """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
+        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
+        `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
+        levels (less than `UNEXPLAINED_SHARE` of its frames, and of at least the last
+        `SHARE_SPAN_MS`, `EXCESS_DB` above them)."""
         match = self.match(start_ms, end_ms)
-        share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
-        if match.correlation < WEAK_ECHO_CORRELATION:
-            return False
-        if match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE:
+        if match.correlation >= ECHO_CORRELATION:
             return True
-        if match.correlation < ECHO_CORRELATION:
-            return False
-        lo, hi, _ = self._span(start_ms, end_ms)
-        own = self._compare(lo, hi, 0)[0]
-        return own.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
+        return (match.correlation >= WEAK_ECHO_CORRELATION
+                and match.unexplained_share(min(start_ms, end_ms - SHARE_SPAN_MS))
+                < UNEXPLAINED_SHARE)
 
 
 def _reverberant(levels: np.ndarray) -> np.ndarray:
