@@ -337,6 +337,10 @@ VOICE_ONSET_MARGIN_MS = 40
 """Audio kept before the voice onset the echo detector locates (ms): its 10 ms frames analyse
 30 ms, and the first sound of a word may be fainter than the echo under it."""
 
+FIRST_WORD_RUNS = 8
+"""Dropped candidates kept for `TurnDetector`'s look-back at a turn's start (the short words
+and their pauses just before it)."""
+
 MODULATION_FLOOR_DB = 30.0
 """Windows this far below the loudest recent one do not count for `min_level_range_db` (the
 silence right after a hum stops, which Silero still scores at about 0.6)."""
@@ -407,6 +411,8 @@ class TurnDetector:
         self._speech_end_ms = 0
         self._early_stop_ms: int | None = None
         self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
+        self._dropped: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=FIRST_WORD_RUNS)
 
     @property
     def speaking(self) -> bool:
@@ -418,6 +424,7 @@ class TurnDetector:
         Window positions may then start over (any non-negative `window_end_ms`)."""
         self._last_end_ms = None
         self._stop()
+        self._dropped.clear()
         self._drop_candidate()
 
     def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
@@ -472,6 +479,8 @@ class TurnDetector:
         self._remember(window_end_ms, level_dbfs)
         if probability < low:
             if window_end_ms - self._speech_end_ms > config.candidate_gap_ms:
+                if not self._echo_held:
+                    self._dropped.append((self._first_ms(), self._speech_end_ms))
                 self._drop_candidate()
             return None
         self._speech_end_ms = window_end_ms
@@ -481,11 +490,14 @@ class TurnDetector:
                 threshold: float, low: float) -> TurnEvent | None:
         """Silence: track the run of windows >= low; a window >= threshold opens a candidate."""
         if probability < low:
+            if self._run_start_ms is not None:
+                self._dropped.append((self._run_start_ms, self._speech_end_ms))
             self._drop_candidate()
             return None
         window_start_ms = max(window_end_ms - WINDOW_MS, 0)
         if self._run_start_ms is None:
             self._run_start_ms = window_start_ms
+        self._speech_end_ms = window_end_ms
         self._remember(window_end_ms, level_dbfs)
         if probability < threshold:
             return None
@@ -517,7 +529,8 @@ class TurnDetector:
             self._echo_held = True
             self._start_ms = window_end_ms
             return None
-        audio_start_ms = self._audio_start(start_ms, window_end_ms)
+        audio_start_ms = self._audio_start(self._first_word_ms(start_ms), window_end_ms)
+        self._dropped.clear()
         self._drop_candidate()
         self._speaking = True
         self._turn_start_ms = start_ms
@@ -533,12 +546,41 @@ class TurnDetector:
         padded = max(start_ms - self.config.prefix_padding_ms, 0)
         if self.voice_onset is None:
             return padded
-        first_ms = self._run_start_ms if self._run_start_ms is not None else start_ms
+        first_ms = min(self._first_ms(), start_ms)
         echo_until_ms = first_ms if first_ms < padded else None
         onset = self.voice_onset(padded, window_end_ms, echo_until_ms)
         if onset is None:
             return padded
         return max(padded, onset - VOICE_ONSET_MARGIN_MS)
+
+    def _first_ms(self) -> int:
+        """Where the current candidate's speech began: its run of windows >= low, before the
+        echo gate moved its start on."""
+        if self._run_start_ms is not None:
+            return self._run_start_ms
+        return self._start_ms if self._start_ms is not None else 0
+
+    def _first_word_ms(self, start_ms: int) -> int:
+        """The turn's speech start, looking back from `start_ms` past the trigger: a run of
+        windows >= low dropped before it (too short, or never >= threshold, then a pause
+        longer than `candidate_gap_ms`) whose last window ends within `prefix_padding_ms`
+        before it is the same person's speech, and so on back, no further than
+        `prefix_padding_ms` + `silence_duration_ms` before the trigger (a longer pause would
+        have ended a turn); not a run the echo gate calls the assistant's echo. Measured on
+        Piper "Wait, stop, I have a question.": "Wait" (1056-1280 ms, Silero 0.82-0.91) is too
+        short to start a turn, the "st" of "stop" scores 0.48-0.49 (1568-1632), and the
+        trigger (1664) less the padding began the turn 84 ms after "Wait" ended: ASR heard
+        "Stop, I have a question."."""
+        config = self.config
+        reach_ms = start_ms - config.prefix_padding_ms - config.silence_duration_ms
+        for run_start_ms, run_end_ms in reversed(self._dropped):
+            if (run_end_ms < start_ms - config.prefix_padding_ms or run_start_ms >= start_ms
+                    or run_start_ms < reach_ms):
+                break
+            if self._is_echo(run_start_ms, run_end_ms):
+                break
+            start_ms = run_start_ms
+        return start_ms
 
     def _gates_open(self, start_ms: int) -> bool:
         """The level gates over the recent windows; open while a recent level is unknown."""
