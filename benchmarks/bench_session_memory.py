@@ -41,7 +41,7 @@ from pathlib import Path
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from benchmarks.bench_server import command_line, machine_facts
+from benchmarks.bench_server import print_run_header
 from benchmarks.tables import print_table
 from server.realtime.openai_schema import METADATA_LIMITS
 from server.realtime.protocol import MAX_FRAME_CHARS, MAX_ID_CHARS, MAX_INSTRUCTIONS_CHARS
@@ -177,9 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=10_000,
                         help="events to send (default 10000)")
     args = parser.parse_args(argv)
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
+    print_run_header()
     rows = asyncio.run(measure(args.events))
     print_table("One session's memory under maximal events", ["measure", "value"], rows)
     met = dict(rows)[f"target: growth <= {TARGET_MB:g} MB"] == "met"

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.bench_server import HOST, command_line, machine_facts
+from benchmarks.bench_server import HOST, print_run_header
 from benchmarks.fuzz_protocol import ServerLog
 from benchmarks.tables import print_table
 from server.app import DemoServer
@@ -223,9 +223,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=int(time.time()),
                         help="seed of the request generator (default: the time)")
     args = parser.parse_args(argv)
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
+    print_run_header()
     print(f"seed: {args.seed}", flush=True)
     log = ServerLog()
     logging.getLogger().addHandler(log)

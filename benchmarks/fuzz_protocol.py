@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from benchmarks.bench_server import HOST, command_line, machine_facts
+from benchmarks.bench_server import HOST, print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options
@@ -210,9 +210,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=int(time.time()),
                         help="hypothesis seed of the first run (default: the time)")
     args = parser.parse_args(argv)
-    print(f"command: {command_line()}")
-    for name, value in machine_facts():
-        print(f"{name}: {value}")
+    print_run_header()
     print(f"seed: {args.seed}", flush=True)
     log = ServerLog()
     logging.getLogger().addHandler(log)
