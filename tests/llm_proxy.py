@@ -16,7 +16,7 @@ by `mode`:
   `script_pause_s` (or of `(content, pause_s)` pairs, or of whole `delta` objects such as
   `{"reasoning_content": "..."}`), ended by `finish_reason` "stop" and `[DONE]`;
   each delta is JSON-encoded as Python's `json.dumps` does, so a lone surrogate goes out as its
-  `\\udXXX` escape, as an LLM server that splits an emoji's UTF-16 pair sends it.
+  `\\ud83d`-style escape, as an LLM server that splits an emoji's UTF-16 pair sends it.
 Times are `time.monotonic()` readings (s), comparable with the test's own.
 """
 
