@@ -13,7 +13,7 @@ import pytest
 
 from server import reply_echo
 from server.connection import float_to_pcm16
-from server.listening.echo import ANALYSIS_MS, FRAME_MS, SILENCE_DB
+from server.listening.band_envelope import ANALYSIS_MS, FRAME_MS, SILENCE_DB
 from server.reply_echo import ReplyEcho
 from server.speech.synthesizer import StopSignal
 from server.speech.uniform_tts import UniformSynthesizer

@@ -14,12 +14,13 @@ unknown delay is searched over `LAG_RANGE_MS`. The delay is one of time, not of 
 the microphone hears what played that long before, which is where the reply stood then, stalls
 and all (`EchoDetector._playing_frames`).
 
-- `BandEnvelope` turns a stream of samples (any rate) into such frames.
-- `EchoReference` holds the envelope of one reply's audio, indexed by its position in the
-  reply (ms), recorded by the I/O layer as the audio is queued for sending.
+- `server.listening.band_envelope.BandEnvelope` turns a stream of samples (any rate) into
+  such frames, and `EchoReference` holds the envelope of one reply's audio, indexed by its
+  position in the reply (ms), recorded by the I/O layer as the audio is queued for sending.
 - `EchoDetector` keeps the microphone's envelope at 16 kHz, each frame tagged with the reply
-  position the session estimated was playing when it arrived, and answers `is_echo` and
-  `voice_onset_ms`.
+  position the session estimated was playing when it arrived, learns the echo path from
+  stretches the reply alone explains and holds it (`server.listening.echo_path`), and answers
+  `is_echo` and `voice_onset_ms` against it.
 
 A room adds two things the reply does not hold. Its noise floor: band levels near it are the
 noise's random levels, not the echo's, so both envelopes are floored at the microphone's noise
@@ -27,38 +28,49 @@ floor (a minimum-statistics estimate) before they are compared. Its reverberatio
 every word, and of the reply, keeps sounding after the reply's audio fell silent, so the
 reference is also compared with a decaying tail. And the level model behind the correlation
 says what a person adds: the microphone's excess over the echo (reference plus the echo's gain)
-plus the noise, per frame, which marks where someone else's voice begins.
+plus the noise, per frame, which marks where someone else's voice begins. The correlation
+finds the path; the excess over the held path decides (issue 24: a real "Stop." with no echo in
+the microphone correlated 0.81-0.92 with some reply word, and was taken for the echo).
 
 Sans-I/O: plain objects and numpy. Constants and the measurements behind them are with each.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-FRAME_MS = 10
-"""Envelope frame step (ms)."""
+from server.listening.band_envelope import (
+    BAND_EDGES_HZ,
+    FRAME_MS,
+    SILENCE_DB,
+    BandEnvelope,
+    EchoReference,
+)
+from server.listening.echo_path import (
+    AGC_RISE_DB,
+    DYNAMIC_RANGE_DB,
+    ECHO_CORRELATION,
+    EXCESS_DB,
+    EXCESS_SLACK_FRAMES,
+    LEARN_GUARD_MS,
+    LEARN_STEP_MS,
+    LEARN_WINDOW_MS,
+    NOISE_MARGIN_DB,
+    UNEXPLAINED_SHARE,
+    EchoPath,
+    aligned_at,
+    best_lag,
+    echo_db,
+    echo_gain,
+    excess_db,
+    learn_path,
+    reverberant,
+)
 
-ANALYSIS_MS = 30
-"""Samples analysed for one envelope frame (ms, Hann window): longer than the step and than a
-pitch period, so that the levels do not depend on where a frame cuts the voice's periods.
-Measured: with non-overlapping 10 ms frames, an echo 5 ms off the 10 ms lag grid correlated only
-0.60 (0.99 on the grid)."""
-
-BAND_EDGES_HZ = (100.0, 400.0, 1000.0, 2000.0, 4000.0, 7000.0)
-"""Edges of the envelope bands (Hz): five bands over the speech range below the 8 kHz Nyquist
-frequency of the 16 kHz microphone stream."""
-
-SILENCE_DB = -120.0
-"""Band level of digital silence (dB re full scale)."""
-
-DYNAMIC_RANGE_DB = 50.0
-"""Band levels more than this below the loudest one of an analysed stretch are raised to that
-floor, so that the depth of silences (digital zero in the reply, a noise floor in the
-microphone) does not count as a difference."""
+__all__ = ["BAND_EDGES_HZ", "ECHO_CORRELATION", "FRAME_MS", "BandEnvelope", "EchoDetector",
+           "EchoMatch", "EchoReference"]
 
 LAG_RANGE_MS = (-200, 800)
 """Delays searched (ms) of the microphone behind the moment its audio was estimated to play (by
@@ -82,22 +94,6 @@ MAX_SPAN_MS = 1000
 MIN_FRAMES = 20
 """Fewer tagged frames than this (200 ms) are never called echo."""
 
-ECHO_CORRELATION = 0.8
-"""A stretch whose best correlation with the reply reaches this is echo.
-
-Measured through `server.listening.input_speech.InputSpeechDetector` (Silero + `TurnDetector`, 40 ms
-appends at 24 kHz, playing position known to +-20 ms) on a 6 s Piper reply over a -65 dBFS
-peak pink noise floor, every gate question counted: the reply's own echo, delayed 55, 155 and
-405 ms (off the 10 ms grid), at -40..0 dBFS peak, with and without a simulated AGC (10 ms frames
-pulled toward -25 dBFS RMS with a 300 ms time constant, up to +30 dB), correlated 0.882-1.0 and
-never started a turn. A different sentence (Piper, espeak-ng en-us and en-us+f3) at -6 or -15
-dBFS peak over that echo at about -25 dBFS peak: the correlation falls from 0.97-0.99 at the
-onset to 0.5-0.8 within 100-250 ms; the turn started 180-474 ms after the onset (median 256;
-with 0.85: median 234, same worst case; with 0.7 and 0.6 the worst cases grew past 1.1 s). An
-echo at -50 dBFS peak without AGC, 15 dB over that noise floor, correlated down to 0.77 and
-could start a turn: its band levels are then mostly the noise floor (since then compared above
-the noise floor, `NOISE_MARGIN_DB`, with `WEAK_ECHO_CORRELATION` for what remains)."""
-
 MIC_RATE_HZ = 16_000
 """Rate of the microphone stream `EchoDetector` takes (the VAD's)."""
 
@@ -119,19 +115,6 @@ echo 150-400 ms late, over -60 / -50 dBFS RMS pink noise, microphone from the re
 while the floor waited for a full second, the echo correlated 0.52-0.89 there (0.99-1.0 after
 it), and over the protocol it started a turn in 1 of 12 runs on a loaded machine (CI)."""
 
-NOISE_MARGIN_DB = 6.0
-"""Band levels less than this above the noise floor are raised to it, in the microphone and in
-the reference mapped onto the microphone's level: what the noise masks is not compared. Without
-it an echo 15 dB over a pink noise floor correlated 0.5-0.86 (its quiet frames are the noise's
-random levels, the reference's are its own); with it 0.9 and above."""
-
-REVERB_DECAY_DB_PER_FRAME = 60.0 * FRAME_MS / 500
-"""Decay of the reverberant reference (dB per frame): a room with a 500 ms reverberation time
-(RT60, the time sound takes to decay by 60 dB; living rooms and offices are 300-600 ms). The
-reference is compared dry and with this tail (every level at least the previous frame's minus
-the decay), and the better match counts: the room keeps the end of every word, and of the
-reply, sounding after the reply's audio fell silent."""
-
 WEAK_ECHO_CORRELATION = 0.38
 """A stretch correlating at least this well with the reply is echo when nothing in it is
 unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
@@ -143,11 +126,6 @@ was mapped to the reply by one offset) correlated 0.40 with 8 % unexplained and 
 at 0.5 (since then the reference follows the stall, `EchoDetector._playing_frames`). At 0.35 a
 person over a Piper echo in the page (tests/test_browser_microphone.py) was held back as echo
 in 2 of 3 runs; 0.38 passed both tests (echo rooms 35 of 35, that browser test 3 of 3)."""
-
-EXCESS_DB = 6.0
-"""A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
-else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
-20-40 ms of the onset and 10-18 dB later."""
 
 ONSET_EXCESS_DB = 10.0
 """Excess (dB) that marks a voice onset, higher than `EXCESS_DB`: the echo's gain measured
@@ -161,9 +139,6 @@ ONSET_EDGE_DB = 1.5
 """The frames right before such a run whose excess rises toward it, from at least this (dB),
 still belong to the voice: its rising edge, e.g. the breath of an "h"."""
 
-UNEXPLAINED_SHARE = 0.1
-"""Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
-
 SHARE_SPAN_MS = 250
 """The unexplained share is taken over at least this much audio (ms) before the decision: a
 share needs frames. Server VAD asks about a candidate on every window (32 ms) once it held
@@ -171,20 +146,12 @@ one back as echo; over so few frames one stray frame above the echo made a share
 three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
 over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
 
-EXCESS_SLACK_FRAMES = 5
-"""The echo explains a microphone frame with its loudest level within this many frames
-(50 ms): the position the session estimates is playing jitters with the ACKs and appends
-(measured over loopback on a loaded machine: tags spread over 100-400 ms within a second)."""
-
 STALL_FRAMES = 5
 """Frames (50 ms) a reply position must stand still for the loudspeaker to count as silent
 (`EchoDetector._playing_frames`): a client that played all it had waits for more, and a paused
 reply stops, while the session's estimate stays at the audio sent (the pause's position). The
 estimate's own jitter holds a position for shorter: its corrections (an ACK, an append arriving
 late) are tens of ms, and the echo detector's offline tests move it +-20 ms per append."""
-
-EXCESS_GAIN_RANGE_DB = 20.0
-"""Reference frames within this of the reference's loudest (per band) set the echo's gain."""
 
 TURN_HISTORY_MS = 15_000
 """Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression
@@ -194,103 +161,6 @@ is transcribed without echo suppression. Costs 12 KB per second kept (five float
 one tag per 10 ms frame)."""
 
 _KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
-
-
-class BandEnvelope:
-    """Streaming band envelope: samples at `rate_hz` in, (frames, bands) levels in dB out.
-
-    Every `FRAME_MS` of input gives one row, from the `ANALYSIS_MS` of samples ending there
-    (zeros before the first sample) under a Hann window: for each band [lo, hi) of
-    `BAND_EDGES_HZ`, 10 log10 of the band's share of the windowed mean square (twice the power
-    spectrum summed over the band's FFT bins, over the window length times the sum of the
-    squared window: a full-scale sine in the band reads -3 dB, its RMS level), at least
-    `SILENCE_DB`. Samples of an unfinished frame wait for the next call.
-
-    Raises:
-        ValueError: `rate_hz` gives a frame shorter than 20 samples (below 2 kHz).
-    """
-
-    def __init__(self, rate_hz: int) -> None:
-        self.frame_samples = rate_hz * FRAME_MS // 1000
-        if self.frame_samples < 20:
-            raise ValueError("rate_hz must be at least 2000")
-        self._window_samples = rate_hz * ANALYSIS_MS // 1000
-        self._window = np.hanning(self._window_samples + 2)[1:-1]
-        freqs = np.fft.rfftfreq(self._window_samples, 1.0 / rate_hz)
-        self._band_bins = [(int(np.searchsorted(freqs, lo)), int(np.searchsorted(freqs, hi)))
-                           for lo, hi in itertools.pairwise(BAND_EDGES_HZ)]
-        self._scale = 2.0 / (self._window_samples * float(np.sum(self._window ** 2)))
-        self._history = np.zeros(self._window_samples - self.frame_samples, dtype=np.float32)
-        self._pending = np.zeros(0, dtype=np.float32)
-
-    def feed(self, pcm: np.ndarray) -> np.ndarray:
-        """Append 1-D float samples in [-1, 1]; return the (n, bands) levels of the newly
-        completed frames (n may be 0)."""
-        samples = np.asarray(pcm, dtype=np.float32).reshape(-1)
-        buffer = np.concatenate((self._pending, samples)) if self._pending.size else samples
-        count = buffer.size // self.frame_samples
-        self._pending = buffer[count * self.frame_samples:].copy()
-        if count == 0:
-            return np.zeros((0, len(self._band_bins)))
-        stream = np.concatenate((self._history, buffer[: count * self.frame_samples]))
-        self._history = stream[stream.size - self._history.size:].copy()
-        windows = np.lib.stride_tricks.sliding_window_view(
-            stream, self._window_samples)[:: self.frame_samples]
-        power = np.abs(np.fft.rfft(windows * self._window, axis=1)) ** 2
-        # Band sums by slicing, not a matrix product: numpy's BLAS would keep its worker
-        # threads spinning after every call (measured: +0.6 of a core at 25 sessions).
-        bands = np.stack([power[:, lo:hi].sum(axis=1) for lo, hi in self._band_bins], axis=1)
-        return np.maximum(10.0 * np.log10(np.maximum(bands * self._scale, 1e-30)), SILENCE_DB)
-
-
-class EchoReference:
-    """The band envelope of one reply's audio, by position in the reply.
-
-    Append the reply's audio in order (`append`); frame i ends at reply position
-    10 i + 10 ms (`BandEnvelope`). Positions outside what was appended read as silence.
-
-    Args:
-        rate_hz: sample rate of the reply audio (the session's output rate, 24000).
-    """
-
-    def __init__(self, rate_hz: int) -> None:
-        self._envelope = BandEnvelope(rate_hz)
-        self._frames: list[np.ndarray] = []
-        self._count = 0
-        self._levels = np.zeros((0, len(BAND_EDGES_HZ) - 1))
-
-    def append(self, pcm: np.ndarray) -> None:
-        """Add the next samples of the reply (1-D float in [-1, 1] at `rate_hz`)."""
-        self.add_levels(self.envelope(pcm))
-
-    def envelope(self, pcm: np.ndarray) -> np.ndarray:
-        """The (frames, bands) levels of the reply's next samples (1-D float in [-1, 1] at
-        `rate_hz`), for `add_levels`: the computing half of `append` (a few ms per second of
-        audio), which may run on a worker thread. Call it in reply order, one call at a time;
-        it touches only the streaming envelope, nothing `levels` or `add_levels` use."""
-        return self._envelope.feed(pcm)
-
-    def add_levels(self, rows: np.ndarray) -> None:
-        """Add the levels `envelope` computed for the reply's next samples, in reply order."""
-        if len(rows):
-            self._frames.append(rows)
-            self._count += len(rows)
-
-    def levels(self, first: int, count: int) -> np.ndarray:
-        """Levels (count, bands) of reference frames first .. first + count - 1; frames before
-        0 or not appended yet are `SILENCE_DB`."""
-        return self.rows(np.arange(first, first + count))
-
-    def rows(self, indices: np.ndarray) -> np.ndarray:
-        """Levels (len(indices), bands) of the reference frames at `indices` (1-D ints, any
-        order, repeats allowed); frames before 0 or not appended yet are `SILENCE_DB`."""
-        if len(self._levels) != self._count:
-            self._levels = np.concatenate(self._frames) if self._frames else self._levels
-            self._frames = [self._levels]
-        out = np.full((len(indices), self._levels.shape[1]), SILENCE_DB)
-        known = (indices >= 0) & (indices < self._count)
-        out[known] = self._levels[indices[known]]
-        return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -303,7 +173,7 @@ class EchoMatch:
             that correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
         excess_db: per compared frame, how far the microphone rose above the echo (the
             reference at that lag, at the gain the echo has in the lead-in) plus the noise
-            floor (dB, >= 0): what someone else in the room added (`_excess_db`).
+            floor (dB, >= 0): what someone else in the room added (`echo_path.excess_db`).
         first_ms: stream position (ms) where the first compared frame's step begins; frame i
             covers [first_ms + 10 i, first_ms + 10 i + 10).
     """
@@ -321,12 +191,14 @@ class EchoMatch:
 
 
 class EchoDetector:
-    """The microphone's band envelope with the playing reply position of every frame.
+    """The microphone's band envelope with the playing reply position of every frame, and the
+    echo path held for the session (`server.listening.echo_path.EchoPath`).
 
     Feed the 16 kHz microphone stream in order (`feed`), each piece with the reply position
     (ms) the session estimated was playing when it arrived and that reply's `EchoReference`;
-    frame k ends at 10 k + 10 ms of the stream (`BandEnvelope`). `is_echo` then compares a
-    stretch of the microphone with the reference.
+    frame k ends at 10 k + 10 ms of the stream (`BandEnvelope`). `is_echo` then judges a
+    stretch of the microphone against the reply. The echo path is learned from the stream as
+    it is judged (`learn`) and kept across replies: the room and the device stay.
     """
 
     def __init__(self) -> None:
@@ -338,6 +210,9 @@ class EchoDetector:
         self._reference: EchoReference | None = None
         self._played_ms = -np.inf
         self._gain = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
+        self.path: EchoPath | None = None
+        """The held echo path (None: no stretch of the stream taught one yet)."""
+        self._next_window_end = LEARN_WINDOW_MS // FRAME_MS
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -374,9 +249,119 @@ class EchoDetector:
             self._offsets = self._offsets[excess:]
             self._first += excess
 
+    def learn(self, until_ms: int) -> EchoPath | None:
+        """Learn the echo path from every learning window not learned yet that ends by
+        `until_ms` (ms on this stream); returns the path held then.
+
+        Windows span `LEARN_WINDOW_MS` and end at every multiple of `LEARN_STEP_MS`; each is
+        compared with the reply at its best lag (`_search`) and teaches the path when the reply
+        alone explains it (`server.listening.echo_path.learn_path`). A window whose frames are
+        no longer kept, or with fewer than `MIN_FRAMES` tagged frames, teaches nothing."""
+        step, span = LEARN_STEP_MS // FRAME_MS, LEARN_WINDOW_MS // FRAME_MS
+        end = self._next_window_end
+        last = min(until_ms // FRAME_MS, self._first + len(self._levels))
+        end = max(end, self._first + span + (step - (self._first + span) % step) % step)
+        while end <= last:
+            hi = end - self._first
+            stretch = self._stretch(hi - span, hi, 0)
+            if stretch is not None:
+                correlation, lag_ms, reverb, aligned = self._search(stretch)
+                learned = learn_path(self.path, stretch.mic, aligned, stretch.floor,
+                                     correlation, lag_ms, reverb)
+                self.path = learned if learned is not None else self.path
+            end += step
+        self._next_window_end = end
+        return self.path
+
+    def is_echo(self, start_ms: int, end_ms: int) -> bool:
+        """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream) is
+        the playing reply's echo.
+
+        With an echo path held (learned from windows ending `LEARN_GUARD_MS` before `start_ms`:
+        `learn`): the reply at the path's lag and gain, plus the noise floor, explains the
+        candidate: less than `UNEXPLAINED_SHARE` of its frames from `start_ms`, and of at
+        least the last `SHARE_SPAN_MS`, are `EXCESS_DB` above them (`held_excess`); or the same
+        at the lag the candidate matches best now, at the held gain or at the candidate's own
+        gain when an automatic gain control lifted it (`_searched_echo`). Speech energy the
+        held echo does not explain is the person, whatever the envelopes' correlation: with no
+        echo in the microphone (a headset, a silent microphone) the held path explains nothing.
+
+        With no path yet (the first `LEARN_WINDOW_MS` of a session's first reply): its `match`
+        correlation reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` while the reply at
+        the lead-in's gain and the noise floor explain the candidate's levels (as above).
+        False when nothing could be compared (no reply, fewer than `MIN_FRAMES` tagged
+        frames)."""
+        share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
+        if self.learn(start_ms - LEARN_GUARD_MS) is None:
+            match = self.match(start_ms, end_ms)
+            if match.correlation >= ECHO_CORRELATION:
+                return True
+            return (match.correlation >= WEAK_ECHO_CORRELATION
+                    and match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE)
+        held = self.held_excess(share_from_ms, end_ms)
+        if held is None:
+            return False
+        if held.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE:
+            return True
+        return self._searched_echo(start_ms, end_ms, share_from_ms)
+
+    def held_excess(self, from_ms: int, end_ms: int) -> EchoMatch | None:
+        """The excess of the microphone from `from_ms` to `end_ms` over the held echo path (the
+        reference at the path's lag, dry or reverberant as held, or the loudest over the lag
+        range when the lag is unknown; at the path's gain) plus the noise floor, as an
+        `EchoMatch` (correlation 0.0, the path's lag); None without a path, or with fewer than
+        `MIN_FRAMES` tagged frames there."""
+        path = self.path
+        if path is None:
+            return None
+        lo, hi = from_ms // FRAME_MS - self._first, end_ms // FRAME_MS - self._first
+        stretch = self._stretch(lo, hi, 0)
+        if stretch is None:
+            return None
+        block = reverberant(stretch.block) if path.reverberant or path.lag_ms is None else (
+            stretch.block)
+        aligned = aligned_at(block, stretch.count, stretch.max_lag, path.lag_ms)
+        excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
+        return EchoMatch(0.0, path.lag_ms or 0, excess, (self._first + stretch.lo) * FRAME_MS)
+
+    def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
+        """The candidate is the echo at the lag it matches best now: over `LEAD_IN_MS` before
+        `start_ms` to `end_ms` (at most `MAX_SPAN_MS`), at the best lag of `LAG_RANGE_MS`
+        (`_search`: the playing position's estimate drifts while a client waits for audio with
+        no ACKs, measured 100 ms within a reply), less than `UNEXPLAINED_SHARE` of the frames
+        from `share_from_ms` are `EXCESS_DB` above the reply at the held path's gain plus the
+        noise; or, when the echo is heard at all and that lag correlates at least
+        `ECHO_CORRELATION`, above the reply at the stretch's own gain (`echo_gain`) when that
+        gain rose by at most `AGC_RISE_DB` over the held gain in every band where both are known
+        (an automatic gain control lifted the echo). The lag may line a person's onset up with
+        some reply word; the held gain keeps the echo's level where it was heard."""
+        path = self.path
+        assert path is not None
+        lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
+        stretch = self._stretch(lo, end_ms // FRAME_MS - self._first, 0)
+        if stretch is None:
+            return False
+        correlation, lag_ms, _, aligned = self._search(stretch)
+        first_ms = (self._first + stretch.lo) * FRAME_MS
+
+        def explained(gain: np.ndarray) -> bool:
+            excess = excess_db(stretch.mic, aligned, gain, stretch.floor)
+            match = EchoMatch(correlation, lag_ms, excess, first_ms)
+            return match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
+
+        if explained(path.gain_db):
+            return True
+        if not path.audible or correlation < ECHO_CORRELATION:
+            return False
+        gain, _, _ = echo_gain(stretch.mic, aligned, stretch.floor)
+        both = np.isfinite(gain) & np.isfinite(path.gain_db)
+        return not np.any(gain[both] - path.gain_db[both] > AGC_RISE_DB) and explained(gain)
+
     def match(self, start_ms: int, end_ms: int) -> EchoMatch:
         """Best normalized correlation between the microphone from `start_ms` - `LEAD_IN_MS`
-        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS`.
+        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS`, with
+        `excess_db` at the best lag and the echo gain of the lead-in (the part before
+        `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
         For each lag, each microphone frame is compared with the reference frame that was
         playing that long before it (`_playing_frames`: from the frames' tags, the position
@@ -390,7 +375,7 @@ class EchoDetector:
         microphone's) and lose each band's mean; the correlation is the sum of their products
         over the root of the products of their sums of squares (Pearson's r over all bands and
         frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
-        tagged, or either stretch is constant. `excess_db` is computed at the best lag.
+        tagged, or either stretch is constant.
         """
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
         lead = start_ms // FRAME_MS - self._first - max(lo, 0)
@@ -402,28 +387,21 @@ class EchoDetector:
         """Where a sound the reply does not explain begins, searching from `from_ms` to
         `end_ms` (ms on this stream).
 
-        The echo's lag is that of the `LEAD_IN_MS` before `from_ms` (the playing position
-        drifts: the nearest echo aligns best), its gain that of the `LEAD_IN_MS` before
-        `echo_until_ms` when given and earlier (audio known to be no person's: before the
-        candidate's first speech window), else of the same lead-in. With them, the start of
-        the first run of `ONSET_RUN_FRAMES` frames from `from_ms` whose excess over the echo
-        and the noise (`EchoMatch.excess_db`) reaches `ONSET_EXCESS_DB`, moved back over the
-        frames right before it whose excess rises toward it from `ONSET_EDGE_DB` (a soft
-        onset). None when
+        The excess over the echo and the noise (`EchoMatch.excess_db`) is taken against the
+        held echo path (`held_excess`, learned from windows ending `LEARN_GUARD_MS` before
+        `from_ms`); with no path yet, at the lag of the `LEAD_IN_MS` before `from_ms` and the
+        gain of the `LEAD_IN_MS` before `echo_until_ms` when given and earlier (audio known
+        to be no person's: before the candidate's first speech window), else of the same
+        lead-in. The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
+        `from_ms` whose excess reaches `ONSET_EXCESS_DB`, moved back over the frames right
+        before it whose excess rises toward it from `ONSET_EDGE_DB` (a soft onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
-        gain = None
-        if echo_until_ms is not None and echo_until_ms < from_ms:
-            clean_hi = echo_until_ms // FRAME_MS - self._first
-            clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
-                                                 0)
-            if clean.correlation > 0.0:
-                gain = clean_gain
-        hi = from_ms // FRAME_MS - self._first
-        lo = hi - LEAD_IN_MS // FRAME_MS
-        match, _, _ = self._compare(max(lo, 0), hi,
-                                    max(end_ms // FRAME_MS - self._first - hi, 0), gain=gain)
-        if match.correlation == 0.0 or match.excess_db.size == 0:
+        if self.learn(from_ms - LEARN_GUARD_MS) is not None:
+            match = self.held_excess(from_ms, end_ms)
+        else:
+            match = self._lead_in_excess(from_ms, end_ms, echo_until_ms)
+        if match is None or match.excess_db.size == 0:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
         loud = match.excess_db[first:] >= ONSET_EXCESS_DB
@@ -439,6 +417,68 @@ class EchoDetector:
             index -= 1
         return match.first_ms + index * FRAME_MS
 
+    def _lead_in_excess(self, from_ms: int, end_ms: int,
+                        echo_until_ms: int | None) -> EchoMatch | None:
+        """`voice_onset_ms`'s excess with no path held: the echo at the lag of the
+        `LEAD_IN_MS` before `from_ms` and the gain of the lead-in before `echo_until_ms` (when
+        given and earlier) or before `from_ms`; None when nothing could be compared."""
+        gain = None
+        if echo_until_ms is not None and echo_until_ms < from_ms:
+            clean_hi = echo_until_ms // FRAME_MS - self._first
+            clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
+                                                 0)
+            if clean.correlation > 0.0:
+                gain = clean_gain
+        hi = from_ms // FRAME_MS - self._first
+        lo = hi - LEAD_IN_MS // FRAME_MS
+        match, _, _ = self._compare(max(lo, 0), hi,
+                                    max(end_ms // FRAME_MS - self._first - hi, 0), gain=gain)
+        return None if match.correlation == 0.0 else match
+
+    def _stretch(self, lo: int, hi: int, extra: int, played_only: bool = False,
+                 ) -> _Stretch | None:
+        """The kept frames [lo, hi) and the `extra` frames after them, with the reference
+        played for every lag of `LAG_RANGE_MS` (`_Stretch`); None when fewer than `MIN_FRAMES`
+        of [lo, hi) are kept and tagged. With `played_only`, the reply after the latest
+        position fed (plus `EXCESS_SLACK_FRAMES`) reads as silence: it was sent but not played
+        (a paused reply)."""
+        reference = self._reference
+        lo, hi = max(lo, 0), min(hi, len(self._levels))
+        if reference is None or hi - lo < MIN_FRAMES:
+            return None
+        offsets = self._offsets[lo:hi]
+        if int(np.count_nonzero(~np.isnan(offsets))) < MIN_FRAMES:
+            return None
+        extra = max(min(extra, len(self._levels) - hi), 0)
+        min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
+        playing = self._playing_frames(lo - max_lag, hi + extra - min_lag)
+        if played_only:
+            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES
+            playing[playing > played] = -1
+        return _Stretch(lo, hi - lo, max_lag, self._levels[lo:hi + extra],
+                        reference.rows(playing), self.noise_floor() + NOISE_MARGIN_DB)
+
+    def _search(self, stretch: _Stretch) -> tuple[float, int, bool, np.ndarray]:
+        """The best lag of `stretch`'s first `count` frames, dry and with the reverberant
+        tail (the dry reference first; the tail only when it fell short of
+        `ECHO_CORRELATION`): (correlation, lag ms, reverberant, the reference's levels at that
+        lag for all the stretch's frames, extra ones included)."""
+        count = stretch.count
+        mic = _comparable(stretch.mic[:count], stretch.floor)
+        top = stretch.mic[:count].max(axis=0)
+        best = (0.0, 0, False, stretch.block[:len(stretch.mic)])
+        span = count + stretch.max_lag - LAG_RANGE_MS[0] // FRAME_MS
+        for reverb in (False, True):
+            if reverb and best[0] >= ECHO_CORRELATION:
+                break  # the dry reference sufficed
+            candidate = reverberant(stretch.block) if reverb else stretch.block
+            correlation, lag_ms = best_lag(candidate[:span], mic, top, stretch.floor,
+                                           stretch.max_lag)
+            if correlation > best[0]:
+                aligned = aligned_at(candidate, len(stretch.mic), stretch.max_lag, lag_ms)
+                best = (correlation, lag_ms, reverb, aligned)
+        return best
+
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
                  gain: np.ndarray | None = None, played_only: bool = False,
                  ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
@@ -446,51 +486,22 @@ class EchoDetector:
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
-        yet. With `played_only`, the reply after the latest position fed (plus
-        `EXCESS_SLACK_FRAMES`) reads as silence: it was sent but not played (a paused reply).
-        Returns the match, the echo gain used and the reference levels at the best lag for
-        the frames compared and the extra ones (dB, no gain; empty when nothing could be
-        compared)."""
-        reference = self._reference
-        lo, hi = max(lo, 0), min(hi, len(self._levels))
+        yet. `played_only`: as `_stretch`. Returns the match, the echo gain used and the
+        reference levels at the best lag for the frames compared and the extra ones (dB, no
+        gain; empty when nothing could be compared)."""
+        stretch = self._stretch(lo, hi, extra, played_only)
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
-        if reference is None or hi - lo < MIN_FRAMES:
+        if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        offsets = self._offsets[lo:hi]
-        tagged = offsets[~np.isnan(offsets)]
-        if tagged.size < MIN_FRAMES:
-            return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        extra = min(extra, len(self._levels) - hi)
-        min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
-        count = hi - lo
-        playing = self._playing_frames(lo - max_lag, hi + extra - min_lag)
-        if played_only:
-            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES
-            playing[playing > played] = -1
-        block = reference.rows(playing)
-        floor = self.noise_floor() + NOISE_MARGIN_DB
-        raw = self._levels[lo:hi + extra]
-        mic = raw[:count]
-        mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
-        mic = mic - mic.mean(axis=0)
-        best, aligned = EchoMatch(0.0, 0), block[:count + extra]
-        for reverberant in (False, True):
-            if reverberant and best.correlation >= ECHO_CORRELATION:
-                break  # the dry reference sufficed
-            candidate = _reverberant(block) if reverberant else block
-            match = _best_lag(candidate[:count + max_lag - min_lag], mic,
-                              raw[:count].max(axis=0), floor, max_lag)
-            if match.correlation > best.correlation:
-                best = match
-                index = max_lag - match.lag_ms // FRAME_MS
-                aligned = candidate[index:index + count + extra]
+        correlation, lag_ms, _, aligned = self._search(stretch)
+        raw = stretch.mic
         if gain is None:
-            known = count if gain_frames is None else gain_frames
-            gain = _echo_gain(raw[:known], aligned[:known], floor)
+            known = stretch.count if gain_frames is None else gain_frames
+            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor)
             if gain_frames is not None:
                 gain = self._remember_gain(gain)
-        return EchoMatch(best.correlation, best.lag_ms, _excess_db(raw, aligned, gain, floor),
-                         (self._first + lo) * FRAME_MS), gain, aligned
+        return EchoMatch(correlation, lag_ms, excess_db(raw, aligned, gain, stretch.floor),
+                         (self._first + stretch.lo) * FRAME_MS), gain, aligned
 
     def _playing_frames(self, start: int, stop: int) -> np.ndarray:
         """The reference frame the loudspeaker played while each kept frame start .. stop - 1
@@ -543,7 +554,7 @@ class EchoDetector:
             return None
         count = len(aligned) - (hi - lo)
         mic = self._levels[hi:hi + count]
-        return mic, _echo_db(aligned, gain)[hi - lo:], (self._first + hi) * FRAME_MS
+        return mic, echo_db(aligned, gain)[hi - lo:], (self._first + hi) * FRAME_MS
 
     def _remember_gain(self, gain: np.ndarray) -> np.ndarray:
         """The echo gain of a lead-in (dB per band), with the last one measured in an earlier
@@ -565,97 +576,31 @@ class EchoDetector:
             return np.full(len(BAND_EDGES_HZ) - 1, SILENCE_DB)
         return np.percentile(recent, NOISE_PERCENTILE, axis=0)
 
-    def is_echo(self, start_ms: int, end_ms: int) -> bool:
-        """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream)
-        matches the playing reply: its `match` correlation reaches `ECHO_CORRELATION`, or
-        `WEAK_ECHO_CORRELATION` while the reply and the noise floor explain the candidate's
-        levels (less than `UNEXPLAINED_SHARE` of its frames, and of at least the last
-        `SHARE_SPAN_MS`, `EXCESS_DB` above them)."""
-        match = self.match(start_ms, end_ms)
-        if match.correlation >= ECHO_CORRELATION:
-            return True
-        return (match.correlation >= WEAK_ECHO_CORRELATION
-                and match.unexplained_share(min(start_ms, end_ms - SHARE_SPAN_MS))
-                < UNEXPLAINED_SHARE)
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Stretch:
+    """Microphone frames and the reference played for every lag (`EchoDetector._stretch`).
 
-def _reverberant(levels: np.ndarray) -> np.ndarray:
-    """`levels` (frames, bands) with a reverberant tail: each frame at least the previous
-    one's level minus `REVERB_DECAY_DB_PER_FRAME` (a running maximum of level + decay x frame,
-    minus decay x frame)."""
-    ramp = REVERB_DECAY_DB_PER_FRAME * np.arange(len(levels))[:, None]
-    return np.maximum.accumulate(levels + ramp, axis=0) - ramp
-
-
-def _best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.ndarray,
-              max_lag: int) -> EchoMatch:
-    """The lag (within `block`) at which the reference correlates best with `mic`.
-
-    Args:
-        block: reference levels (count + lags - 1, bands): the window of lag index i is
-            block[i : i + count].
-        mic: the microphone's levels (count, bands), floored and centred per band.
-        mic_top: the microphone's loudest level per band before flooring (dB).
-        floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
-        max_lag: the lag (frames) of window 0.
-
-    Each window is mapped to the microphone's level (per band, its loudest frame to the
-    microphone's loudest), floored where that puts it under `floor`, and within
-    `DYNAMIC_RANGE_DB` of the block's loudest, then correlated with `mic` (Pearson's r with
-    per-band means; `mic` is centred, so the numerator needs no centred windows, and their
-    centred energy is the sum of squares minus count x mean^2).
+    Attributes:
+        lo: index of the first frame in the kept levels.
+        count: frames compared (the rest of `mic` are extra frames judged at the same lag).
+        max_lag: the lag (frames) of `block`'s window 0: window i is at lag max_lag - i.
+        mic: the microphone's levels (count + extra, bands; dB).
+        block: the reference's levels as played, for every lag (count + extra + lags - 1,
+            bands; dB).
+        floor: the noise floor plus `NOISE_MARGIN_DB` per band (dB).
     """
-    count = len(mic)
-    windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
-    floors = np.maximum(floor - (mic_top - windows.max(axis=2)),
-                        block.max() - DYNAMIC_RANGE_DB)
-    windows = np.maximum(windows, floors[:, :, None])
-    numerator = np.einsum("lbn,nb->l", windows, mic)
-    sums = windows.sum(axis=2)
-    centred = np.maximum(np.einsum("lbn,lbn->lb", windows, windows) - sums * sums / count,
-                         0.0).sum(axis=1)
-    energy = centred * float(np.sum(mic * mic))
-    scores = np.where(energy > 1e-6, numerator / np.sqrt(np.maximum(energy, 1e-6)), 0.0)
-    best = int(np.argmax(scores))
-    return EchoMatch(float(scores[best]), (max_lag - best) * FRAME_MS)
+
+    lo: int
+    count: int
+    max_lag: int
+    mic: np.ndarray
+    block: np.ndarray
+    floor: np.ndarray
 
 
-def _echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """The echo's gain per band (dB, microphone over reference; -inf: no audible echo).
-
-    Args:
-        mic: the microphone's levels (frames, bands).
-        aligned: the reference's levels at the best lag (frames, bands).
-        floor: the noise floor plus `NOISE_MARGIN_DB` per band.
-
-    The 25th percentile (the lower one, no interpolation) of microphone minus reference over
-    the frames where the reference is within `EXCESS_GAIN_RANGE_DB` of its loudest and the
-    microphone above `floor` (a low percentile: frames where someone talks over the echo raise
-    the difference, never lower it); a band without such frames has no audible echo.
-    """
-    audible = (aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB) & (mic >= floor)
-    differences = np.sort(np.where(audible, mic - aligned, np.inf), axis=0)
-    counts = audible.sum(axis=0)
-    picked = differences[(np.maximum(counts, 1) - 1) // 4, np.arange(mic.shape[1])]
-    return np.where(counts > 0, picked, -np.inf)
-
-
-def _excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
-               floor: np.ndarray) -> np.ndarray:
-    """Per frame, how far the microphone (frames, bands) rises above what the echo (`aligned`
-    reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
-    the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
-    mean over bands of the positive part)."""
-    explained = 10.0 * np.log10(10.0 ** (_echo_db(aligned, gain) / 10.0)
-                                + 10.0 ** (floor / 10.0))
-    return np.maximum(mic - explained, 0.0).mean(axis=1)
-
-
-def _echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:
-    """The echo's levels (frames, bands; dB, -inf: none) predicted from the `aligned`
-    reference levels and the echo's `gain` per band: each frame the loudest reference level
-    within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate), plus the gain."""
-    slack = EXCESS_SLACK_FRAMES
-    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
-    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
-    return echo + gain
+def _comparable(mic: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The microphone's levels (frames, bands) as `best_lag` compares them: raised to the noise
+    `floor` and to `DYNAMIC_RANGE_DB` below their loudest, each band's mean removed."""
+    mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
+    return mic - mic.mean(axis=0)

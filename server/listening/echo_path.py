@@ -1,0 +1,275 @@
+"""The echo path: how the assistant's own reply reaches the microphone, learned where it is
+clearly the echo, held, and the measure of what it explains (issue 24).
+
+A candidate is the echo only where the reply's audio at the echo path's lag and gain explains
+its energy; speech energy the echo does not explain is the person, whatever the envelopes'
+correlation. The path is *not* measured on the candidate (its lead-in may already hold the
+person's first syllable, and a person's onset can line up with some reply word at some lag:
+a Piper "Stop." with no echo in the microphone at all correlated 0.81-0.92 with the reply at a
+580 ms lag). It is learned from stretches the reply alone explains (`learn_path`) and held
+(`EchoPath`); where the reply played loud and the microphone heard nothing of it (headphones,
+a digitally silent microphone, a noise floor only), the held path explains nothing, and all
+speech is the person. How a candidate is judged against the held path:
+`server.listening.echo.EchoDetector.is_echo`.
+
+Levels are band levels (`server.listening.band_envelope`): (frames, bands) arrays in dB re
+full scale, one frame per `FRAME_MS`. Sans-I/O: plain objects and numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from server.listening.band_envelope import FRAME_MS
+
+DYNAMIC_RANGE_DB = 50.0
+"""Band levels more than this below the loudest one of an analysed stretch are raised to that
+floor, so that the depth of silences (digital zero in the reply, a noise floor in the
+microphone) does not count as a difference."""
+
+ECHO_CORRELATION = 0.8
+"""A stretch whose best correlation with the reply reaches this is echo.
+
+Measured through `server.listening.input_speech.InputSpeechDetector` (Silero + `TurnDetector`, 40 ms
+appends at 24 kHz, playing position known to +-20 ms) on a 6 s Piper reply over a -65 dBFS
+peak pink noise floor, every gate question counted: the reply's own echo, delayed 55, 155 and
+405 ms (off the 10 ms grid), at -40..0 dBFS peak, with and without a simulated AGC (10 ms frames
+pulled toward -25 dBFS RMS with a 300 ms time constant, up to +30 dB), correlated 0.882-1.0 and
+never started a turn. A different sentence (Piper, espeak-ng en-us and en-us+f3) at -6 or -15
+dBFS peak over that echo at about -25 dBFS peak: the correlation falls from 0.97-0.99 at the
+onset to 0.5-0.8 within 100-250 ms; the turn started 180-474 ms after the onset (median 256;
+with 0.85: median 234, same worst case; with 0.7 and 0.6 the worst cases grew past 1.1 s). An
+echo at -50 dBFS peak without AGC, 15 dB over that noise floor, correlated down to 0.77 and
+could start a turn: its band levels are then mostly the noise floor (since then compared above
+the noise floor, `NOISE_MARGIN_DB`, with `WEAK_ECHO_CORRELATION` for what remains)."""
+
+NOISE_MARGIN_DB = 6.0
+"""Band levels less than this above the noise floor are raised to it, in the microphone and in
+the reference mapped onto the microphone's level: what the noise masks is not compared. Without
+it an echo 15 dB over a pink noise floor correlated 0.5-0.86 (its quiet frames are the noise's
+random levels, the reference's are its own); with it 0.9 and above."""
+
+REVERB_DECAY_DB_PER_FRAME = 60.0 * FRAME_MS / 500
+"""Decay of the reverberant reference (dB per frame): a room with a 500 ms reverberation time
+(RT60, the time sound takes to decay by 60 dB; living rooms and offices are 300-600 ms). The
+reference is compared dry and with this tail (every level at least the previous frame's minus
+the decay), and the better match counts: the room keeps the end of every word, and of the
+reply, sounding after the reply's audio fell silent."""
+
+EXCESS_DB = 6.0
+"""A microphone frame this far above the echo plus the noise (band mean, dB) holds someone
+else: measured, echo-only frames stayed under 0.5 dB, a person over the echo reached 6 dB within
+20-40 ms of the onset and 10-18 dB later."""
+
+UNEXPLAINED_SHARE = 0.1
+"""Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
+
+EXCESS_SLACK_FRAMES = 5
+"""The echo explains a microphone frame with its loudest level within this many frames
+(50 ms): the position the session estimates is playing jitters with the ACKs and appends
+(measured over loopback on a loaded machine: tags spread over 100-400 ms within a second)."""
+
+EXCESS_GAIN_RANGE_DB = 20.0
+"""Reference frames within this of the reference's loudest (per band) set the echo's gain."""
+
+LEARN_WINDOW_MS = 1500
+"""Microphone audio (ms) one learning window spans: long enough that a reply's pauses and
+words both fall in it, so that its echo gain is measured on many words."""
+
+LEARN_STEP_MS = 250
+"""Learning windows end at every multiple of this (ms of the microphone stream)."""
+
+LEARN_GUARD_MS = 200
+"""A candidate is judged with the path learned from windows ending at least this long (ms)
+before its start: the candidate's own audio (and the voice onset Silero finds late, by up to
+one 32 ms window and the 64 ms look-back) never teaches the path."""
+
+SOUNDING_DB = -60.0
+"""A reference frame sounds (the reply was really playing) when its loudest band reaches this
+(dBFS); Piper's speech frames are -15 to -45 dB, its pauses digital silence."""
+
+LEARN_MIN_SOUNDING_FRAMES = 50
+"""Sounding reference frames (500 ms) a learning window needs to teach the path anything."""
+
+LEARN_MIN_GAIN_FRAMES = 10
+"""A band's gain in a learning window needs this many frames (`echo_gain`); with fewer, the
+held path keeps its earlier gain for that band."""
+
+LEARN_MIN_HEARD_SHARE = 0.3
+"""A band's echo counts as heard in a learning window when at least this share of its loud
+reference frames (`EXCESS_GAIN_RANGE_DB`) are heard above the noise floor: an echo is heard
+wherever the reply is loud, a person's stray sound or a click only in a few frames (which would
+otherwise set the echo's gain to the person's level)."""
+
+LEARN_GAIN_QUANTILE = 0.5
+"""The echo's gain in a learning window is the median of microphone minus reference (`echo_gain`):
+an automatic gain control ramps the echo's gain up within a window, and a low percentile held it
+at the ramp's start (measured: a 10 dB ramp over 1 s left the held gain 10.1-10.6 dB under the
+echo 300 ms later, and the echo started a turn)."""
+
+AGC_RISE_DB = 10.0
+"""An automatic gain control may lift the echo by this much (dB, per band) above the held
+path's gain within a candidate (`EchoDetector.is_echo`): Chromium's lifts a quiet echo by about
+10 dB and keeps changing its gain."""
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EchoPath:
+    """The held echo path: what the microphone hears of the playing reply.
+
+    Attributes:
+        gain_db: per band (5), microphone level minus the reference's (dB); -inf: the reply is
+            not heard in that band (the echo is below the noise floor, or there is none).
+        lag_ms: how long after its estimated playing time the microphone hears the reply (ms,
+            within `server.listening.echo.LAG_RANGE_MS`); None: never aligned (the echo is too
+            weak to follow the reply, or absent), the loudest reference over the whole lag range
+            is taken instead.
+        reverberant: the reference with a reverberant tail (`reverberant`) matched best.
+    """
+
+    gain_db: np.ndarray
+    lag_ms: int | None
+    reverberant: bool
+
+    @property
+    def audible(self) -> bool:
+        """Some band of the reply is heard."""
+        return bool(np.isfinite(self.gain_db).any())
+
+
+def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
+               correlation: float, lag_ms: int, reverberant: bool) -> EchoPath | None:
+    """The path a learning window teaches, or None when it teaches nothing.
+
+    Args:
+        held: the path held so far (None: none yet).
+        mic: the window's microphone levels (frames, bands).
+        aligned: the reference's levels at the window's best lag (frames, bands), as played.
+        floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
+        correlation: the window's best correlation with the reply (`best_lag`).
+        lag_ms: the lag of that correlation (ms).
+        reverberant: that correlation was with the reverberant reference.
+
+    The window teaches when at least `LEARN_MIN_SOUNDING_FRAMES` of its reference frames sound
+    (`SOUNDING_DB`) and the reply at its own gain (`echo_gain`; a band heard in less than
+    `LEARN_MIN_HEARD_SHARE` of its loud frames is not heard: -inf) plus the noise floor explain
+    the whole window: less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them (so
+    nobody else spoke in it). The new path has that gain (bands measured on fewer than
+    `LEARN_MIN_GAIN_FRAMES` frames keep the held gain), the window's lag when the correlation
+    reaches `ECHO_CORRELATION` and the echo is heard (else None: nothing to align), and its
+    reverberance.
+    """
+    if int(np.sum(aligned.max(axis=1) >= SOUNDING_DB)) < LEARN_MIN_SOUNDING_FRAMES:
+        return None
+    gain, heard, loud = echo_gain(mic, aligned, floor, LEARN_GAIN_QUANTILE)
+    gain = np.where(heard >= LEARN_MIN_HEARD_SHARE * np.maximum(loud, 1), gain, -np.inf)
+    excess = excess_db(mic, aligned, gain, floor)
+    if float(np.mean(excess >= EXCESS_DB)) >= UNEXPLAINED_SHARE:
+        return None
+    if held is not None:
+        gain = np.where(loud >= LEARN_MIN_GAIN_FRAMES, gain, held.gain_db)
+    audible = bool(np.isfinite(gain).any())
+    known_lag = lag_ms if audible and correlation >= ECHO_CORRELATION else None
+    return EchoPath(gain, known_lag, reverberant)
+
+
+def aligned_at(block: np.ndarray, count: int, max_lag: int, lag_ms: int | None) -> np.ndarray:
+    """The reference's levels (count, bands) at `lag_ms` from a lag search's `block` (count +
+    lags - 1 frames, window i at lag max_lag - i frames: `best_lag`); with None, each frame the
+    loudest over every lag of the block."""
+    if lag_ms is None:
+        windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
+        return windows.max(axis=0).T
+    index = max_lag - lag_ms // FRAME_MS
+    return block[index:index + count]
+
+
+def reverberant(levels: np.ndarray) -> np.ndarray:
+    """`levels` (frames, bands) with a reverberant tail: each frame at least the previous
+    one's level minus `REVERB_DECAY_DB_PER_FRAME` (a running maximum of level + decay x frame,
+    minus decay x frame)."""
+    ramp = REVERB_DECAY_DB_PER_FRAME * np.arange(len(levels))[:, None]
+    return np.maximum.accumulate(levels + ramp, axis=0) - ramp
+
+
+def best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.ndarray,
+              max_lag: int) -> tuple[float, int]:
+    """The lag (within `block`) at which the reference correlates best with `mic`: (Pearson's
+    r in [-1, 1], 0.0 when either is constant; lag in ms).
+
+    Args:
+        block: reference levels (count + lags - 1, bands): the window of lag index i is
+            block[i : i + count].
+        mic: the microphone's levels (count, bands), floored and centred per band.
+        mic_top: the microphone's loudest level per band before flooring (dB).
+        floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
+        max_lag: the lag (frames) of window 0.
+
+    Each window is mapped to the microphone's level (per band, its loudest frame to the
+    microphone's loudest), floored where that puts it under `floor`, and within
+    `DYNAMIC_RANGE_DB` of the block's loudest, then correlated with `mic` (Pearson's r with
+    per-band means; `mic` is centred, so the numerator needs no centred windows, and their
+    centred energy is the sum of squares minus count x mean^2).
+    """
+    count = len(mic)
+    windows = np.lib.stride_tricks.sliding_window_view(block, count, axis=0)
+    floors = np.maximum(floor - (mic_top - windows.max(axis=2)),
+                        block.max() - DYNAMIC_RANGE_DB)
+    windows = np.maximum(windows, floors[:, :, None])
+    numerator = np.einsum("lbn,nb->l", windows, mic)
+    sums = windows.sum(axis=2)
+    centred = np.maximum(np.einsum("lbn,lbn->lb", windows, windows) - sums * sums / count,
+                         0.0).sum(axis=1)
+    energy = centred * float(np.sum(mic * mic))
+    scores = np.where(energy > 1e-6, numerator / np.sqrt(np.maximum(energy, 1e-6)), 0.0)
+    best = int(np.argmax(scores))
+    return float(scores[best]), (max_lag - best) * FRAME_MS
+
+
+def echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
+              quantile: float = 0.25) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The echo's gain per band (dB, microphone over reference; -inf: no audible echo), with
+    the number of frames it was measured on and of loud reference frames, per band.
+
+    Args:
+        mic: the microphone's levels (frames, bands).
+        aligned: the reference's levels at the best lag (frames, bands).
+        floor: the noise floor plus `NOISE_MARGIN_DB` per band.
+        quantile: which quantile of the differences is the gain.
+
+    The `quantile` (the lower one, no interpolation) of microphone minus reference over the
+    frames where the reference is loud (within `EXCESS_GAIN_RANGE_DB` of its loudest) and the
+    microphone above `floor`; a band without such frames has no audible echo. On a stretch
+    that may hold a person (a candidate's lead-in), the 25th percentile: frames where someone
+    talks over the echo raise the difference, never lower it. On a learning window, which
+    teaches only when nobody spoke in it, `LEARN_GAIN_QUANTILE`.
+    """
+    loud = aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB
+    audible = loud & (mic >= floor)
+    differences = np.sort(np.where(audible, mic - aligned, np.inf), axis=0)
+    counts = audible.sum(axis=0)
+    rank = np.floor((np.maximum(counts, 1) - 1) * quantile).astype(int)
+    picked = differences[rank, np.arange(mic.shape[1])]
+    return np.where(counts > 0, picked, -np.inf), counts, loud.sum(axis=0)
+
+
+def excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
+               floor: np.ndarray) -> np.ndarray:
+    """Per frame, how far the microphone (frames, bands) rises above what the echo (`aligned`
+    reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
+    the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
+    mean over bands of the positive part)."""
+    explained = 10.0 * np.log10(10.0 ** (echo_db(aligned, gain) / 10.0)
+                                + 10.0 ** (floor / 10.0))
+    return np.maximum(mic - explained, 0.0).mean(axis=1)
+
+
+def echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """The echo's levels (frames, bands; dB, -inf: none) predicted from the `aligned`
+    reference levels and the echo's `gain` per band: each frame the loudest reference level
+    within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate), plus the gain."""
+    slack = EXCESS_SLACK_FRAMES
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
+    return echo + gain
