@@ -1,66 +1,149 @@
-"""Short interruptions over a Piper reply, offline through the server's VAD (issue 24).
+"""Short interruptions over a Piper reply, and the reply's echo alone, through the server's VAD
+(issue 24: a real "Stop" is never taken for the echo, and the echo never interrupts).
 
-"Stop.", "Wait.", "No.", "Hold on." in three voices (Piper, espeak-ng en-us and en-us+f3) at
--6 dBFS peak, at `POSITIONS_MS` into the reply of tests/test_echo.py (6.5 s, Piper), over a
--60 dBFS pink floor, once with no echo in the microphone and once with the reply's echo 30 dB
-down, 150 ms late (tests/echo_room.py `Room`). Each microphone is appended in 40 ms pieces to
-`server.listening.input_speech.InputSpeechDetector` with the playing position the session
-would estimate (+-20 ms), as tests/test_echo.py `turn_starts` does. A run is heard when a turn
-starts whose audio begins from 350 ms before the voice onset (-40 dBFS) to 600 ms after it.
+Table 1, interruptions: "Stop.", "Wait.", "No.", "Hold on." in three voices (Piper, espeak-ng
+en-us and en-us+f3) at -6 dBFS peak, at `POSITIONS_MS` into the reply of tests/test_echo.py
+(6.5 s, Piper), over a -60 dBFS RMS pink floor, once with no echo in the microphone and once
+with the reply's echo 30 dB down, 150 ms late (tests/echo_room.py `Room`). The microphone from
+`HISTORY_MS` before the person (the echo path is learned there) to `AFTER_MS` after is appended
+in 40 ms pieces to `server.listening.input_speech.InputSpeechDetector` with the playing
+position the session would estimate (+-20 ms), as tests/test_echo.py `turn_starts` does. A run
+is heard when a turn starts whose audio begins from 350 ms before the voice onset (-40 dBFS) to
+600 ms after it; a turn starting earlier is a false barge-in (the echo or the floor).
 
-Prints one table per echo condition (misses per word and voice, target 0) and the missed
-positions; exit status 1 when any is missed. About 10 minutes on 2 cores (288 runs).
+Table 2, the echo alone: the whole reply heard back through rooms (-30 / -20 / -10 / -6 dB,
+150 / 400 ms, dry and with a 400 ms RT60 tail, over -60 / -50 dBFS pink noise or a digitally
+silent floor) and through a simulated automatic gain control (tests/test_echo.py `microphone`:
+the echo's gain rising 10 dB over its first second): every turn started is a false barge-in.
+
+Prints both tables and the missed positions; exit status 1 when any interruption is missed or
+any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
+load. About 5 minutes on 2 loaded cores (264 + 20 runs); `--quick` runs Piper at 4 positions.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_interruptions`.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+import time
+
+import numpy as np
 
 from benchmarks.tables import print_table
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.server_vad_settings import TurnDetection
+from server.listening.vad import SpeechStarted
+from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.echo_room import Room
-from tests.test_echo import LEAD_MS, room_microphone, turn_starts
+from tests.test_echo import (
+    APPEND_MS,
+    LEAD_MS,
+    OUTPUT_RATE_HZ,
+    microphone,
+    playing_position,
+    reference,
+    reply_ms,
+    room_microphone,
+)
 
 WORDS = ("Stop.", "Wait.", "No.", "Hold on.")
 VOICES = (("piper", None), ("espeak", "en-us"), ("espeak", "en-us+f3"))
-POSITIONS_MS = tuple(range(1000, 6600, 500))
-"""Where the person starts, ms after the reply started playing (12 positions)."""
+POSITIONS_MS = tuple(range(1500, 7000, 500))
+"""Where the person starts, ms after the reply started playing (11 positions)."""
+HISTORY_MS = 3000
+"""Microphone audio fed before the person starts (ms): the page's microphone was on that long."""
+AFTER_MS = 1500
+"""Microphone audio fed after the person starts (ms): a turn starts within 600 ms of the onset."""
+INTERRUPTION_ROOMS = (Room(None, 150, -60.0), Room(-30.0, 150, -60.0))
+ECHO_ROOMS = (*(Room(gain, lag, noise, rt60_ms=rt60)
+                for gain in (-30.0, -20.0, -10.0, -6.0) for lag in (150, 400)
+                for noise, rt60 in ((-60.0, 0.0), (-50.0, 400.0))),
+              Room(-30.0, 250, None), Room(-20.0, 250, None, rt60_ms=400.0))
+"""Echo-only rooms (18): every gain and lag dry over -60 dBFS and reverberant over -50 dBFS,
+and two over a digitally silent floor."""
+AGC_CASES = ((150, -30.0), (400, -20.0))
+"""(lag ms, gain dB) of the echo whose gain an automatic gain control lifts by 10 dB."""
 
 
-def heard(text: str, engine: str, voice: str | None, played_ms: int,
-          echo_db: float | None) -> bool:
-    """Whether the server VAD starts a turn on the person's voice (see the module doc)."""
+def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
+                until_ms: float | None = None) -> list[int]:
+    """`audio_start_ms` (ms on `mic`) of every turn the server VAD starts on `mic` (16 kHz)
+    from `from_ms` to `until_ms`, the reply playing from `LEAD_MS` (tests/test_echo.py)."""
+    detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, round(from_ms))
+    recorded, rng = reference(), np.random.default_rng(2)
+    first = round(from_ms * fx.RATE_HZ / 1000)
+    last = mic.size if until_ms is None else round(until_ms * fx.RATE_HZ / 1000)
+    pcm16 = fx.to_pcm16(resample(mic[first:last], fx.RATE_HZ, OUTPUT_RATE_HZ))
+    step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000
+    started = []
+    for start in range(0, len(pcm16), step):
+        end_ms = from_ms + (start + step) * 1000 / (OUTPUT_RATE_HZ * 2)
+        position = playing_position(end_ms, rng)
+        playing = position is not None and end_ms - LEAD_MS <= reply_ms()
+        started += [event.audio_start_ms for event in detector.feed(
+            pcm16[start:start + step], playing, position, recorded)
+            if isinstance(event, SpeechStarted)]
+    return started
+
+
+def interruption(text: str, engine: str, voice: str | None, played_ms: int,
+                 room: Room) -> tuple[bool, int]:
+    """(heard, false barge-ins) for a person saying `text` `played_ms` into the reply."""
     person = fx.at_peak_dbfs(fx.speech(text, engine, voice), -6.0)
     at_ms = LEAD_MS + played_ms
     onset_ms = at_ms + fx.active_span_ms(person)[0]
-    started = turn_starts(room_microphone(Room(echo_db, 150, -60.0), person, at_ms))
-    return any(onset_ms - 350 <= s.audio_start_ms <= onset_ms + 600 for s in started)
+    started = turn_starts(room_microphone(room, person, at_ms), max(at_ms - HISTORY_MS, 0.0),
+                          at_ms + AFTER_MS)
+    heard = any(onset_ms - 350 <= start <= onset_ms + 600 for start in started)
+    return heard, sum(start < onset_ms - 350 for start in started)
 
 
 def main() -> int:
-    print("command: python -m benchmarks.bench_interruptions")
-    failed = False
-    for echo_db in (None, -30.0):
-        rows, missed = [], []
-        for text in WORDS:
-            for engine, voice in VOICES:
-                misses = [ms for ms in POSITIONS_MS
-                          if not heard(text, engine, voice, ms, echo_db)]
-                missed += [f"{text} {engine} {voice or ''} @{ms}" for ms in misses]
-                rows.append((text, f"{engine} {voice or ''}".strip(), len(POSITIONS_MS),
-                             len(misses)))
-        total = sum(row[3] for row in rows)
-        failed |= total > 0
-        label = "no echo" if echo_db is None else f"echo {echo_db:.0f} dB, 150 ms"
-        verdict = "PASS" if total == 0 else "FAIL"
-        print_table(f"Short interruptions, server VAD, {label}: missed {total} of "
-                    f"{len(rows) * len(POSITIONS_MS)} (target 0: {verdict})",
-                    ("word", "voice", "positions", "missed"), rows)
-        if missed:
-            print("missed:", "; ".join(missed))
-    return 1 if failed else 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="Piper only, 4 positions, 4 echo rooms (a smoke run)")
+    args = parser.parse_args()
+    voices, positions = (VOICES[:1], POSITIONS_MS[::3]) if args.quick else (VOICES, POSITIONS_MS)
+    echo_rooms = ECHO_ROOMS[::5] if args.quick else ECHO_ROOMS
+    print("command: python -m benchmarks.bench_interruptions" + (" --quick" if args.quick else ""))
+    began = time.monotonic()
+    rows, missed, total_missed, total_false = [], [], 0, 0
+    for text in WORDS:
+        for engine, voice in voices:
+            row: list[object] = [text, f"{engine} {voice or ''}".strip(), len(positions)]
+            for room in INTERRUPTION_ROOMS:
+                misses, false = 0, 0
+                for played_ms in positions:
+                    heard, early = interruption(text, engine, voice, played_ms, room)
+                    false += early
+                    if not heard:
+                        misses += 1
+                        missed.append(f"{text} {engine} {voice or ''} @{played_ms} "
+                                      f"({room.describe()})")
+                row += [misses, false]
+                total_missed += misses
+                total_false += false
+            rows.append(tuple(row))
+    runs = len(rows) * len(positions) * len(INTERRUPTION_ROOMS)
+    print_table(f"Short interruptions, server VAD: missed {total_missed} of {runs} (target 0), "
+                f"false barge-ins before the voice {total_false} (target 0)",
+                ("word", "voice", "positions", "missed, no echo", "false, no echo",
+                 "missed, echo -30 dB", "false, echo -30 dB"), rows)
+    if missed:
+        print("missed:", "; ".join(missed))
+    echo_rows = [(room.describe(), len(turn_starts(room_microphone(room))))
+                 for room in echo_rooms]
+    echo_rows += [(f"{gain:.0f} dB, {lag} ms, AGC +10 dB over 1 s, -70 dBFS peak",
+                   len(turn_starts(microphone(lag, gain, boost_db=10.0))))
+                  for lag, gain in AGC_CASES]
+    echo_false = sum(count for _, count in echo_rows)
+    print_table(f"The reply's echo alone, server VAD: false barge-ins {echo_false} in "
+                f"{len(echo_rows)} rooms (target 0)", ("room", "turns started"), echo_rows)
+    print(f"elapsed: {time.monotonic() - began:.0f} s")
+    return 1 if total_missed or total_false or echo_false else 0
 
 
 if __name__ == "__main__":

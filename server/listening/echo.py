@@ -254,9 +254,10 @@ class EchoDetector:
         `until_ms` (ms on this stream); returns the path held then.
 
         Windows span `LEARN_WINDOW_MS` and end at every multiple of `LEARN_STEP_MS`; each is
-        compared with the reply at its best lag (`_search`) and teaches the path when the reply
-        alone explains it (`server.listening.echo_path.learn_path`). A window whose frames are
-        no longer kept, or with fewer than `MIN_FRAMES` tagged frames, teaches nothing."""
+        compared with the reply (with its reverberant tail, as `held_excess` judges) at its
+        best lag (`_search`) and teaches the path when the reply alone explains it
+        (`server.listening.echo_path.learn_path`). A window whose frames are no longer kept,
+        or with fewer than `MIN_FRAMES` tagged frames, teaches nothing."""
         step, span = LEARN_STEP_MS // FRAME_MS, LEARN_WINDOW_MS // FRAME_MS
         end = self._next_window_end
         last = min(until_ms // FRAME_MS, self._first + len(self._levels))
@@ -265,9 +266,11 @@ class EchoDetector:
             hi = end - self._first
             stretch = self._stretch(hi - span, hi, 0)
             if stretch is not None:
-                correlation, lag_ms, reverb, aligned = self._search(stretch)
+                correlation, lag_ms, _ = self._search(stretch)
+                aligned = aligned_at(reverberant(stretch.block), stretch.count,
+                                     stretch.max_lag, lag_ms)
                 learned = learn_path(self.path, stretch.mic, aligned, stretch.floor,
-                                     correlation, lag_ms, reverb)
+                                     correlation, lag_ms)
                 self.path = learned if learned is not None else self.path
             end += step
         self._next_window_end = end
@@ -307,7 +310,7 @@ class EchoDetector:
 
     def held_excess(self, from_ms: int, end_ms: int) -> EchoMatch | None:
         """The excess of the microphone from `from_ms` to `end_ms` over the held echo path (the
-        reference at the path's lag, dry or reverberant as held, or the loudest over the lag
+        reference with its reverberant tail at the path's lag, or the loudest over the lag
         range when the lag is unknown; at the path's gain) plus the noise floor, as an
         `EchoMatch` (correlation 0.0, the path's lag); None without a path, or with fewer than
         `MIN_FRAMES` tagged frames there."""
@@ -318,9 +321,8 @@ class EchoDetector:
         stretch = self._stretch(lo, hi, 0)
         if stretch is None:
             return None
-        block = reverberant(stretch.block) if path.reverberant or path.lag_ms is None else (
-            stretch.block)
-        aligned = aligned_at(block, stretch.count, stretch.max_lag, path.lag_ms)
+        aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag,
+                             path.lag_ms)
         excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
         return EchoMatch(0.0, path.lag_ms or 0, excess, (self._first + stretch.lo) * FRAME_MS)
 
@@ -334,14 +336,18 @@ class EchoDetector:
         `ECHO_CORRELATION`, above the reply at the stretch's own gain (`echo_gain`) when that
         gain rose by at most `AGC_RISE_DB` over the held gain in every band where both are known
         (an automatic gain control lifted the echo). The lag may line a person's onset up with
-        some reply word; the held gain keeps the echo's level where it was heard."""
+        some reply word; the held gain keeps the echo's level where it was heard. The reference
+        has its reverberant tail here, as in `held_excess`: a room keeps every word sounding
+        after the reply fell silent (measured: a -10 dB echo in a 400 ms RT60 room left 12 % of
+        a stretch above the dry reference at the held gain, and started a turn)."""
         path = self.path
         assert path is not None
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
         stretch = self._stretch(lo, end_ms // FRAME_MS - self._first, 0)
         if stretch is None:
             return False
-        correlation, lag_ms, _, aligned = self._search(stretch)
+        correlation, lag_ms, _ = self._search(stretch)
+        aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag, lag_ms)
         first_ms = (self._first + stretch.lo) * FRAME_MS
 
         def explained(gain: np.ndarray) -> bool:
@@ -393,23 +399,31 @@ class EchoDetector:
         gain of the `LEAD_IN_MS` before `echo_until_ms` when given and earlier (audio known
         to be no person's: before the candidate's first speech window), else of the same
         lead-in. The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
-        `from_ms` whose excess reaches `ONSET_EXCESS_DB`, moved back over the frames right
-        before it whose excess rises toward it from `ONSET_EDGE_DB` (a soft onset). None when
+        `from_ms` whose excess reaches `ONSET_EXCESS_DB` (with a path held and no such run,
+        `EXCESS_DB`: the held gain is not a lead-in's guess, and a turn asked for its onset
+        50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo),
+        moved back over the frames right before it whose excess rises toward it from
+        `ONSET_EDGE_DB` (a soft onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
+        thresholds: tuple[float, ...] = (ONSET_EXCESS_DB,)
         if self.learn(from_ms - LEARN_GUARD_MS) is not None:
             match = self.held_excess(from_ms, end_ms)
+            thresholds += (EXCESS_DB,)
         else:
             match = self._lead_in_excess(from_ms, end_ms, echo_until_ms)
-        if match is None or match.excess_db.size == 0:
+        if match is None or match.excess_db.size < ONSET_RUN_FRAMES:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
-        loud = match.excess_db[first:] >= ONSET_EXCESS_DB
-        if loud.size < ONSET_RUN_FRAMES:
-            return None
-        runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
-        found = np.flatnonzero(runs)
-        if found.size == 0:
+        for threshold in thresholds:
+            loud = match.excess_db[first:] >= threshold
+            if loud.size < ONSET_RUN_FRAMES:
+                return None
+            runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
+            found = np.flatnonzero(runs)
+            if found.size:
+                break
+        else:
             return None
         index = first + int(found[0])
         excess = match.excess_db
@@ -458,15 +472,15 @@ class EchoDetector:
         return _Stretch(lo, hi - lo, max_lag, self._levels[lo:hi + extra],
                         reference.rows(playing), self.noise_floor() + NOISE_MARGIN_DB)
 
-    def _search(self, stretch: _Stretch) -> tuple[float, int, bool, np.ndarray]:
+    def _search(self, stretch: _Stretch) -> tuple[float, int, np.ndarray]:
         """The best lag of `stretch`'s first `count` frames, dry and with the reverberant
         tail (the dry reference first; the tail only when it fell short of
-        `ECHO_CORRELATION`): (correlation, lag ms, reverberant, the reference's levels at that
-        lag for all the stretch's frames, extra ones included)."""
+        `ECHO_CORRELATION`): (correlation, lag ms, the reference's levels, dry or with the
+        tail as matched, at that lag for all the stretch's frames, extra ones included)."""
         count = stretch.count
         mic = _comparable(stretch.mic[:count], stretch.floor)
         top = stretch.mic[:count].max(axis=0)
-        best = (0.0, 0, False, stretch.block[:len(stretch.mic)])
+        best = (0.0, 0, stretch.block[:len(stretch.mic)])
         span = count + stretch.max_lag - LAG_RANGE_MS[0] // FRAME_MS
         for reverb in (False, True):
             if reverb and best[0] >= ECHO_CORRELATION:
@@ -476,7 +490,7 @@ class EchoDetector:
                                            stretch.max_lag)
             if correlation > best[0]:
                 aligned = aligned_at(candidate, len(stretch.mic), stretch.max_lag, lag_ms)
-                best = (correlation, lag_ms, reverb, aligned)
+                best = (correlation, lag_ms, aligned)
         return best
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
@@ -493,7 +507,7 @@ class EchoDetector:
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        correlation, lag_ms, _, aligned = self._search(stretch)
+        correlation, lag_ms, aligned = self._search(stretch)
         raw = stretch.mic
         if gain is None:
             known = stretch.count if gain_frames is None else gain_frames

@@ -125,12 +125,10 @@ class EchoPath:
             within `server.listening.echo.LAG_RANGE_MS`); None: never aligned (the echo is too
             weak to follow the reply, or absent), the loudest reference over the whole lag range
             is taken instead.
-        reverberant: the reference with a reverberant tail (`reverberant`) matched best.
     """
 
     gain_db: np.ndarray
     lag_ms: int | None
-    reverberant: bool
 
     @property
     def audible(self) -> bool:
@@ -139,7 +137,7 @@ class EchoPath:
 
 
 def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
-               correlation: float, lag_ms: int, reverberant: bool) -> EchoPath | None:
+               correlation: float, lag_ms: int) -> EchoPath | None:
     """The path a learning window teaches, or None when it teaches nothing.
 
     Args:
@@ -149,7 +147,6 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floo
         floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
         correlation: the window's best correlation with the reply (`best_lag`).
         lag_ms: the lag of that correlation (ms).
-        reverberant: that correlation was with the reverberant reference.
 
     The window teaches when at least `LEARN_MIN_SOUNDING_FRAMES` of its reference frames sound
     (`SOUNDING_DB`) and the reply at its own gain (`echo_gain`; a band heard in less than
@@ -157,8 +154,7 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floo
     the whole window: less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them (so
     nobody else spoke in it). The new path has that gain (bands measured on fewer than
     `LEARN_MIN_GAIN_FRAMES` frames keep the held gain), the window's lag when the correlation
-    reaches `ECHO_CORRELATION` and the echo is heard (else None: nothing to align), and its
-    reverberance.
+    reaches `ECHO_CORRELATION` and the echo is heard (else None: nothing to align).
     """
     if int(np.sum(aligned.max(axis=1) >= SOUNDING_DB)) < LEARN_MIN_SOUNDING_FRAMES:
         return None
@@ -171,7 +167,7 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floo
         gain = np.where(loud >= LEARN_MIN_GAIN_FRAMES, gain, held.gain_db)
     audible = bool(np.isfinite(gain).any())
     known_lag = lag_ms if audible and correlation >= ECHO_CORRELATION else None
-    return EchoPath(gain, known_lag, reverberant)
+    return EchoPath(gain, known_lag)
 
 
 def aligned_at(block: np.ndarray, count: int, max_lag: int, lag_ms: int | None) -> np.ndarray:
