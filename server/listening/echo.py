@@ -50,7 +50,6 @@ from server.listening.band_envelope import (
 )
 from server.listening.echo_path import (
     AGC_RISE_DB,
-    DYNAMIC_RANGE_DB,
     ECHO_CORRELATION,
     EXCESS_DB,
     EXCESS_SLACK_FRAMES,
@@ -62,6 +61,7 @@ from server.listening.echo_path import (
     EchoPath,
     aligned_at,
     best_lag,
+    comparable_levels,
     echo_db,
     echo_gain,
     excess_db,
@@ -280,20 +280,15 @@ class EchoDetector:
         """True when the candidate speech from `start_ms` to `end_ms` (ms on this stream) is
         the playing reply's echo.
 
-        With an echo path held (learned from windows ending `LEARN_GUARD_MS` before `start_ms`:
-        `learn`): the reply at the path's lag and gain, plus the noise floor, explains the
-        candidate: less than `UNEXPLAINED_SHARE` of its frames from `start_ms`, and of at
-        least the last `SHARE_SPAN_MS`, are `EXCESS_DB` above them (`held_excess`); or the same
-        at the lag the candidate matches best now, at the held gain or at the candidate's own
-        gain when an automatic gain control lifted it (`_searched_echo`). Speech energy the
-        held echo does not explain is the person, whatever the envelopes' correlation: with no
-        echo in the microphone (a headset, a silent microphone) the held path explains nothing.
-
-        With no path yet (the first `LEARN_WINDOW_MS` of a session's first reply): its `match`
-        correlation reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` while the reply at
-        the lead-in's gain and the noise floor explain the candidate's levels (as above).
-        False when nothing could be compared (no reply, fewer than `MIN_FRAMES` tagged
-        frames)."""
+        With an echo path held (`learn`, from windows ending `LEARN_GUARD_MS` before
+        `start_ms`): less than `UNEXPLAINED_SHARE` of the frames from `start_ms`, and of at
+        least the last `SHARE_SPAN_MS`, are `EXCESS_DB` above the held echo plus the noise
+        floor (`held_excess`), or above the echo at the lag matched best now (`_searched_echo`).
+        Speech energy the held echo does not explain is the person, whatever the correlation:
+        with no echo in the microphone (a headset) the held path explains nothing. With no path
+        yet (the first `LEARN_WINDOW_MS` of a session's first reply): `match`'s correlation
+        reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` with the unexplained share (at
+        the lead-in's gain) below `UNEXPLAINED_SHARE`. False when nothing could be compared."""
         share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
         if self.learn(start_ms - LEARN_GUARD_MS) is None:
             match = self.match(start_ms, end_ms)
@@ -327,19 +322,16 @@ class EchoDetector:
         return EchoMatch(0.0, path.lag_ms or 0, excess, (self._first + stretch.lo) * FRAME_MS)
 
     def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
-        """The candidate is the echo at the lag it matches best now: over `LEAD_IN_MS` before
-        `start_ms` to `end_ms` (at most `MAX_SPAN_MS`), at the best lag of `LAG_RANGE_MS`
-        (`_search`: the playing position's estimate drifts while a client waits for audio with
-        no ACKs, measured 100 ms within a reply), less than `UNEXPLAINED_SHARE` of the frames
-        from `share_from_ms` are `EXCESS_DB` above the reply at the held path's gain plus the
-        noise; or, when the echo is heard at all and that lag correlates at least
-        `ECHO_CORRELATION`, above the reply at the stretch's own gain (`echo_gain`) when that
-        gain rose by at most `AGC_RISE_DB` over the held gain in every band where both are known
-        (an automatic gain control lifted the echo). The lag may line a person's onset up with
-        some reply word; the held gain keeps the echo's level where it was heard. The reference
-        has its reverberant tail here, as in `held_excess`: a room keeps every word sounding
-        after the reply fell silent (measured: a -10 dB echo in a 400 ms RT60 room left 12 % of
-        a stretch above the dry reference at the held gain, and started a turn)."""
+        """The candidate is the echo at the lag it matches best now (the playing position's
+        estimate drifts by 100 ms within a reply while a client waits for audio without ACKs):
+        over `LEAD_IN_MS` before `start_ms` to `end_ms` (at most `MAX_SPAN_MS`), at the best
+        lag (`_search`), less than `UNEXPLAINED_SHARE` of the frames from `share_from_ms` are
+        `EXCESS_DB` above the reverberant reference at the held gain plus the noise; or, if the
+        echo is heard and that lag correlates at least `ECHO_CORRELATION`, at the stretch's own
+        gain (`echo_gain`) when it rose at most `AGC_RISE_DB` over the held gain in every band
+        where both are known (an AGC lifted the echo). The lag may line a person's onset up
+        with some reply word; the held gain keeps the echo's level where it was heard. (With
+        the dry reference, a -10 dB echo in a 400 ms RT60 room started a turn.)"""
         path = self.path
         assert path is not None
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
@@ -370,12 +362,8 @@ class EchoDetector:
         `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
         For each lag, each microphone frame is compared with the reference frame that was
-        playing that long before it (`_playing_frames`: from the frames' tags, the position
-        the session estimated), dry and with a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`).
-        Before, one offset (the median of the stretch's tags) mapped the whole stretch: a
-        stretch across a stall (the client waiting for synthesis that fell behind, or for
-        the next ACK to let more audio out) could not be aligned on both sides, and its echo
-        at -6 dB started turns (tests/test_echo.py, `paced_playback`). Both stretches get the
+        playing that long before it (`_playing_frames`, stalls and all), dry and with a
+        reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
         `DYNAMIC_RANGE_DB` floor and the noise floor (`noise_floor` + `NOISE_MARGIN_DB`, for
         the reference at the level the echo has: its loudest frame per band mapped to the
         microphone's) and lose each band's mean; the correlation is the sum of their products
@@ -478,7 +466,7 @@ class EchoDetector:
         `ECHO_CORRELATION`): (correlation, lag ms, the reference's levels, dry or with the
         tail as matched, at that lag for all the stretch's frames, extra ones included)."""
         count = stretch.count
-        mic = _comparable(stretch.mic[:count], stretch.floor)
+        mic = comparable_levels(stretch.mic[:count], stretch.floor)
         top = stretch.mic[:count].max(axis=0)
         best = (0.0, 0, stretch.block[:len(stretch.mic)])
         span = count + stretch.max_lag - LAG_RANGE_MS[0] // FRAME_MS
@@ -612,9 +600,3 @@ class _Stretch:
     block: np.ndarray
     floor: np.ndarray
 
-
-def _comparable(mic: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """The microphone's levels (frames, bands) as `best_lag` compares them: raised to the noise
-    `floor` and to `DYNAMIC_RANGE_DB` below their loudest, each band's mean removed."""
-    mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
-    return mic - mic.mean(axis=0)

@@ -189,6 +189,13 @@ def reverberant(levels: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(levels + ramp, axis=0) - ramp
 
 
+def comparable_levels(mic: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The microphone's levels (frames, bands) as `best_lag` compares them: raised to the noise
+    `floor` and to `DYNAMIC_RANGE_DB` below their loudest, each band's mean removed."""
+    mic = np.maximum(mic, np.maximum(floor, mic.max() - DYNAMIC_RANGE_DB))
+    return mic - mic.mean(axis=0)
+
+
 def best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.ndarray,
               max_lag: int) -> tuple[float, int]:
     """The lag (within `block`) at which the reference correlates best with `mic`: (Pearson's
