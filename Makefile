@@ -1,5 +1,5 @@
 # Developer entry points. `make run` and `make test` create .venv on first use and reinstall the
-# project (editable, with the test and dev extras) whenever pyproject.toml changes.
+# project (editable, with the test, dev and clients extras) whenever pyproject.toml changes.
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +14,7 @@ ARGS ?=
 # would pull a large tree the server does not use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -e '.[test,dev]'
+	$(BIN)/pip install -e '.[test,dev,clients]'
 	$(BIN)/pip install --no-deps 'pipecat-ai==1.14.0'
 	touch $(STAMP)
 
