@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz llm
+.PHONY: run test lint bench fuzz-properties fuzz llm screenshot
 
 # semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
 # wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
@@ -53,3 +53,8 @@ lint: $(STAMP)
 bench: $(STAMP) $(LLM_STAMP)
 	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
 		$(BIN)/python -m benchmarks.$$name || exit 1; done
+
+# The README's picture of the page mid-interruption (docs/screenshot.py): a real server, Piper,
+# headless Chromium; about a minute.
+screenshot: $(STAMP)
+	$(BIN)/python -m docs.screenshot
