@@ -3,17 +3,23 @@ whole conversation with a real server on loopback, every setting at its default 
 its own session setup with 0 `error` events, a text turn with audio, a spoken turn through
 `session.sendAudio()` (real Piper audio of a question, the server's VAD and faster-whisper), an
 interruption through `session.interrupt()` whose cut the server keeps exactly where the SDK's
-truncate said, and a second turn whose prompt knows the cut.
+truncate said, and a second turn whose prompt knows the cut; and its tool path, with an LLM
+behind the server.
 
-The SDK runs in node (tests/agents_js/conversation.mjs describes the steps and its log)."""
+The SDK runs in node (tests/agents_js/conversation.mjs and tools.mjs describe the steps,
+session_log.mjs the log)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from tests import speech_fixtures
+from tests.llm_proxy import RecordingProxy
 from tests.node_clients import NodeLog, run_script
+from tests.test_function_calls import STREAMED_CALL
+from tests.test_llm_stream_faults import NO_UPSTREAM, scripted_server
 from tests.test_server_vad import mic_pcm16
 
 SCRIPT_TIMEOUT_S = 180.0
@@ -101,3 +107,34 @@ async def test_agents_js_default_session_converses_and_interrupts(
     assert (cut_turn.role, cut_turn.text, cut_turn.interrupted) == ("assistant", expected, True)
     assert {"role": "system", "content": prompt.interruption_note.replace(
         "{heard}", expected)} in prompt.as_messages()
+
+
+async def test_agents_js_runs_the_tool_the_model_calls(start_server) -> None:
+    """The SDK's tool path with an LLM behind the server (the recording proxy's scripted
+    stream): its agent's tool reaches the model, the model's streamed call becomes a
+    `function_call` the SDK runs itself, and its output (sent back by the SDK with
+    `response.create`) reaches the model, whose answer is spoken; 0 `error` events."""
+    with RecordingProxy(NO_UPSTREAM) as proxy:
+        proxy.mode = "script"
+        proxy.scripts = [STREAMED_CALL, ["It is sunny in Paris, ", "twenty one degrees."]]
+        server = await scripted_server(start_server, proxy)
+        log = await run_script("agents_js", "tools.mjs", server.ws_url,
+                               timeout_s=SCRIPT_TIMEOUT_S)
+        requests = [request.body for request in proxy.wait_requests(2)]
+    assert log.returncode == 0, (log.records[-3:], log.stderr)
+    assert log.errors == []
+    assert log.of_type("error") == []
+    assert [tool["function"]["name"] for tool in requests[0]["tools"]] == ["get_weather"]
+    [call] = [item for e in log.of_type("response.done") for item in e["response"]["output"]
+              if item["type"] == "function_call"]
+    assert (call["name"], json.loads(call["arguments"])) == ("get_weather", {"city": "Paris"})
+    [output] = [e["item"] for e in log.sent_of_type("conversation.item.create")
+                if e["item"]["type"] == "function_call_output"]
+    assert (output["call_id"], output["output"]) == (
+        call["call_id"], "Sunny and 21 degrees in Paris.")
+    assert requests[1]["messages"][-1] == {"role": "tool", "content": output["output"],
+                                           "tool_call_id": call["call_id"]}
+    answer = log.of_type("response.done")[-1]["response"]
+    assert answer["output"][0]["content"][0]["transcript"] == (
+        "It is sunny in Paris, twenty one degrees.")
+    assert reply_of(log, answer["id"])[2] > 1000
