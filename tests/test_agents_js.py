@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from server.responders.demo import QUOTED_WORDS
 from tests import speech_fixtures
 from tests.llm_proxy import RecordingProxy
 from tests.node_clients import NodeLog, run_script
@@ -23,7 +24,9 @@ from tests.test_llm_stream_faults import NO_UPSTREAM, scripted_server
 from tests.test_server_vad import mic_pcm16
 
 SCRIPT_TIMEOUT_S = 180.0
-QUESTION = "Tell me about the planets."
+QUESTION = "Where did you stop?"
+"""The spoken question: the demo responder answers it from the heard text of its last reply
+(short, unlike its topics)."""
 
 
 def heard_prefix(text: str, marks: list[dict[str, Any]], audio_end_ms: int) -> str:
@@ -32,6 +35,14 @@ def heard_prefix(text: str, marks: list[dict[str, Any]], audio_end_ms: int) -> s
     `end_ms` on the item's audio clock, `char_end` in code points)."""
     ends = [mark["char_end"] for mark in marks if mark["end_ms"] <= audio_end_ms]
     return text[:max(ends, default=0)]
+
+
+def recalled(heard: str) -> str:
+    """How the demo responder's answer to "Where did you stop?" begins after a reply of which
+    `heard` was heard: its last QUOTED_WORDS words quoted."""
+    words = heard.split()
+    tail = " ".join(words[-QUOTED_WORDS:])
+    return f'I was cut off after "{"... " if len(words) > QUOTED_WORDS else ""}{tail}"'
 
 
 def reply_of(log: NodeLog, response_id: str) -> tuple[str, list[dict[str, Any]], float]:
@@ -79,10 +90,12 @@ async def test_agents_js_default_session_converses_and_interrupts(
 
     heard_question = log.of_type("conversation.item.input_audio_transcription.completed")
     assert len(heard_question) == 1
-    assert "planet" in heard_question[0]["transcript"].lower()
+    assert "where did you stop" in heard_question[0]["transcript"].lower()
     assert spoken["status"] == "completed"
-    assert spoken["output"][0]["content"][0]["transcript"].startswith("Our solar system")
-    assert reply_of(log, spoken["id"])[2] > 5000
+    assert spoken["output"][0]["content"][0]["transcript"] == (
+        'I finished my last answer; it ended with "It is sunny today.". '
+        "Ask me about something else whenever you like.")
+    assert reply_of(log, spoken["id"])[2] > 2000
 
     assert interrupted["status"] == "cancelled"
     item_id = interrupted["output"][0]["id"]
@@ -101,6 +114,7 @@ async def test_agents_js_default_session_converses_and_interrupts(
     assert in_sdk_history["content"][0]["transcript"] == expected
 
     assert second["status"] == "completed"
+    assert second["output"][0]["content"][0]["transcript"].startswith(recalled(expected))
     assert server.responder is not None
     prompt = server.responder.prompts[-1]
     cut_turn = prompt.turns[-2]

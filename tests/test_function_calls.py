@@ -17,6 +17,7 @@ import pytest
 from openai.types.realtime import RealtimeServerEvent
 from pydantic import TypeAdapter
 
+from server.realtime.session import Session
 from server.responders.prompt import ConversationTurn, Prompt
 from server.responders.tools import (
     StreamedToolCalls,
@@ -192,3 +193,45 @@ async def test_without_tools_no_tools_are_sent_and_markup_stays_unspoken(
     assert [item["type"] for item in done["response"]["output"]] == ["message"]
     assert "tools" not in proxy.wait_requests(1)[0].body
     assert client.of_type("error") == []
+
+
+def create(session: Session, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send one `conversation.item.create` of `item`; return the events it produced."""
+    session.receive(json.dumps({"type": "conversation.item.create", "item": item}))
+    return session.take_events()
+
+
+def test_function_items_a_client_creates_reach_the_prompt_and_bad_ones_are_refused() -> None:
+    """A framework that keeps its own chat context (LiveKit) creates the `function_call` item
+    too; with its output, the model gets both as OpenAI tool messages. A function item with a
+    missing, empty, mistyped or unknown field is one `error` that adds nothing."""
+    session = Session()
+    create(session, {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "Weather in Oslo?"}]})
+    made = create(session, {"type": "function_call", "id": "item_call", "call_id": "call_o",
+                            "name": "get_weather", "arguments": '{"city": "Oslo"}'})
+    assert made[0]["item"] == {"id": "item_call", "object": "realtime.item",
+                               "type": "function_call", "status": "completed",
+                               "call_id": "call_o", "name": "get_weather",
+                               "arguments": '{"city": "Oslo"}'}
+    create(session, {"type": "function_call_output", "call_id": "call_o", "output": "Snow"})
+    for bad, param in (
+            ({"type": "function_call_output", "output": "x"}, "item.call_id"),
+            ({"type": "function_call_output", "call_id": "", "output": "x"}, "item.call_id"),
+            ({"type": "function_call_output", "call_id": "c", "output": 3}, "item.output"),
+            ({"type": "function_call_output", "call_id": "c", "output": "x", "role": "tool"},
+             "item.role"),
+            ({"type": "function_call", "call_id": "c", "arguments": "{}"}, "item.name"),
+            ({"type": "function_call_output", "call_id": "c" * 65, "output": "x"},
+             "item.call_id")):
+        [error] = create(session, bad)
+        assert (error["type"], error["error"]["param"]) == ("error", param), bad
+    session.receive(json.dumps({"type": "response.create"}))
+    prompt = session.build_prompt(session.current_response_id)
+    assert prompt is not None
+    assert prompt.as_messages()[1:] == [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [{
+            "id": "call_o", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "content": "Snow", "tool_call_id": "call_o"}]

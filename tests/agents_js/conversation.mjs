@@ -14,7 +14,8 @@
 //      silence; the server's VAD ends the turn and answers;
 //   4. interruption: sendMessage("say: <long reply>"), and 1.2 s after its first audio arrived
 //      session.interrupt() (the SDK sends its own truncate at the elapsed time);
-//   5. second turn: sendMessage("say: Where was I?").
+//   5. second turn: sendMessage("Where did you stop?") (the demo responder answers from the
+//      heard text its prompt holds).
 // Output on stdout: session_log.mjs's records, with a {"step": name} at each step's start and
 // {"history": [...]} (the SDK's own conversation history) at the end. Exit status 0 once every
 // step ended; 1 on a timeout (STEP_TIMEOUT_MS) or a failed connect.
@@ -67,7 +68,7 @@ async function main() {
   }
   const spoken = (await spokenCreated).response;
   await next((e) => e.type === 'response.done' && e.response.id === spoken.id);
-  await sleep(6000); // the reply plays out
+  await sleep(1500); // the reply plays out
 
   write({ step: 'interrupt' });
   const longCreated = next((e) => e.type === 'response.created');
@@ -80,8 +81,8 @@ async function main() {
   await longDone;
   await sleep(500);
 
-  await turn('second', () => session.sendMessage('say: Where was I?'));
-  await sleep(2000);
+  await turn('second', () => session.sendMessage('Where did you stop?'));
+  await sleep(500);
   write({ history: session.history });
   session.close();
 }

@@ -7,7 +7,7 @@
 // {"fatal": message} (the scripts' own).
 import { WebSocket } from 'ws';
 
-export const STEP_TIMEOUT_MS = 60_000;
+export const STEP_TIMEOUT_MS = 120_000;
 const waiters = [];
 
 export const write = (record) => process.stdout.write(`${JSON.stringify(record)}\n`);
