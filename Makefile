@@ -1,5 +1,5 @@
 # Developer entry points. `make run` and `make test` create .venv on first use and reinstall the
-# project (editable, with the test and dev extras) whenever pyproject.toml changes.
+# project (editable, with the test, dev and clients extras) whenever pyproject.toml changes.
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,14 +9,14 @@ CLIENTS := $(VENV)/clients
 CLIENTS_STAMP := $(CLIENTS)/.installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz llm clients
+.PHONY: run test lint bench fuzz-properties fuzz llm clients screenshot
 
 # semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
 # wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
 # would pull a large tree the server does not use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -e '.[test,dev]'
+	$(BIN)/pip install -e '.[test,dev,clients]'
 	$(BIN)/pip install --no-deps 'pipecat-ai==1.14.0'
 	touch $(STAMP)
 
@@ -68,3 +68,8 @@ lint: $(STAMP)
 bench: $(STAMP) $(LLM_STAMP) $(CLIENTS_STAMP)
 	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
 		$(BIN)/python -m benchmarks.$$name || exit 1; done
+
+# The README's picture of the page mid-interruption (docs/screenshot.py): a real server, Piper,
+# headless Chromium; about a minute.
+screenshot: $(STAMP)
+	$(BIN)/python -m docs.screenshot
