@@ -238,6 +238,7 @@ class Connection:
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
+                on_failed=self._on_calibration_failed,
             )
             self.session.calibration = self.calibration
         self._write_lock = asyncio.Lock()
@@ -601,6 +602,11 @@ class Connection:
                                                                   cross_check))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+        self._wake.set()
+
+    def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
+        """A calibration ended without a result: announce the text kept without it."""
+        self.session.announce_calibration(response_id, elapsed_ms)
         self._wake.set()
 
     async def _report_cross_check(
