@@ -32,6 +32,7 @@ from calibration.history_calibration import HistoryCalibration, HistoryCalibrati
 from calibration.word_marks import WordMark
 from server.http_guard import GuardedServerConnection
 from server.input_work import SessionInput, wait_through_cancellation
+from server.listening.pcm16 import float_to_pcm16
 from server.listening.smart_turn import end_of_turn_probability
 from server.listening.vad import resample_to_16k
 from server.outbound import send_events
@@ -126,11 +127,6 @@ class Services:
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-def float_to_pcm16(pcm: np.ndarray) -> bytes:
-    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
-    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
 @dataclass(frozen=True, slots=True)
