@@ -36,6 +36,7 @@ import base64
 import concurrent.futures
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -74,6 +75,11 @@ INPUT_RATE_HZ = 24_000
 APPEND_MS = 500
 """Default noise per append (ms): at 10x real time, 20 appends per second per session, so
 that the noise child's own CPU (it shares the 2 cores) stays small."""
+NOISE_NICE = 19
+"""The noise child's nice value: its clients stand for other machines' (in a deployment their
+CPU is not the server's), so on this machine they take only CPU the server leaves."""
+LAG_TICK_S = 0.01
+"""The event loop's lag is sampled by a task sleeping this long, over and over."""
 SERVER_VAD = {"type": "server_vad", "create_response": False}
 
 
@@ -122,8 +128,11 @@ async def _discard(websocket: Any) -> None:
             pass
 
 
-async def noise_main(url: str, sessions: int, speed: float, append_ms: int) -> None:
-    """The child: flood until a line on stdin, then print the counts as JSON."""
+async def noise_main(url: str, sessions: int, speed: float, append_ms: int,
+                     nice: int) -> None:
+    """The child: flood until a line on stdin, then print the counts as JSON; at `nice` (the
+    flooding clients stand for other machines' clients: their own CPU is not the server's)."""
+    os.nice(nice)
     stop = asyncio.Event()
     counts = {"appends": 0, "closed": 0}
     tasks = [asyncio.create_task(_noisy_session(url, speed, append_ms, seed, stop, counts))
@@ -143,7 +152,8 @@ async def noise(url: str, args: argparse.Namespace) -> AsyncIterator[dict[str, i
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.bench_fairness", "--role", "noise", "--url", url,
         "--sessions", str(args.sessions), "--speed", str(args.speed),
-        "--append-ms", str(args.append_ms), cwd=PROJECT_ROOT,
+        "--append-ms", str(args.append_ms), "--noise-nice", str(args.noise_nice),
+        cwd=PROJECT_ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     try:
@@ -197,11 +207,25 @@ def longest_gap_ms(deltas: Sequence[tuple[float, int]]) -> float:
 
 async def measure_block(probe: Probe, texts: list[str], audio_ms: int,
                         samples: dict[str, list[float]]) -> None:
-    for text in texts:
-        first_ms, gap_ms = await probe.reply(text, audio_ms)
-        samples["first"].append(first_ms)
-        samples["gap"].append(gap_ms)
-        await asyncio.sleep(0.5)
+    """Each of `texts` as a reply (`Probe.reply`) into samples["first"] and ["gap"], and
+    meanwhile the event loop's lag (how late a `LAG_TICK_S` sleep wakes up, ms: the loop
+    busy, or waiting for the GIL) into samples["lag"]."""
+    lagging = asyncio.create_task(_loop_lag(samples["lag"]))
+    try:
+        for text in texts:
+            first_ms, gap_ms = await probe.reply(text, audio_ms)
+            samples["first"].append(first_ms)
+            samples["gap"].append(gap_ms)
+            await asyncio.sleep(0.5)
+    finally:
+        lagging.cancel()
+
+
+async def _loop_lag(lags: list[float]) -> None:
+    while True:
+        before = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        lags.append((time.perf_counter() - before - LAG_TICK_S) * 1000)
 
 
 async def run(services: Services, args: argparse.Namespace) -> None:
@@ -210,27 +234,31 @@ async def run(services: Services, args: argparse.Namespace) -> None:
     texts = [text for pair in zip(SAY_PROMPTS, TOPIC_PROMPTS, strict=True) for text in pair]
     speed = f"{args.speed:g}x real time" if args.speed else "full speed"
     flooded = f"while {args.sessions} sessions flood server VAD at {speed}"
-    runs: dict[str, dict[str, list[float]]] = {
-        "idle": {"first": [], "gap": []}, flooded: {"first": [], "gap": []}}
+    niceness = {"idle": None, flooded: input_work.INPUT_NICE}
+    for nice in args.compare_nice:
+        label = "before" if nice == 0 else "compared"
+        niceness[f"{label}, input workers at nice {nice}: {flooded}"] = nice
+    runs = {label: _samples() for label in niceness}
     noise_counts: list[dict[str, int]] = []
     async with serving(DemoServer(services)) as url:
         probe = await Probe.open(url)
         await probe.reply(texts[0], args.audio_ms)  # warm-up: the session's ACK mode settles
         turn = 0
         for _ in range(args.rounds):
-            for label in runs:
+            for label, nice in niceness.items():
                 block = [texts[(turn + i) % len(texts)] for i in range(args.prompts)]
                 turn += args.prompts
-                if label == "idle":
+                if nice is None:
                     await measure_block(probe, block, args.audio_ms, runs[label])
                     continue
-                async with noise(url, args) as counts:
-                    await measure_block(probe, block, args.audio_ms, runs[label])
+                with input_nice(nice):
+                    async with noise(url, args) as counts:
+                        await measure_block(probe, block, args.audio_ms, runs[label])
                 noise_counts.append(counts)
         await probe.close()
     if args.diagnosis:
         label = "diagnosis, input path on the event loop, no bound: " + flooded
-        runs[label] = {"first": [], "gap": []}
+        runs[label] = _samples()
         inline = replace(services, input_speed=None)
         with on_the_event_loop():
             async with serving(DemoServer(inline)) as url:
@@ -241,6 +269,23 @@ async def run(services: Services, args: argparse.Namespace) -> None:
                 noise_counts.append(counts)
                 await probe.close()
     report(runs, noise_counts, args, load)
+
+
+def _samples() -> dict[str, list[float]]:
+    return {"first": [], "gap": [], "lag": []}
+
+
+@contextlib.contextmanager
+def input_nice(nice: int) -> Any:
+    """The input workers run at `nice` (`server.input_work.INPUT_NICE`) meanwhile."""
+    original = input_work.INPUT_NICE
+    input_work.INPUT_NICE = nice
+    input_work.reset_input_executor()
+    try:
+        yield
+    finally:
+        input_work.INPUT_NICE = original
+        input_work.reset_input_executor()
 
 
 class _InlineExecutor(concurrent.futures.Executor):
@@ -300,6 +345,13 @@ def report(runs: dict[str, dict[str, list[float]]], noise_counts: list[dict[str,
         "arrival - previous arrival - audio of the previous delta, from the third delta; "
         f"{args.audio_ms} ms of each reply, no ACKs: real-time pacing plus the lead)",
         ["condition", "replies", "p50 ms", "p95 ms", "max ms", "target", "PASS/FAIL"], rows)
+    print_table(
+        f"3. Event loop lag meanwhile (ms a {LAG_TICK_S * 1000:.0f} ms sleep on the server's "
+        "loop woke up late: the loop busy, or waiting for the GIL; diagnosis only)",
+        ["condition", "ticks", "p50 ms", "p99 ms", "max ms"],
+        [[label, len(samples["lag"]), percentile(samples["lag"], 50),
+          percentile(samples["lag"], 99), max(samples["lag"], default=0.0)]
+         for label, samples in runs.items()])
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -326,12 +378,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="audio taken of each reply before it is cancelled")
     parser.add_argument("--diagnosis", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the flooded block with the input path on the loop")
+    parser.add_argument("--noise-nice", type=int, default=NOISE_NICE,
+                        help="nice value of the noise child (the flooding clients)")
+    parser.add_argument("--compare-nice", type=int, nargs="*", default=[0],
+                        help="also run flooded blocks with the input workers at these nice "
+                        "values (0: before the input workers were niced)")
     parser.add_argument("--role", choices=("bench", "noise"), default="bench",
                         help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "noise":
-        asyncio.run(noise_main(args.url, args.sessions, args.speed, args.append_ms))
+        asyncio.run(noise_main(args.url, args.sessions, args.speed, args.append_ms,
+                               args.noise_nice))
     else:
         asyncio.run(bench(args))
 

@@ -722,8 +722,9 @@ class Connection:
         TTS then runs a bounded distance ahead of playback: an interrupted reply wastes at most
         that much synthesis, and concurrent sessions share the TTS by need, not by arrival.
         """
-        response = self.session.responses[response_id]
-        while response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS:
+        response = self.session.responses.get(response_id)
+        while response is not None and (
+                response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS):
             self._sent.clear()
             await self._sent.wait()
 
@@ -755,7 +756,10 @@ class Connection:
         """One attempt of `_speak`: None when the piece was preempted before its first chunk
         (nothing of it was queued; synthesize it again)."""
         start, end = span
-        text = self.session.responses[response_id].text[start:end]
+        response = self.session.responses.get(response_id)
+        if response is None:  # its item was deleted, and the response freed with it
+            return False
+        text = response.text[start:end]
         synthesizer = self.services.synthesizer
         rate = self.session.config.sample_rate_hz
         echo = self._reply_echo_for(response_id)
@@ -789,7 +793,7 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
-        cursor = self.session.responses[response_id].cursor
+        cursor = response.cursor
         first = cursor.generated_ms == 0
         ahead_ms = cursor.generated_ms - cursor.sent_ms
         preempt = (preemption.preempt if not first and ahead_ms >= PREEMPTIBLE_AHEAD_MS

@@ -307,12 +307,14 @@ class Session:
 
     def _item_delete(self, event: protocol.ItemDelete) -> None:
         item = self.items.require(event.item_id, event.event_id)
-        if item.response_id is not None:
-            response = self.responses[item.response_id]
+        response = self.responses.get(item.response_id or "")
+        if response is not None:
             self.lifecycle.cancel_generation(response, "client_cancelled")
             if self.calibration is not None:
                 self.calibration.discard(response.id)
         self.items.delete(item.id)
+        if response is not None:
+            self.lifecycle.release(response)
 
     # ------------------------------------------------------------------ playback position
 
