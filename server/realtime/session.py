@@ -36,6 +36,7 @@ from server.realtime.input_turns import InputTurns
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
+from server.realtime.limits import stored_settings_error
 from server.realtime.pauses import ReplyPauses
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
@@ -288,10 +289,12 @@ class Session:
         """Apply a validated `session.update` (`protocol._parse_session` says what each field
         does here) and report the session as it now is in `session.updated`. A requested
         voice is accepted and reported as the server's own."""
-        self.stored.update(event.changes["stored"])
-        for key in ("noise_reduction", "transcription"):
-            if key in event.changes:
-                self.stored[key] = event.changes[key]
+        changed = {**event.changes["stored"], **{key: event.changes[key] for key in (
+            "noise_reduction", "transcription") if key in event.changes}}
+        stored = {**self.stored, **changed}
+        if (error := stored_settings_error(stored, changed, event.event_id)) is not None:
+            raise error
+        self.stored = stored
         if "extensions" in event.changes:
             self.client_view.settings = event.changes["extensions"]
         if "instructions" in event.changes:
