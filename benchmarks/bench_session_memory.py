@@ -59,9 +59,10 @@ from server.realtime.protocol import MAX_FRAME_CHARS, MAX_ID_CHARS, MAX_INSTRUCT
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_PER_S = 100
 SYNC_EVERY = 50
-"""Events sent per second, and after every `SYNC_EVERY` a wait for the server to have answered
-them all (a probe): a busy server that falls behind would otherwise apply a backlog at once,
-past the default `--max-events-per-s` (200)."""
+"""Events sent at most this many per second (each at least 1 / EVENTS_PER_S s after the one
+before: a late one is not made up for with a burst), and after every `SYNC_EVERY` a wait for
+the server to have answered them all (a probe): a busy server that falls behind would
+otherwise apply a backlog at once, past the default `--max-events-per-s` (200)."""
 APPEND_EVERY = 20
 """One event in this many is a maximal audio append (the others are small next to it)."""
 TARGET_MB = 50.0
@@ -151,13 +152,12 @@ async def cycle(websocket: ClientConnection) -> None:
 
 
 async def paced_cycles(websocket: ClientConnection, count: int) -> None:
-    """`count` cycles at most `CYCLES_PER_S` a second."""
-    started = time.perf_counter()
-    for index in range(count):
+    """`count` cycles, each taking at least 1 / `CYCLES_PER_S` s (a slow one is not made up
+    for with a burst: the server counts events in any 1 s)."""
+    for _ in range(count):
+        started = time.perf_counter()
         await cycle(websocket)
-        delay = started + (index + 1) / CYCLES_PER_S - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await asyncio.sleep(max(0.0, started + 1 / CYCLES_PER_S - time.perf_counter()))
 
 
 async def measure_cycles(url: str, pid: int, cycles: int) -> list[tuple[str, object]]:
@@ -208,8 +208,11 @@ async def measure(count: int, cycles: int,
                 reader = asyncio.create_task(read_all(websocket, answers, probed))
                 await asyncio.sleep(SETTLE_S)
                 idle = rss_mb(process.pid)
-                started = time.perf_counter()
+                started = sent_at = time.perf_counter()
                 for index, frame in enumerate(frames):
+                    await asyncio.sleep(max(0.0, sent_at + 1 / EVENTS_PER_S
+                                            - time.perf_counter()))
+                    sent_at = time.perf_counter()
                     await websocket.send(frame)
                     if (index + 1) % SYNC_EVERY == 0 or index + 1 == len(frames):
                         probed.clear()
@@ -217,9 +220,6 @@ async def measure(count: int, cycles: int,
                                                          "event_id": "probe"}))
                         async with asyncio.timeout(120):
                             await probed.wait()
-                    delay = started + (index + 1) / EVENTS_PER_S - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
                 wall_s = time.perf_counter() - started
                 await asyncio.sleep(SETTLE_S)
                 loaded = rss_mb(process.pid)
