@@ -36,6 +36,7 @@ from server.listening.pcm16 import float_to_pcm16
 from server.listening.smart_turn import end_of_turn_probability
 from server.listening.vad import resample_to_16k
 from server.outbound import send_events
+from server.realtime import modalities
 from server.realtime.effects import (
     CancelGeneration,
     DecideTranscription,
@@ -747,8 +748,11 @@ class Connection:
         first chunk and is synthesized again after it, so a first piece waits for at most a segment
         of a reply that has little audio buffered; while a first piece waits or is synthesized,
         in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
-        Returns False when the response stopped generating (the rest is dropped).
+        Returns False when the response stopped generating (the rest is dropped). A reply of
+        text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
+        if self.session.responses[response_id].output_modalities == modalities.TEXT:
+            return self.session.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
         return spoke

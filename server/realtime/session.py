@@ -25,7 +25,7 @@ from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
-from server.realtime import protocol
+from server.realtime import modalities, protocol
 from server.realtime.arrival import ArrivalLateness
 from server.realtime.audio_formats import WireAudio
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
@@ -143,6 +143,7 @@ class Session:
         self.turn_ends = TurnEnds(self.input_turns, self.lifecycle, self._log,
                                   lambda: me._start_response(None))
         self.stored: dict[str, Any] = dict(OPENAI_SESSION_DEFAULTS)
+        self.output_modalities = modalities.AUDIO
         self.client_view = ClientView(lambda: me.items.reports_playback,
                                       lambda: me.calibration is not None)
 
@@ -191,7 +192,7 @@ class Session:
             "object": "realtime.session",
             "model": "duplex-demo",
             "instructions": self.instructions,
-            "output_modalities": ["audio"],
+            "output_modalities": list(self.output_modalities),
             "audio": {
                 "input": {"format": self.wire_audio.input_format,
                           "noise_reduction": stored.pop("noise_reduction"),
@@ -304,6 +305,7 @@ class Session:
             self.client_view.settings = event.changes["extensions"]
         if "instructions" in event.changes:
             self.instructions = event.changes["instructions"]
+        self.output_modalities = event.changes.get("output_modalities", self.output_modalities)
         if "turn_detection" in event.changes:
             self.input_turns.configure(event.changes["turn_detection"])
             if event.changes["turn_detection"] is None:
@@ -549,16 +551,18 @@ class Session:
                 event_id=event.event_id,
             )
         self.items.check_room(1, event.event_id)
-        self._start_response(event.instructions, event.metadata)
+        self._start_response(event.instructions, event.metadata, event.output_modalities)
 
     def _start_response(self, instructions: str | None,
-                        metadata: dict[str, str] | None = None) -> None:
+                        metadata: dict[str, str] | None = None,
+                        output_modalities: tuple[str, ...] | None = None) -> None:
         previous = self.lifecycle.latest()
         if previous is not None and not previous.cursor.fully_played and (
             self.items.reports_playback
         ):
             self.interruptions.mark_interrupted(previous)
-        self.lifecycle.start(instructions, metadata)
+        self.lifecycle.start(instructions, metadata,
+                             output_modalities or self.output_modalities)
 
     def build_prompt(self, response_id: str) -> Prompt | None:
         """The responder's prompt for `response_id`: history before its item, as heard.
@@ -705,7 +709,7 @@ class Session:
                 config.ack_timeout_ms, self.items.reports_playback),
                 QueuedAudio | QueuedTranscript):
             if isinstance(output, QueuedTranscript):
-                self._log.emit("response.output_audio_transcript.delta", **common,
+                self._log.emit(modalities.delta_event(response.output_modalities), **common,
                                delta=output.text)
                 continue
             fields: dict[str, Any] = {
