@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz llm
+.PHONY: run test lint bench fuzz-properties fuzz llm web-vendor
 
 # semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
 # wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
@@ -53,3 +53,13 @@ lint: $(STAMP)
 bench: $(STAMP) $(LLM_STAMP)
 	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
 		$(BIN)/python -m benchmarks.$$name || exit 1; done
+
+# The page's markdown libraries, vendored into web/vendor/ (committed: the page has no build step
+# and CI needs no npm): the exact versions of package.json / package-lock.json, copied with their
+# licences. Run after changing a version there; tests/test_web_vendor.py checks the copies.
+web-vendor:
+	npm ci --ignore-scripts
+	cp node_modules/marked/lib/marked.esm.js web/vendor/marked.esm.js
+	cp node_modules/marked/LICENSE web/vendor/marked.LICENSE
+	cp node_modules/dompurify/dist/purify.es.mjs web/vendor/purify.es.mjs
+	cp node_modules/dompurify/LICENSE web/vendor/dompurify.LICENSE
