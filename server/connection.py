@@ -32,6 +32,7 @@ from calibration.history_calibration import HistoryCalibration, HistoryCalibrati
 from calibration.word_marks import WordMark
 from server.http_guard import GuardedServerConnection
 from server.input_work import SessionInput, wait_through_cancellation
+from server.listening.pcm16 import float_to_pcm16
 from server.listening.smart_turn import end_of_turn_probability
 from server.listening.vad import resample_to_16k
 from server.outbound import send_events
@@ -126,11 +127,6 @@ class Services:
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-def float_to_pcm16(pcm: np.ndarray) -> bytes:
-    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
-    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +234,7 @@ class Connection:
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
+                on_failed=self._on_calibration_failed,
             )
             self.session.calibration = self.calibration
         self._write_lock = asyncio.Lock()
@@ -601,6 +598,11 @@ class Connection:
                                                                   cross_check))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+        self._wake.set()
+
+    def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
+        """A calibration ended without a result: announce the text kept without it."""
+        self.session.announce_calibration(response_id, elapsed_ms)
         self._wake.set()
 
     async def _report_cross_check(

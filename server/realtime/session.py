@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from calibration.history_calibration import CalibrationView
@@ -27,6 +27,7 @@ from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
 from server.realtime import protocol
 from server.realtime.arrival import ArrivalLateness
+from server.realtime.audio_formats import WireAudio
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.extensions import ClientView
@@ -124,9 +125,9 @@ class Session:
                                        max_chars=self.config.max_history_chars)
         self.input_turns = InputTurns(self.config.sample_rate_hz,
                                       self.config.input_audio_max_bytes, self.items, self._log)
-        self.lifecycle = ResponseLifecycle(
-            session_id, {"format": {"type": "audio/pcm", "rate": self.config.sample_rate_hz},
-                         "voice": self.config.voice}, self.items, self._log)
+        self.wire_audio = WireAudio(self.config.voice, self.config.sample_rate_hz)
+        self.lifecycle = ResponseLifecycle(session_id, self.wire_audio.audio_output, self.items,
+                                           self._log)
         self.responses = self.lifecycle.by_id
         self.heard_text = HeardTextStore(self.lifecycle, self.items,
                                          lambda response: me._playback_active(response),
@@ -182,7 +183,6 @@ class Session:
 
     def session_wire(self) -> dict[str, Any]:
         """The session object of `session.created` / `session.updated`."""
-        audio_format = {"type": "audio/pcm", "rate": self.config.sample_rate_hz}
         detection = self.turn_detection
         stored = dict(self.stored)
         return {
@@ -193,11 +193,12 @@ class Session:
             "instructions": self.instructions,
             "output_modalities": ["audio"],
             "audio": {
-                "input": {"format": audio_format,
+                "input": {"format": self.wire_audio.input_format,
                           "noise_reduction": stored.pop("noise_reduction"),
                           "transcription": stored.pop("transcription"),
                           "turn_detection": detection.as_wire() if detection else None},
-                "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
+                "output": {"format": self.wire_audio.output_format, "voice": self.config.voice,
+                           "speed": 1.0},
             },
             **stored,
             "interruption": self.pauses.settings.as_wire(),
@@ -268,6 +269,11 @@ class Session:
                 item = self.items.require(event.item_id, event.event_id)
                 self.items.retrieve(item, self.lifecycle.item_status(item))
             case protocol.InputAudioAppend():
+                try:
+                    event = replace(event, pcm16=self.wire_audio.decode_input(event.pcm16))
+                except ValueError as exc:
+                    raise protocol.ProtocolError("invalid_audio", str(exc), param="audio",
+                                                 event_id=event.event_id) from None
                 turns.append(event, self._playing_unpaused, self.playback_position_ms)
                 self.pauses.appended(turns.audio.end_ms)
             case protocol.InputAudioCommit():
@@ -292,6 +298,8 @@ class Session:
         for key in ("noise_reduction", "transcription"):
             if key in event.changes:
                 self.stored[key] = event.changes[key]
+        self.wire_audio.configure(event.changes.get("input_format"),
+                                  event.changes.get("output_format"))
         if "extensions" in event.changes:
             self.client_view.settings = event.changes["extensions"]
         if "instructions" in event.changes:
@@ -701,7 +709,8 @@ class Session:
                                delta=output.text)
                 continue
             fields: dict[str, Any] = {
-                **common, "delta": base64.b64encode(output.pcm16).decode("ascii"),
+                **common, "delta": base64.b64encode(
+                    self.wire_audio.encode_output(response.id, output.pcm16)).decode("ascii"),
                 "audio_end_ms": response.cursor.sent_ms,
             }
             if output.marks is not None:
