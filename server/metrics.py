@@ -129,6 +129,18 @@ class ServerMetrics:
         self.sessions_refused = Counter(
             "duplex_sessions_refused", "WebSocket upgrades refused at the handshake, by reason "
             "(beta, origin, api_key, full).", ["reason"], registry=r)
+        self.sessions_parked = Gauge(
+            "duplex_sessions_parked", "Dropped sessions parked for a resume now "
+            "(--resume-window-s, at most --max-parked-sessions).", registry=r,
+            multiprocess_mode="livesum")
+        self.sessions_resumed = Counter("duplex_sessions_resumed",
+                                        "Parked sessions resumed with their token.", registry=r)
+        self.resumes_refused = Counter(
+            "duplex_resumes_refused", "Resume tokens refused, by reason (unknown, expired, "
+            "used, evicted, wrong_key, malformed, busy).", ["reason"], registry=r)
+        self.parked_dropped = Counter(
+            "duplex_parked_sessions_dropped", "Parked sessions let go without a resume, by "
+            "reason (expired, evicted, shutdown).", ["reason"], registry=r)
         self.responses = Counter("duplex_responses", "Responses ended, by response.done status.",
                                  ["status"], registry=r)
         self.barge_ins = Counter(

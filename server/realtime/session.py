@@ -204,9 +204,22 @@ class Session:
             "extensions": self.client_view.settings.as_wire(),
         }
 
-    def open(self) -> None:
-        """Emit `session.created`; call once when the connection opens."""
-        self._log.emit("session.created", session=self.session_wire())
+    def open(self, resume: dict[str, Any] | None = None,
+             resumed: dict[str, Any] | None = None,
+             refused: protocol.ProtocolError | None = None) -> None:
+        """Emit `session.created`, call once per connection: with `resume` (the resume token
+        object, `server.resumption`) in its session; then, for a resumed session,
+        `session.resumed` with the fields `resumed` (`server.realtime.drop.resumed_fields`),
+        or the `error` of a refused resume (`refused`)."""
+        self.closed = False
+        session = self.session_wire()
+        if resume is not None:
+            session["resume"] = resume
+        self._log.emit("session.created", session=session)
+        if resumed is not None:
+            self._log.emit("session.resumed", **resumed)
+        if refused is not None:
+            self._log.error(refused)
 
     def close(self) -> None:
         """Mark the session closed: generation is cancelled, calibration stops, and the
