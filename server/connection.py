@@ -270,12 +270,14 @@ class Connection:
         own bound: `WIND_DOWN_TIMEOUT_S`, `calibration_timeout_s`), and hand the events meant
         for the gone client to the observer only."""
         self.session.set_clock(_now_ms())
-        cut_at_drop(self.session)
+        if (drop := cut_at_drop(self.session)) is not None:
+            self.observer.client_event(drop)
         self._carry_out_effects()
         if self._transcriptions:
             await asyncio.wait(list(self._transcriptions), timeout=WIND_DOWN_TIMEOUT_S)
             self.session.set_clock(_now_ms())
-            cut_at_drop(self.session)  # a transcript may have started a reply meanwhile
+            if (drop := cut_at_drop(self.session)) is not None:  # a transcript started one
+                self.observer.client_event(drop)
             self._carry_out_effects()
         if self.calibration is not None:
             await self.calibration.before_prompt()

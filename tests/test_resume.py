@@ -115,6 +115,8 @@ async def test_a_drop_mid_reply_resumes_with_the_history_cut_at_the_last_ack(
     scraped = await metrics(server.http_url)
     assert "duplex_sessions_resumed_total 1.0" in scraped
     assert "duplex_sessions_parked 0.0" in scraped
+    assert 'duplex_barge_ins_total{source="disconnect"} 1.0' in scraped  # and the control's:
+    assert 'duplex_barge_ins_total{source="barge_in:button"} 1.0' in scraped
 
 
 async def test_a_token_resumes_once_and_a_refusal_starts_a_fresh_session(start_server) -> None:

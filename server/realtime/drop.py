@@ -22,14 +22,14 @@ if TYPE_CHECKING:
     from server.realtime.session import Session
 
 DROP_SOURCE = "disconnect"
-"""The `barge_in` source a drop is applied as (metrics count it as `barge_in:disconnect`)."""
+"""The `barge_in` source a drop is applied as (metrics count its cut as `disconnect`)."""
 
 
-def cut_at_drop(session: Session) -> bool:
+def cut_at_drop(session: Session) -> protocol.BargeIn | None:
     """Apply a dropped connection to `session` (its clock set to the moment of the drop).
 
-    Returns True when a reply was cut (the caller then lets its calibration finish before
-    the session is parked)."""
+    Returns the `barge_in` the drop was applied as (for the session's observers: metrics count
+    the cut as `disconnect`), None when no reply was playing."""
     session.pauses.cut(DROP_SOURCE)
     if session.input_turns.audio or session.input_turns.speech_turn is not None:
         session.input_turns.clear()
@@ -37,13 +37,13 @@ def cut_at_drop(session: Session) -> bool:
     response = session.lifecycle.latest()
     if response is None or response.cursor.fully_played or (
             response.item_id not in session.history):
-        return False
+        return None
     if not response.active and response.cursor.hard_cap_ms is not None:
-        return False  # already cut (a barge-in, a truncate): that cut stands
-    session.interruptions.barge_in(protocol.BargeIn(
-        event_id=None, response_id=response.id, item_id=None, audio_end_ms=None,
-        source=DROP_SOURCE))
-    return True
+        return None  # already cut (a barge-in, a truncate): that cut stands
+    drop = protocol.BargeIn(event_id=None, response_id=response.id, item_id=None,
+                            audio_end_ms=None, source=DROP_SOURCE)
+    session.interruptions.barge_in(drop)
+    return drop
 
 
 def resumed_fields(session: Session, parked_ms: float) -> dict[str, Any]:
