@@ -18,8 +18,10 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from tests.browser import chromium, open_demo
 from tests.realtime_client import RealtimeClient
 from tests.scale_stack import REPLICAS, ScaleStack, scale_stack
+from tests.test_browser import wait_playing
 
 
 @pytest.fixture
@@ -104,3 +106,23 @@ async def test_a_resume_reaches_the_replica_that_holds_the_session(stack: ScaleS
         homes.add(home)
     assert len(homes) > 1, homes
     assert len(stack.replica_ports) == REPLICAS
+
+
+async def test_a_page_through_nginx_stays_on_its_replica_across_a_reload(
+        stack: ScaleStack) -> None:
+    """Headless Chromium opens the page through nginx, prompts, and reloads mid-reply: the
+    page, every file it loads and both of its WebSockets (the first and the resuming one) go
+    to one replica, and the page shows its session given back."""
+    async with chromium() as browser, open_demo(browser, stack.http_url) as demo:
+        response_id = await demo.prompt("say: The tide turns at noon and the ferry waits.")
+        await wait_playing(demo, response_id, 800)
+        await demo.page.reload()
+        await demo.wait_state("s.resumed.length === 1 && s.connected", timeout_s=30)
+        resumed = (await demo.state("s.resumed"))[0]
+        assert resumed["session_id"] == demo.of_type("session.created")[0]["session"]["id"]
+        assert resumed["heard"][0]["interrupted"] is True
+    await asyncio.sleep(0.3)
+    routes = stack.routes()
+    sockets = [uri for _, uri, _ in routes if uri.startswith("/v1/realtime")]
+    assert len(sockets) == 2 and sockets[1].startswith("/v1/realtime?resume="), sockets
+    assert len(routes) > 10 and len({upstream for _, _, upstream in routes}) == 1, routes
