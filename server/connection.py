@@ -29,9 +29,11 @@ from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
 from server.input_work import SessionInput, wait_through_cancellation
+from server.listening.pcm16 import float_to_pcm16
 from server.listening.smart_turn import end_of_turn_probability
 from server.listening.vad import resample_to_16k
 from server.outbound import send_events
+from server.realtime import modalities
 from server.realtime.drop import cut_at_drop
 from server.realtime.effects import (
     CancelGeneration,
@@ -132,11 +134,6 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def float_to_pcm16(pcm: np.ndarray) -> bytes:
-    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
-    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
 @dataclass(frozen=True, slots=True)
 class _Speech:
     """One synthesized chunk made ready on the TTS worker thread, so that the event loop only
@@ -203,6 +200,7 @@ class Connection:
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
+                on_failed=self._on_calibration_failed,
             )
             self.session.calibration = self.calibration
         self._write_lock = asyncio.Lock()
@@ -591,6 +589,11 @@ class Connection:
             task.add_done_callback(self._background.discard)
         self._wake.set()
 
+    def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
+        """A calibration ended without a result: announce the text kept without it."""
+        self.session.announce_calibration(response_id, elapsed_ms)
+        self._wake.set()
+
     async def _report_cross_check(
         self, response_id: str, result: int,
         cross_check: Awaitable[tuple[str | None, bool | None]],
@@ -733,8 +736,11 @@ class Connection:
         first chunk and is synthesized again after it, so a first piece waits for at most a segment
         of a reply that has little audio buffered; while a first piece waits or is synthesized,
         in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
-        Returns False when the response stopped generating (the rest is dropped).
+        Returns False when the response stopped generating (the rest is dropped). A reply of
+        text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
+        if self.session.responses[response_id].output_modalities == modalities.TEXT:
+            return self.session.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
         return spoke

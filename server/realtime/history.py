@@ -56,7 +56,8 @@ class HistoryItem:
         interrupted: assistant: the listener did not hear the reply to its end.
         method: how `text` was established: "none" | "full" | a calibration method.
         heard: the accepted calibration result, if any.
-        content_type: "input_text", "input_audio" or "output_audio".
+        content_type: "input_text", "input_audio", "output_audio" or "output_text" (an
+            assistant reply of text only).
     """
 
     id: str
@@ -71,7 +72,9 @@ class HistoryItem:
 
     def as_wire(self, status: str = "completed") -> dict[str, object]:
         """The item in the OpenAI Realtime `ConversationItem` shape (assistant text = heard)."""
-        if self.role == "assistant":
+        if self.content_type == "output_text":
+            content = [{"type": "output_text", "text": self.text}]
+        elif self.role == "assistant":
             content = [{"type": "output_audio", "transcript": self.text}]
         elif self.content_type == "input_audio":
             content = [{"type": "input_audio", "transcript": self.text}]
