@@ -206,18 +206,13 @@ class Session:
             "extensions": self.client_view.settings.as_wire(),
         }
 
-    def open(self, resume: dict[str, Any] | None = None,
-             resumed: dict[str, Any] | None = None,
+    def open(self, resume: dict[str, Any] | None = None, resumed: dict[str, Any] | None = None,
              refused: protocol.ProtocolError | None = None) -> None:
-        """Emit `session.created`, call once per connection: with `resume` (the resume token
-        object, `server.resumption`) in its session; then, for a resumed session,
-        `session.resumed` with the fields `resumed` (`server.realtime.drop.resumed_fields`),
-        or the `error` of a refused resume (`refused`)."""
+        """Emit `session.created` once per connection, with `resume` (`server.resumption`) in
+        its session; then `session.resumed` (fields `resumed`) or a refused resume's `error`."""
         self.closed = False
-        session = self.session_wire()
-        if resume is not None:
-            session["resume"] = resume
-        self._log.emit("session.created", session=session)
+        self._log.emit("session.created", session={**self.session_wire(), **(
+            {"resume": resume} if resume is not None else {})})
         if resumed is not None:
             self._log.emit("session.resumed", **resumed)
         if refused is not None:
