@@ -207,9 +207,17 @@ class Session:
             "extensions": self.client_view.settings.as_wire(),
         }
 
-    def open(self) -> None:
-        """Emit `session.created`; call once when the connection opens."""
-        self._log.emit("session.created", session=self.session_wire())
+    def open(self, resume: dict[str, Any] | None = None, resumed: dict[str, Any] | None = None,
+             refused: protocol.ProtocolError | None = None) -> None:
+        """Emit `session.created` once per connection, with `resume` (`server.resumption`) in
+        its session; then `session.resumed` (fields `resumed`) or a refused resume's `error`."""
+        self.closed = False
+        self._log.emit("session.created", session={**self.session_wire(), **(
+            {"resume": resume} if resume is not None else {})})
+        if resumed is not None:
+            self._log.emit("session.resumed", **resumed)
+        if refused is not None:
+            self._log.error(refused)
 
     def close(self) -> None:
         """Mark the session closed: generation is cancelled, calibration stops, and the
