@@ -9,7 +9,7 @@ CLIENTS := $(VENV)/clients
 CLIENTS_STAMP := $(CLIENTS)/.installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz llm clients screenshot
+.PHONY: run test lint bench fuzz-properties fuzz llm clients screenshot web-vendor
 
 # semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
 # wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
@@ -73,3 +73,13 @@ bench: $(STAMP) $(LLM_STAMP) $(CLIENTS_STAMP)
 # headless Chromium; about a minute.
 screenshot: $(STAMP)
 	$(BIN)/python -m docs.screenshot
+
+# The page's markdown libraries, vendored into web/vendor/ (committed: the page has no build step
+# and CI needs no npm): the exact versions of package.json / package-lock.json, copied with their
+# licences. Run after changing a version there; tests/test_web_vendor.py checks the copies.
+web-vendor:
+	npm ci --ignore-scripts
+	cp node_modules/marked/lib/marked.esm.js web/vendor/marked.esm.js
+	cp node_modules/marked/LICENSE web/vendor/marked.LICENSE
+	cp node_modules/dompurify/dist/purify.es.mjs web/vendor/purify.es.mjs
+	cp node_modules/dompurify/LICENSE web/vendor/dompurify.LICENSE

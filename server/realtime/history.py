@@ -56,7 +56,8 @@ class HistoryItem:
         interrupted: assistant: the listener did not hear the reply to its end.
         method: how `text` was established: "none" | "full" | a calibration method.
         heard: the accepted calibration result, if any.
-        content_type: "input_text", "input_audio" or "output_audio".
+        content_type: "input_text", "input_audio", "output_audio" or "output_text" (an
+            assistant reply of text only).
         kind: the OpenAI item type: "message", "function_call" (`text`: its arguments, a
             JSON text) or "function_call_output" (`text`: the output); function items have
             the role "tool" (neither a user's words nor a reply that is heard).
@@ -86,7 +87,9 @@ class HistoryItem:
                     "arguments": self.text}
         if self.kind == "function_call_output":
             return {**common, "status": status, "call_id": self.call_id, "output": self.text}
-        if self.role == "assistant":
+        if self.content_type == "output_text":
+            content = [{"type": "output_text", "text": self.text}]
+        elif self.role == "assistant":
             content = [{"type": "output_audio", "transcript": self.text}]
         elif self.content_type == "input_audio":
             content = [{"type": "input_audio", "transcript": self.text}]

@@ -32,6 +32,7 @@ from server.realtime.function_items import (
     parse_function_item,
 )
 from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.modalities import parse_modalities
 from server.realtime.openai_schema import response_errors, session_errors
 
 MAX_FRAME_CHARS = 1_048_576
@@ -116,11 +117,13 @@ class ItemCreate:
 @dataclass(frozen=True, slots=True)
 class ResponseCreate:
     """`response.create`; `instructions` overrides the session's for this response only;
-    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object."""
+    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object;
+    `output_modalities` (`modalities.AUDIO` / `TEXT`) overrides the session's, None keeps it."""
 
     event_id: str | None
     instructions: str | None = None
     metadata: dict[str, str] | None = None
+    output_modalities: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,9 +394,9 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
     voice is accepted; the server speaks with its own), `turn_detection`, `noise_reduction` and
     `transcription` (null: off), `input_format` / `output_format` (`audio_formats.
     parse_format`: 24 kHz `audio/pcm`, `audio/pcmu`, `audio/pcma`), `interruption`,
-    `extensions`, and `stored` (the fields of STORED_SESSION_FIELDS present). `model` and
-    `audio.output.speed` are accepted and reported back as what this server does (its model,
-    1.0).
+    `output_modalities` (`modalities.parse_modalities`), `extensions`, and `stored` (the
+    fields of STORED_SESSION_FIELDS present). `model` and `audio.output.speed` are accepted
+    and reported back as what this server does (its model, 1.0).
 
     Raises:
         ProtocolError: every field OpenAI refuses, `audio/pcm` at another rate, bad extension
@@ -410,6 +413,8 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
                                           if k in standard}}
     if "instructions" in standard:
         changes["instructions"] = standard["instructions"]
+    if standard.get("output_modalities"):
+        changes["output_modalities"] = parse_modalities(standard["output_modalities"])
     audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
     for direction in ("input", "output"):
         settings = audio.get(direction) if isinstance(audio.get(direction), dict) else {}
@@ -607,9 +612,9 @@ def _item_id(fields: _Fields, item: dict[str, Any]) -> str | None:
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:
     """A `response.create`: its response object is checked against OpenAI's GA schema
-    (`openai_schema.response_errors`, every refused field named at once). `instructions` and
-    `metadata` are honoured; the other fields are accepted and the reply is this server's
-    (audio, its voice, the session's conversation).
+    (`openai_schema.response_errors`, every refused field named at once). `instructions`,
+    `metadata` and `output_modalities` are honoured; the other fields are accepted and the
+    reply is this server's (its voice, the session's conversation).
 
     Raises:
         ProtocolError: every field OpenAI refuses.
@@ -628,7 +633,9 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
             errors.append(exc)
     if errors:
         raise _refusal(errors, fields.event_id)
-    return ResponseCreate(fields.event_id, instructions, response.get("metadata"))
+    modalities = response.get("output_modalities")
+    return ResponseCreate(fields.event_id, instructions, response.get("metadata"),
+                          parse_modalities(modalities) if modalities else None)
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:
