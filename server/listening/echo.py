@@ -254,8 +254,9 @@ class EchoDetector:
         `until_ms` (ms on this stream); returns the path held then.
 
         Windows span `LEARN_WINDOW_MS` and end at every multiple of `LEARN_STEP_MS`; each is
-        compared with the reply (with its reverberant tail, as `held_excess` judges) at its
-        best lag (`_search`) and teaches the path when the reply alone explains it
+        compared with the reply at its best lag (`_search`: its gain on the reference that
+        matched, dry or with the tail; what it explains with the tail, as `held_excess` judges)
+        and teaches the path when the reply alone explains it
         (`server.listening.echo_path.learn_path`). A window whose frames are no longer kept,
         or with fewer than `MIN_FRAMES` tagged frames, teaches nothing."""
         step, span = LEARN_STEP_MS // FRAME_MS, LEARN_WINDOW_MS // FRAME_MS
@@ -266,10 +267,10 @@ class EchoDetector:
             hi = end - self._first
             stretch = self._stretch(hi - span, hi, 0)
             if stretch is not None:
-                correlation, lag_ms, _ = self._search(stretch)
-                aligned = aligned_at(reverberant(stretch.block), stretch.count,
-                                     stretch.max_lag, lag_ms)
-                learned = learn_path(self.path, stretch.mic, aligned, stretch.floor,
+                correlation, lag_ms, aligned = self._search(stretch)
+                tail = aligned_at(reverberant(stretch.block), stretch.count,
+                                  stretch.max_lag, lag_ms)
+                learned = learn_path(self.path, stretch.mic, aligned, tail, stretch.floor,
                                      correlation, lag_ms)
                 self.path = learned if learned is not None else self.path
             end += step

@@ -136,31 +136,37 @@ class EchoPath:
         return bool(np.isfinite(self.gain_db).any())
 
 
-def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
-               correlation: float, lag_ms: int) -> EchoPath | None:
+def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail: np.ndarray,
+               floor: np.ndarray, correlation: float, lag_ms: int) -> EchoPath | None:
     """The path a learning window teaches, or None when it teaches nothing.
 
     Args:
         held: the path held so far (None: none yet).
         mic: the window's microphone levels (frames, bands).
-        aligned: the reference's levels at the window's best lag (frames, bands), as played.
+        aligned: the reference's levels at the window's best lag (frames, bands), as played
+            (dry, or with the reverberant tail when that matched the window better).
+        tail: the same with the reverberant tail (`reverberant`): what the echo explains. The
+            gain is measured on `aligned`: against the tail, the frames where the reference
+            decays and the microphone does not (no reverberation) pulled a median gain 5 dB low
+            in the top band (measured, a dry echo lifted by an AGC; it then started a turn).
         floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
         correlation: the window's best correlation with the reply (`best_lag`).
         lag_ms: the lag of that correlation (ms).
 
     The window teaches when at least `LEARN_MIN_SOUNDING_FRAMES` of its reference frames sound
-    (`SOUNDING_DB`) and the reply at its own gain (`echo_gain`; a band heard in less than
-    `LEARN_MIN_HEARD_SHARE` of its loud frames is not heard: -inf) plus the noise floor explain
-    the whole window: less than `UNEXPLAINED_SHARE` of its frames `EXCESS_DB` above them (so
-    nobody else spoke in it). The new path has that gain (bands measured on fewer than
-    `LEARN_MIN_GAIN_FRAMES` frames keep the held gain), the window's lag when the correlation
-    reaches `ECHO_CORRELATION` and the echo is heard (else None: nothing to align).
+    (`SOUNDING_DB`) and the reply (`tail`) at its own gain (`echo_gain` on `aligned`; a band
+    heard in less than `LEARN_MIN_HEARD_SHARE` of its loud frames is not heard: -inf) plus the
+    noise floor explain the whole window: less than `UNEXPLAINED_SHARE` of its frames
+    `EXCESS_DB` above them (so nobody else spoke in it). The new path has that gain (bands
+    measured on fewer than `LEARN_MIN_GAIN_FRAMES` frames keep the held gain), the window's
+    lag when the correlation reaches `ECHO_CORRELATION` and the echo is heard (else None:
+    nothing to align).
     """
     if int(np.sum(aligned.max(axis=1) >= SOUNDING_DB)) < LEARN_MIN_SOUNDING_FRAMES:
         return None
     gain, heard, loud = echo_gain(mic, aligned, floor, LEARN_GAIN_QUANTILE)
     gain = np.where(heard >= LEARN_MIN_HEARD_SHARE * np.maximum(loud, 1), gain, -np.inf)
-    excess = excess_db(mic, aligned, gain, floor)
+    excess = excess_db(mic, tail, gain, floor)
     if float(np.mean(excess >= EXCESS_DB)) >= UNEXPLAINED_SHARE:
         return None
     if held is not None:
