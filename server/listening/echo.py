@@ -79,6 +79,10 @@ the position the session estimated for each append's capture): the estimate
 (the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
 of it by up to 200 ms when an ACK was late."""
 
+LAG_DRIFT_MS = 150
+"""How far (ms) the lag may drift from the held path's within a reply (`_searched_echo`):
+measured, 100 ms while a client waited for audio without ACKs."""
+
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
 the longest lag searched."""
@@ -323,23 +327,25 @@ class EchoDetector:
         return EchoMatch(0.0, path.lag_ms or 0, excess, (self._first + stretch.lo) * FRAME_MS)
 
     def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
-        """The candidate is the echo at the lag it matches best now (the playing position's
-        estimate drifts by 100 ms within a reply while a client waits for audio without ACKs):
-        over `LEAD_IN_MS` before `start_ms` to `end_ms` (at most `MAX_SPAN_MS`), at the best
-        lag (`_search`), less than `UNEXPLAINED_SHARE` of the frames from `share_from_ms` are
-        `EXCESS_DB` above the reverberant reference at the held gain plus the noise; or, if the
-        echo is heard and that lag correlates at least `ECHO_CORRELATION`, at the stretch's own
-        gain (`echo_gain`) when it rose at most `AGC_RISE_DB` over the held gain in every band
-        where both are known (an AGC lifted the echo). The lag may line a person's onset up
-        with some reply word; the held gain keeps the echo's level where it was heard. (With
-        the dry reference, a -10 dB echo in a 400 ms RT60 room started a turn.)"""
+        """The candidate is the echo at the lag it matches best now within `LAG_DRIFT_MS` of
+        the held lag (the playing position's estimate drifts by 100 ms within a reply while a
+        client waits for audio without ACKs): over `LEAD_IN_MS` before `start_ms` to `end_ms`
+        (at most `MAX_SPAN_MS`), at that lag (`_search`), less than `UNEXPLAINED_SHARE` of the
+        frames from `share_from_ms` are `EXCESS_DB` above the reverberant reference at the held
+        gain plus the noise; or, if that lag correlates at least `ECHO_CORRELATION`, at the
+        stretch's own gain (`echo_gain`) when it rose at most `AGC_RISE_DB` over the held gain
+        in every band where both are known (an AGC lifted the echo). Never without a held lag.
+        (Over the whole lag range a person at -6 dBFS over a 0 dB echo lined up with a reply
+        word 680 ms off the held lag and was taken for it; with the dry reference, a -10 dB
+        echo in a 400 ms RT60 room started a turn.)"""
         path = self.path
-        assert path is not None
+        if path is None or path.lag_ms is None:
+            return False
         lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
         stretch = self._stretch(lo, end_ms // FRAME_MS - self._first, 0)
         if stretch is None:
             return False
-        correlation, lag_ms, _ = self._search(stretch)
+        correlation, lag_ms, _ = self._search(stretch, path.lag_ms)
         aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag, lag_ms)
         first_ms = (self._first + stretch.lo) * FRAME_MS
 
@@ -350,7 +356,7 @@ class EchoDetector:
 
         if explained(path.gain_db):
             return True
-        if not path.audible or correlation < ECHO_CORRELATION:
+        if correlation < ECHO_CORRELATION:
             return False
         gain, _, _ = echo_gain(stretch.mic, aligned, stretch.floor)
         both = np.isfinite(gain) & np.isfinite(path.gain_db)
@@ -461,22 +467,27 @@ class EchoDetector:
         return _Stretch(lo, hi - lo, max_lag, self._levels[lo:hi + extra],
                         reference.rows(playing), self.noise_floor() + NOISE_MARGIN_DB)
 
-    def _search(self, stretch: _Stretch) -> tuple[float, int, np.ndarray]:
-        """The best lag of `stretch`'s first `count` frames, dry and with the reverberant
-        tail (the dry reference first; the tail only when it fell short of
-        `ECHO_CORRELATION`): (correlation, lag ms, the reference's levels, dry or with the
-        tail as matched, at that lag for all the stretch's frames, extra ones included)."""
+    def _search(self, stretch: _Stretch, near_ms: int | None = None,
+                ) -> tuple[float, int, np.ndarray]:
+        """The best lag of `stretch`'s first `count` frames (over `LAG_RANGE_MS`, or within
+        `LAG_DRIFT_MS` of `near_ms`), dry and with the reverberant tail (the dry reference
+        first; the tail only when it fell short of `ECHO_CORRELATION`): (correlation, lag ms,
+        the reference's levels, dry or with the tail as matched, at that lag for all the
+        stretch's frames, extra ones included)."""
         count = stretch.count
         mic = comparable_levels(stretch.mic[:count], stretch.floor)
         top = stretch.mic[:count].max(axis=0)
         best = (0.0, 0, stretch.block[:len(stretch.mic)])
-        span = count + stretch.max_lag - LAG_RANGE_MS[0] // FRAME_MS
+        first, last = 0, stretch.max_lag - LAG_RANGE_MS[0] // FRAME_MS
+        if near_ms is not None:
+            first = max(stretch.max_lag - (near_ms + LAG_DRIFT_MS) // FRAME_MS, first)
+            last = min(stretch.max_lag - (near_ms - LAG_DRIFT_MS) // FRAME_MS, last)
         for reverb in (False, True):
             if reverb and best[0] >= ECHO_CORRELATION:
                 break  # the dry reference sufficed
             candidate = reverberant(stretch.block) if reverb else stretch.block
-            correlation, lag_ms = best_lag(candidate[:span], mic, top, stretch.floor,
-                                           stretch.max_lag)
+            correlation, lag_ms = best_lag(candidate[first:last + count], mic, top,
+                                           stretch.floor, stretch.max_lag - first)
             if correlation > best[0]:
                 aligned = aligned_at(candidate, len(stretch.mic), stretch.max_lag, lag_ms)
                 best = (correlation, lag_ms, aligned)

@@ -122,18 +122,12 @@ class EchoPath:
         gain_db: per band (5), microphone level minus the reference's (dB); -inf: the reply is
             not heard in that band (the echo is below the noise floor, or there is none).
         lag_ms: how long after its estimated playing time the microphone hears the reply (ms,
-            within `server.listening.echo.LAG_RANGE_MS`); None: never aligned (the echo is too
-            weak to follow the reply, or absent), the loudest reference over the whole lag range
-            is taken instead.
+            within `server.listening.echo.LAG_RANGE_MS`); None when no band is heard (no echo
+            to align; the loudest reference over the whole lag range is taken, at -inf).
     """
 
     gain_db: np.ndarray
     lag_ms: int | None
-
-    @property
-    def audible(self) -> bool:
-        """Some band of the reply is heard."""
-        return bool(np.isfinite(self.gain_db).any())
 
 
 def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail: np.ndarray,
@@ -158,9 +152,11 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
     heard in less than `LEARN_MIN_HEARD_SHARE` of its loud frames is not heard: -inf) plus the
     noise floor explain the whole window: less than `UNEXPLAINED_SHARE` of its frames
     `EXCESS_DB` above them (so nobody else spoke in it). The new path has that gain (bands
-    measured on fewer than `LEARN_MIN_GAIN_FRAMES` frames keep the held gain), the window's
-    lag when the correlation reaches `ECHO_CORRELATION` and the echo is heard (else None:
-    nothing to align).
+    measured on fewer than `LEARN_MIN_GAIN_FRAMES` frames keep the held gain) and the window's
+    lag; a heard echo teaches only when the correlation reaches `ECHO_CORRELATION` (else its
+    lag is not known, and a loud echo at an unknown lag, each frame the loudest reference over
+    the whole lag range, explained a person over it: measured, a 0 dB echo hid a person at
+    -6 dBFS); an echo heard in no band teaches a path with no lag (nothing to align).
     """
     if int(np.sum(aligned.max(axis=1) >= SOUNDING_DB)) < LEARN_MIN_SOUNDING_FRAMES:
         return None
@@ -171,9 +167,9 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
         return None
     if held is not None:
         gain = np.where(loud >= LEARN_MIN_GAIN_FRAMES, gain, held.gain_db)
-    audible = bool(np.isfinite(gain).any())
-    known_lag = lag_ms if audible and correlation >= ECHO_CORRELATION else None
-    return EchoPath(gain, known_lag)
+    if not np.isfinite(gain).any():
+        return EchoPath(gain, None)
+    return EchoPath(gain, lag_ms) if correlation >= ECHO_CORRELATION else None
 
 
 def aligned_at(block: np.ndarray, count: int, max_lag: int, lag_ms: int | None) -> np.ndarray:
