@@ -33,12 +33,22 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    and one syllable of a vowel ("uh", "oh": espeak-ng en-us and en-029 "uh-uh" can be one
    nucleus, its glottal stop too short to split it), are an interruption. A question mark
    makes any of them a question.
-5. Anything else: an interruption, whatever it sounds like. Words the ASR wrote are never
-   overruled by the sound: a rule that took any three words sounding like a two-syllable /h/
-   murmur for one (tiny.en writes "And then boom." or "in the meantime." for espeak-ng's
-   "mm-hmm") also took "how come?" (read "Hot comb."), "how so?", "he said what?" and,
-   read right, "Let me...", "I hope.", "Anyhow." and "Is it?" for backchannels, and threw
-   the person's words away. A murmur misread as words is answered instead.
+4a. Other words, none of `NEVER`, but a hum misread: the recogniser itself finds a hum
+   reading of the audio ("Mm-hmm.") plausible beside its words (`calibration.asr_readings`:
+   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), the ASR wrote no question mark, and the
+   sound is a murmur: two voiced syllables joined by an /h/, the second a repeat of the first
+   (`MAX_REPEAT_CHANGE_DB`). tiny.en writes "And then boom.", "It may end time.", "In a
+   game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Both tests are needed: whisper
+   finds a hum reading as plausible for "mom", "ma'am", "name", "nine", "Emma", "me too" and
+   "and then" (one syllable, or two that differ), which stay interruptions; and the sound
+   alone took "how come?" (read "Hot comb."), "I hope.", "Let me..." and "Anyhow." for
+   murmurs, while whisper's hum readings of them are unlikely (below
+   `MIN_HUM_READING_LOGPROB`, or far below their words: `HUM_READING_MARGIN`). One
+   syllable is never taken here: Piper's "mm" read "Amen." and espeak-ng en-029's read "in"
+   sound, to whisper and to `prosody`, like "mom" and "him", and are answered.
+5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
+   (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
+   wrote are never overruled by the sound.
 
 `NEVER` always wins: "uh-uh", "no", "wait" and "stop" are never backchannels, whatever the
 prosody. Prior art: LiveKit Agents' false-interruption handling (`resume_false_interruption`,
@@ -189,7 +199,7 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "noise", "other_words").
+            "murmur", "murmur_closure", "hum_reading", "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
         reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), None when the
