@@ -28,8 +28,13 @@ if TYPE_CHECKING:
     from faster_whisper import WhisperModel
     from faster_whisper.tokenizer import Tokenizer
 
-MURMUR_READINGS = (" Mm-hmm.", " Mm.", " Hmm.", " Mhm.")
-"""Hum spellings whisper writes (English, with its leading space): the readings scored."""
+MURMUR_READINGS = (" Mm-hmm.",)
+"""Hum spellings scored (English, with whisper's leading space). One, to keep the cost low:
+each reading is one decoder pass, and with this one the scoring adds 5-18 % to a short
+utterance's transcription (loaded 2-core machine). On `benchmarks/bench_backchannel.py`'s
+recordings "Mm-hmm." was the likeliest of "Mm-hmm.", "Mm.", "Hmm.", "Mhm." and "Uh-huh." for
+every two-syllable hum, the only kind `server.listening.backchannel` takes on a reading
+(rule 4a)."""
 
 MAX_SCORED_S = 2.0
 """Audio longer than this (s) is not scored: a backchannel is shorter
