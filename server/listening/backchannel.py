@@ -33,12 +33,16 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    and one syllable of a vowel ("uh", "oh": espeak-ng en-us and en-029 "uh-uh" can be one
    nucleus, its glottal stop too short to split it), are an interruption. A question mark
    makes any of them a question.
-4a. Other words, none of `NEVER`, but a hum misread: the recogniser itself finds a hum
+4a. Other words, but a hum misread: the recogniser itself finds a hum
    reading of the audio ("Mm-hmm.") plausible beside its words (`calibration.asr_readings`:
    `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), the ASR wrote no question mark, and the
    sound is a murmur: two voiced syllables joined by an /h/, the second a repeat of the first
    (`MAX_REPEAT_CHANGE_DB`). tiny.en writes "And then boom.", "It may end time.", "In a
-   game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Both tests are needed: whisper
+   game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Words of `NEVER` in such a
+   reading ("It's not the same." for espeak-ng en-029's "mm-hmm" in the server, "And
+   again" for en-gb-x-rp's "mhm") decide only when whisper finds them likelier than the
+   hum: a real "no", "wait", "stop" or "hold on" is one syllable, or two that differ or are
+   split by a closure, never this murmur. Both tests are needed: whisper
    finds a hum reading as plausible for "mom", "ma'am", "name", "nine", "Emma", "me too" and
    "and then" (one syllable, or two that differ), which stay interruptions; and the sound
    alone took "how come?" (read "Hot comb."), "I hope.", "Let me..." and "Anyhow." for
@@ -50,10 +54,11 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
    wrote are never overruled by the sound.
 
-`NEVER` always wins: "uh-uh", "no", "wait" and "stop" are never backchannels, whatever the
-prosody. Prior art: LiveKit Agents' false-interruption handling (`resume_false_interruption`,
-`false_interruption_timeout`, `min_interruption_words`) resumes after an interruption that
-produced no words; this adds the words and sounds a listener uses to say "go on".
+`NEVER` wins, but over a hum misread as words (rule 4a): "uh-uh", "no", "wait" and "stop" are
+never backchannels, whatever the prosody. Prior art: LiveKit Agents' false-interruption
+handling (`resume_false_interruption`, `false_interruption_timeout`,
+`min_interruption_words`) resumes after an interruption that produced no words; this adds the
+words and sounds a listener uses to say "go on".
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.asr import Transcript
+from calibration.asr_readings import MurmurReading
 from server.listening.prosody import Prosody, analyse
 
 MAX_WORDS = 3
@@ -277,7 +283,9 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
 
     if prosody.duration_ms > max_ms:
         return decided(Verdict.INTERRUPTION, "too_long")
-    if _phrases(words) & vocabulary.never:
+    hum = _hum_reading(transcript, prosody)
+    if _phrases(words) & vocabulary.never and not (hum and hum.murmur_logprob
+                                                   >= hum.text_logprob):
         return decided(Verdict.INTERRUPTION, "never_word")
     spoken = vocabulary.backchannels | vocabulary.interjections
     said = tuple(word for word in words
@@ -291,9 +299,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     if few and all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
             tuple(word for word in words if not vocabulary.murmur(word)), spoken):
         return _by_sound(words, transcript, prosody, vocabulary, decided)
-    hum = _hum_reading(transcript)
-    if hum is not None and _murmured(prosody) and "?" not in transcript:
-        return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum)
+    if hum is not None:
+        return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum.murmur)
     return decided(Verdict.INTERRUPTION, "other_words" if few else "too_long")
 
 
@@ -304,16 +311,17 @@ def _murmured(prosody: Prosody) -> bool:
             and prosody.syllable_change_db <= MAX_REPEAT_CHANGE_DB)
 
 
-def _hum_reading(transcript: str) -> str | None:
-    """Rule 4a: the hum reading ("Mm-hmm.") of `transcript`'s audio when the recogniser found it
-    plausible beside its own words (`MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), else
-    None (also for a transcript without scores: `calibration.asr.Transcript.murmur`)."""
+def _hum_reading(transcript: str, prosody: Prosody) -> MurmurReading | None:
+    """Rule 4a: the recogniser's scores of `transcript` when it found the hum reading
+    ("Mm-hmm.") plausible beside its own words (`MIN_HUM_READING_LOGPROB`,
+    `HUM_READING_MARGIN`), wrote no question mark, and the sound is a murmur (`_murmured`);
+    else None (also for a transcript without scores: `calibration.asr.Transcript.murmur`)."""
     reading = transcript.murmur if isinstance(transcript, Transcript) else None
     if reading is None or reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
         return None
     if reading.murmur_logprob < reading.text_logprob - HUM_READING_MARGIN:
         return None
-    return reading.murmur
+    return reading if _murmured(prosody) and "?" not in transcript else None
 
 
 def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabulary: Vocabulary,
