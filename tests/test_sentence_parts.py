@@ -5,6 +5,8 @@ the real Piper voice's chunks of replies holding long unbreakable tokens."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from benchmarks.bench_long_tokens import KINDS, TEMPLATES
@@ -20,7 +22,7 @@ def check_parts(parts: list[SentencePart], words: int, samples: int, head_min: i
     """Contiguous, frame-aligned, every word once, growth bounded."""
     assert parts[0].start == 0 and parts[-1].end == samples
     assert parts[0].first == 0 and parts[-1].stop == words
-    for before, after in zip(parts, parts[1:], strict=False):
+    for before, after in itertools.pairwise(parts):
         assert before.end == after.start and before.stop == after.first
         assert before.end % HOP == 0
     for part in parts[1:]:
@@ -47,7 +49,7 @@ def test_words_of_one_unit_stay_together() -> None:
     parts = split_sentence(units, spans, 60_160, HOP, head_min=6_615)
     check_parts(parts, 12, 60_160, 6_615)
     for part in parts:
-        assert not (part.first in (2, 3))
+        assert part.first not in (2, 3)
 
 
 def test_short_sentence_is_one_part() -> None:

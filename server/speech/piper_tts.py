@@ -20,14 +20,15 @@ latent frames `z` (192 x frames, one per `hop_length` samples) and the phoneme d
 decoder part turns frames into samples. A sentence is decoded and yielded in parts
 (`server.speech.sentence_parts`): its head (at least HEAD_MIN_MS of audio, up to the first
 written word end after it, or cut inside a long word), then parts that grow geometrically, so
-that no part holds the voice whatever one word's length; each with DECODER_CONTEXT_FRAMES of `z` beyond its ends as context (the decoder is
-convolutional: with 16 frames the samples equal whole-sentence decoding to 1e-6 of the peak,
-measured; 8 frames left 1e-3). Measured on this machine under shared load (load average 10-14),
-"Your meeting with the design team has moved to Thursday afternoon." (3.4 s of audio): the
-encoder part took 37 % of the whole run, the decoder 63 %, a 20-frame head 140 ms against
-1.5 s for the whole decoder; so the first chunk of a 3-4 s sentence comes after about 45 % of
-its synthesis time, and a long first sentence costs little more first-audio time than a
-short one. The output is the model's samples times OUTPUT_GAIN, not peak-normalized per
+that no part holds the voice whatever one word's length; each with DECODER_CONTEXT_FRAMES of `z`
+beyond its ends as context (the decoder is convolutional: with 16 frames the samples equal
+whole-sentence decoding to 1e-6 of the peak, measured; 8 frames left 1e-3). Measured on this
+machine under shared load (load average 10-14), "Your meeting with the design team has moved to
+Thursday afternoon." (3.4 s of audio): the encoder part took 37 % of the whole run, the decoder
+63 %, a 20-frame head 140 ms against 1.5 s for the whole decoder; so the first chunk of a 3-4 s
+sentence comes after about 45 % of its synthesis time, and a long first sentence costs little
+more first-audio time than a short one.
+The output is the model's samples times OUTPUT_GAIN, not peak-normalized per
 sentence as `PiperVoice.synthesize` does (the sentence's peak is not known before its head is
 sent).
 
@@ -293,8 +294,9 @@ class PiperSynthesizer:
         `PART_GROWTH` times the audio before them); nothing when it has nothing speakable.
 
         Marks: char offsets into `text`, ms from the chunk's first sample, each in the chunk
-        where its unit starts (a unit cut by a part boundary ends in a later chunk); exact where Piper's phoneme words align with espeak-ng's words
-        (`word_alignment.align_words`), `estimated` between such anchors.
+        where its unit starts (a unit cut by a part boundary ends in a later chunk); exact where
+        Piper's phoneme words align with espeak-ng's words (`word_alignment.align_words`),
+        `estimated` between such anchors.
         `stop`: checked before each ONNX run; setting it terminates the run in progress and the
         generator ends, voice lock released.
 
