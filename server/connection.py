@@ -55,6 +55,7 @@ from server.realtime_socket import RealtimeServerConnection
 from server.reply_echo import ReplyEcho
 from server.reply_text import ReplyText
 from server.responders.prompt import Prompt, Responder, ResponderError
+from server.responders.tools import ToolCall
 from server.speech.resampling import StreamResampler
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
@@ -676,12 +677,16 @@ class Connection:
         iterator is closed on every exit (`contextlib.aclosing`), which closes a model's HTTP
         stream.
 
+        A function call the responder makes goes to the session (`on_function_call`).
         Returns True when the reply was read to its end, False when the response stopped
         generating first. Raises what the responder raises.
         """
         try:
             async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
+                    if isinstance(delta, ToolCall):
+                        self.session.on_function_call(response_id, delta)
+                        continue
                     text = reply.add(delta)
                     if text and not self.session.on_text(response_id, text):
                         return False
@@ -713,8 +718,9 @@ class Connection:
         TTS then runs a bounded distance ahead of playback: an interrupted reply wastes at most
         that much synthesis, and concurrent sessions share the TTS by need, not by arrival.
         """
-        response = self.session.responses[response_id]
-        while response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS:
+        response = self.session.responses.get(response_id)
+        while response is not None and (
+                response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS):
             self._sent.clear()
             await self._sent.wait()
 
@@ -739,7 +745,10 @@ class Connection:
         Returns False when the response stopped generating (the rest is dropped). A reply of
         text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
-        if self.session.responses[response_id].output_modalities == modalities.TEXT:
+        response = self.session.responses.get(response_id)
+        if response is None:  # its item was deleted, and the response freed with it
+            return False
+        if response.output_modalities == modalities.TEXT:
             return self.session.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
@@ -749,7 +758,10 @@ class Connection:
         """One attempt of `_speak`: None when the piece was preempted before its first chunk
         (nothing of it was queued; synthesize it again)."""
         start, end = span
-        text = self.session.responses[response_id].text[start:end]
+        response = self.session.responses.get(response_id)
+        if response is None:  # its item was deleted, and the response freed with it
+            return False
+        text = response.text[start:end]
         synthesizer = self.services.synthesizer
         rate = self.session.config.sample_rate_hz
         echo = self._reply_echo_for(response_id)
@@ -783,7 +795,7 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
-        cursor = self.session.responses[response_id].cursor
+        cursor = response.cursor
         first = cursor.generated_ms == 0
         ahead_ms = cursor.generated_ms - cursor.sent_ms
         preempt = (preemption.preempt if not first and ahead_ms >= PREEMPTIBLE_AHEAD_MS

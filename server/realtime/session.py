@@ -37,11 +37,14 @@ from server.realtime.input_turns import InputTurns
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
+from server.realtime.limits import stored_settings_error
 from server.realtime.pauses import ReplyPauses
+from server.realtime.prompt_turns import conversation_turns
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
 from server.realtime.turn_ends import TurnEnds
-from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
+from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Prompt
+from server.responders.tools import ToolCall, chat_tool_choice, chat_tools
 
 if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
@@ -303,10 +306,12 @@ class Session:
         """Apply a validated `session.update` (`protocol._parse_session` says what each field
         does here) and report the session as it now is in `session.updated`. A requested
         voice is accepted and reported as the server's own."""
-        self.stored.update(event.changes["stored"])
-        for key in ("noise_reduction", "transcription"):
-            if key in event.changes:
-                self.stored[key] = event.changes[key]
+        changed = {**event.changes["stored"], **{key: event.changes[key] for key in (
+            "noise_reduction", "transcription") if key in event.changes}}
+        stored = {**self.stored, **changed}
+        if (error := stored_settings_error(stored, changed, event.event_id)) is not None:
+            raise error
+        self.stored = stored
         self.wire_audio.configure(event.changes.get("input_format"),
                                   event.changes.get("output_format"))
         if "extensions" in event.changes:
@@ -325,12 +330,14 @@ class Session:
 
     def _item_delete(self, event: protocol.ItemDelete) -> None:
         item = self.items.require(event.item_id, event.event_id)
-        if item.response_id is not None:
-            response = self.responses[item.response_id]
+        response = self.responses.get(item.response_id or "")
+        if response is not None:
             self.lifecycle.cancel_generation(response, "client_cancelled")
             if self.calibration is not None:
                 self.calibration.discard(response.id)
         self.items.delete(item.id)
+        if response is not None:
+            self.lifecycle.release(response)
 
     # ------------------------------------------------------------------ playback position
 
@@ -576,32 +583,22 @@ class Session:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        User and system turns are verbatim; assistant turns carry the heard text, the full text
-        and whether they were interrupted (the responder adds the interruption note). An
-        assistant item that holds no text at all (a reply that failed or was cancelled before
-        it wrote a word) is left out: it said nothing, and a note would tell the model of an
-        interruption that never cut anything it said; so is the item of a failed response of
-        which nothing was heard (the responder failed: the listener did not interrupt it).
+        The turns are `prompt_turns.conversation_turns`'; the session's function `tools` and
+        `tool_choice` are offered in the chat-completions shape.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
             return None
-        turns = []
         before = self.history.before(response.item_id)
         response.prompted_items = frozenset(item.id for item in before if item.text)
-        for item in before:
-            if item.role in ("user", "system"):
-                turns.append(ConversationTurn(role=item.role, text=item.text))
-            elif item.text.strip() or (item.full_text.strip() and not self._failed(item)):
-                turns.append(ConversationTurn(role="assistant", text=item.text,
-                                              full_text=item.full_text,
-                                              interrupted=item.interrupted))
         return Prompt(
             instructions=self.lifecycle.instructions(response_id, self.instructions),
-            turns=tuple(turns),
+            turns=conversation_turns(before, self._failed),
             interruption_note=self.config.interruption_note,
             max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
             else self.stored["max_output_tokens"],
+            tools=tuple(chat_tools(self.stored["tools"] or ())),
+            tool_choice=chat_tool_choice(self.stored["tool_choice"]),
         )
 
     # ------------------------------------------------------------------ generation output
@@ -616,6 +613,14 @@ class Session:
         if item is not None:
             item.full_text = response.text
         return True
+
+    def on_function_call(self, response_id: str, call: ToolCall) -> bool:
+        """Keep a function call of the reply (sent as a `function_call` item when the response
+        completes); False when the response no longer generates."""
+        response = self.lifecycle.generating(response_id)
+        if response is not None:
+            response.function_calls.append(call)
+        return response is not None
 
     def on_speech(
         self, response_id: str, text_end: int, pcm16: bytes, marks: list[WordMark]
