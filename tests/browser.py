@@ -52,15 +52,18 @@ class DemoPage:
         page: the Playwright page.
         received: server events the page received on `/v1/realtime`, in order (parsed JSON).
         sent: client events the page sent, in order (parsed JSON).
+        sockets: the WebSockets the page opened, in order (across reloads).
     """
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.received: list[Event] = []
         self.sent: list[Event] = []
+        self.sockets: list[WebSocket] = []
         page.on("websocket", self._watch)
 
     def _watch(self, websocket: WebSocket) -> None:
+        self.sockets.append(websocket)
         websocket.on("framereceived", lambda payload: self._record(self.received, payload))
         websocket.on("framesent", lambda payload: self._record(self.sent, payload))
 

@@ -37,6 +37,7 @@ from server.realtime.input_turns import InputTurns
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
+from server.realtime.limits import stored_settings_error
 from server.realtime.pauses import ReplyPauses
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
@@ -206,9 +207,17 @@ class Session:
             "extensions": self.client_view.settings.as_wire(),
         }
 
-    def open(self) -> None:
-        """Emit `session.created`; call once when the connection opens."""
-        self._log.emit("session.created", session=self.session_wire())
+    def open(self, resume: dict[str, Any] | None = None, resumed: dict[str, Any] | None = None,
+             refused: protocol.ProtocolError | None = None) -> None:
+        """Emit `session.created` once per connection, with `resume` (`server.resumption`) in
+        its session; then `session.resumed` (fields `resumed`) or a refused resume's `error`."""
+        self.closed = False
+        self._log.emit("session.created", session={**self.session_wire(), **(
+            {"resume": resume} if resume is not None else {})})
+        if resumed is not None:
+            self._log.emit("session.resumed", **resumed)
+        if refused is not None:
+            self._log.error(refused)
 
     def close(self) -> None:
         """Mark the session closed: generation is cancelled, calibration stops, and the
@@ -295,10 +304,12 @@ class Session:
         """Apply a validated `session.update` (`protocol._parse_session` says what each field
         does here) and report the session as it now is in `session.updated`. A requested
         voice is accepted and reported as the server's own."""
-        self.stored.update(event.changes["stored"])
-        for key in ("noise_reduction", "transcription"):
-            if key in event.changes:
-                self.stored[key] = event.changes[key]
+        changed = {**event.changes["stored"], **{key: event.changes[key] for key in (
+            "noise_reduction", "transcription") if key in event.changes}}
+        stored = {**self.stored, **changed}
+        if (error := stored_settings_error(stored, changed, event.event_id)) is not None:
+            raise error
+        self.stored = stored
         self.wire_audio.configure(event.changes.get("input_format"),
                                   event.changes.get("output_format"))
         if "extensions" in event.changes:
@@ -317,12 +328,14 @@ class Session:
 
     def _item_delete(self, event: protocol.ItemDelete) -> None:
         item = self.items.require(event.item_id, event.event_id)
-        if item.response_id is not None:
-            response = self.responses[item.response_id]
+        response = self.responses.get(item.response_id or "")
+        if response is not None:
             self.lifecycle.cancel_generation(response, "client_cancelled")
             if self.calibration is not None:
                 self.calibration.discard(response.id)
         self.items.delete(item.id)
+        if response is not None:
+            self.lifecycle.release(response)
 
     # ------------------------------------------------------------------ playback position
 
