@@ -40,7 +40,7 @@ INTERRUPT_AFTER_S = 1.5
 """When the client interrupts the spoken turn's reply: seconds after its first audio delta."""
 TYPED = "say: It is sunny today."
 RECALL = "Where did you stop?"
-STEP_TIMEOUT_S = 60.0
+STEP_TIMEOUT_S = 90.0
 """Longest wait (s) for any one event of the script (Piper and whisper on a busy machine)."""
 
 
