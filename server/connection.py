@@ -55,6 +55,7 @@ from server.realtime_socket import RealtimeServerConnection
 from server.reply_echo import ReplyEcho
 from server.reply_text import ReplyText
 from server.responders.prompt import Prompt, Responder, ResponderError
+from server.responders.tools import ToolCall
 from server.speech.resampling import StreamResampler
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
@@ -676,12 +677,16 @@ class Connection:
         iterator is closed on every exit (`contextlib.aclosing`), which closes a model's HTTP
         stream.
 
+        A function call the responder makes goes to the session (`on_function_call`).
         Returns True when the reply was read to its end, False when the response stopped
         generating first. Raises what the responder raises.
         """
         try:
             async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
+                    if isinstance(delta, ToolCall):
+                        self.session.on_function_call(response_id, delta)
+                        continue
                     text = reply.add(delta)
                     if text and not self.session.on_text(response_id, text):
                         return False

@@ -26,6 +26,11 @@ from server.listening.server_vad_settings import (
 )
 from server.realtime.audio_formats import parse_format
 from server.realtime.extensions import ExtensionSettings
+from server.realtime.function_items import (
+    FUNCTION_ITEM_TYPES,
+    FunctionItem,
+    parse_function_item,
+)
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.modalities import parse_modalities
 from server.realtime.openai_schema import response_errors, session_errors
@@ -93,7 +98,9 @@ class SessionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ItemCreate:
-    """`conversation.item.create` with a user or system text message.
+    """`conversation.item.create` with a user or system text message, or a function item
+    (`function`: a `function_call_output` or `function_call`; then `text` is its output or
+    arguments and `role` is "tool").
 
     `previous_item_id`: insert after this item (`"root"`: first); None appends. `role`:
     "user", or "system" (instructions placed in the prompt where the item is, as OpenAI
@@ -104,6 +111,7 @@ class ItemCreate:
     item_id: str | None = None
     previous_item_id: str | None = None
     role: str = "user"
+    function: FunctionItem | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,6 +559,11 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
+    if item.get("type") in FUNCTION_ITEM_TYPES:
+        function = parse_function_item(item, fields.error)
+        item_id = _item_id(fields, item)
+        return ItemCreate(fields.event_id, function.text, item_id,
+                          fields.string("previous_item_id", required=False), "tool", function)
     if item.get("type") != "message" or item.get("role") not in ("user", "system"):
         raise fields.error(
             "invalid_value", "Only user and system messages with input_text can be created.",
@@ -583,14 +596,19 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
                 "invalid_type", "input_text.text must be a string.", f"item.content.{index}.text"
             )
         texts.append(text)
+    previous_item_id = fields.string("previous_item_id", required=False)
+    return ItemCreate(fields.event_id, "".join(texts), _item_id(fields, item), previous_item_id,
+                      item["role"])
+
+
+def _item_id(fields: _Fields, item: dict[str, Any]) -> str | None:
+    """The client's `item.id` (None when absent), checked."""
     item_id = item.get("id")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
     if item_id is not None:
         _check_length(fields, item_id, MAX_ID_CHARS, "item.id")
-    previous_item_id = fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id,
-                      item["role"])
+    return item_id
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:

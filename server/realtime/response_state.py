@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from calibration.word_marks import WordMark
 from server.realtime.modalities import AUDIO
 from server.realtime.playback import PlaybackCursor
+from server.responders.tools import ToolCall
 
 SEND_HISTORY_MS = 5000.0
 """How long the sends that bound the playing position are kept (ms of clock): longer than an
@@ -97,6 +98,8 @@ class ResponseState:
         prompted_items: the ids of the items whose text its prompt held
             (`Session.build_prompt`), None before the prompt was built.
         metadata: `response.create`'s `response.metadata`, echoed in the response object.
+        function_calls: the function calls the responder made (`ToolCall`s), in order; they
+            become `function_call` items when the response completes.
         output_modalities: `modalities.AUDIO` or `modalities.TEXT` (no speech).
     """
 
@@ -120,6 +123,7 @@ class ResponseState:
     paused: bool = False
     prompted_items: frozenset[str] | None = None
     metadata: dict[str, str] | None = None
+    function_calls: list[ToolCall] = field(default_factory=list)
     output_modalities: tuple[str, ...] = AUDIO
 
     @property

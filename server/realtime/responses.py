@@ -14,6 +14,7 @@ from typing import Any
 from server.realtime import modalities, protocol
 from server.realtime.effects import CancelGeneration, StartGeneration, WakeSender
 from server.realtime.events import EventLog
+from server.realtime.function_calls import emit_function_calls
 from server.realtime.history import HistoryItem
 from server.realtime.items import ConversationItems
 from server.realtime.response_state import ResponseState
@@ -114,7 +115,9 @@ class ResponseLifecycle:
     def finish(self, response: ResponseState, status: str, reason: str | None) -> None:
         """End `response` with `status` ("completed" | "cancelled" | "failed") and `reason`:
         drop its queued output and emit its terminal sequence (once; later calls do nothing).
-        The item's stored text is brought up to date (`announce_heard`) before it is sent."""
+        The item's stored text is brought up to date (`announce_heard`) before it is sent; a
+        completed response's function calls follow its message item
+        (`function_calls.emit_function_calls`)."""
         if not response.active:
             return
         response.status = status
@@ -151,6 +154,8 @@ class ResponseLifecycle:
                            output_index=0, item=wire)
             self._log.emit("conversation.item.done",
                            previous_item_id=self._items.history.previous_id(item.id), item=wire)
+        if status == "completed" and response.function_calls:
+            output += emit_function_calls(response, len(output), self._items, self._log)
         self._log.emit("response.done", response=response.as_wire(self._session_id, output,
                                                                   self._audio_output))
         self._log.effect(WakeSender())

@@ -39,10 +39,12 @@ from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
 from server.realtime.limits import stored_settings_error
 from server.realtime.pauses import ReplyPauses
+from server.realtime.prompt_turns import conversation_turns
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
 from server.realtime.turn_ends import TurnEnds
-from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
+from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Prompt
+from server.responders.tools import ToolCall, chat_tool_choice, chat_tools
 
 if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
@@ -581,32 +583,22 @@ class Session:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        User and system turns are verbatim; assistant turns carry the heard text, the full text
-        and whether they were interrupted (the responder adds the interruption note). An
-        assistant item that holds no text at all (a reply that failed or was cancelled before
-        it wrote a word) is left out: it said nothing, and a note would tell the model of an
-        interruption that never cut anything it said; so is the item of a failed response of
-        which nothing was heard (the responder failed: the listener did not interrupt it).
+        The turns are `prompt_turns.conversation_turns`'; the session's function `tools` and
+        `tool_choice` are offered in the chat-completions shape.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
             return None
-        turns = []
         before = self.history.before(response.item_id)
         response.prompted_items = frozenset(item.id for item in before if item.text)
-        for item in before:
-            if item.role in ("user", "system"):
-                turns.append(ConversationTurn(role=item.role, text=item.text))
-            elif item.text.strip() or (item.full_text.strip() and not self._failed(item)):
-                turns.append(ConversationTurn(role="assistant", text=item.text,
-                                              full_text=item.full_text,
-                                              interrupted=item.interrupted))
         return Prompt(
             instructions=self.lifecycle.instructions(response_id, self.instructions),
-            turns=tuple(turns),
+            turns=conversation_turns(before, self._failed),
             interruption_note=self.config.interruption_note,
             max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
             else self.stored["max_output_tokens"],
+            tools=tuple(chat_tools(self.stored["tools"] or ())),
+            tool_choice=chat_tool_choice(self.stored["tool_choice"]),
         )
 
     # ------------------------------------------------------------------ generation output
@@ -621,6 +613,14 @@ class Session:
         if item is not None:
             item.full_text = response.text
         return True
+
+    def on_function_call(self, response_id: str, call: ToolCall) -> bool:
+        """Keep a function call of the reply (sent as a `function_call` item when the response
+        completes); False when the response no longer generates."""
+        response = self.lifecycle.generating(response_id)
+        if response is not None:
+            response.function_calls.append(call)
+        return response is not None
 
     def on_speech(
         self, response_id: str, text_end: int, pcm16: bytes, marks: list[WordMark]

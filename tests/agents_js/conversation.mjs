@@ -3,11 +3,9 @@
 // websocket transport, every setting at the SDK's default (its own session.update on connect:
 // semantic_vad, noise_reduction null, tracing "auto", transcription, ...).
 //
-// Usage: node conversation.mjs WS_URL QUESTION_PCM [TOOL_PROMPT]
+// Usage: node conversation.mjs WS_URL QUESTION_PCM
 //   WS_URL        ws://127.0.0.1:PORT/v1/realtime
 //   QUESTION_PCM  a spoken question: raw PCM16 LE mono at 24 kHz (the SDK's default input format)
-//   TOOL_PROMPT   when given, the agent has a `get_weather` tool and a last text turn sends this
-//                 prompt; the SDK runs the tool the model calls and sends its output back.
 //
 // Steps, in order (each waits for the server's `response.done` of its reply):
 //   1. connect (the SDK's session setup);
@@ -16,20 +14,16 @@
 //      silence; the server's VAD ends the turn and answers;
 //   4. interruption: sendMessage("say: <long reply>"), and 1.2 s after its first audio arrived
 //      session.interrupt() (the SDK sends its own truncate at the elapsed time);
-//   5. second turn: sendMessage("say: Where was I?");
-//   6. with TOOL_PROMPT: the tool turn.
-// Output on stdout, one JSON object a line: {"in": event} for every server event,
-// {"out": event} for every client event the SDK sent, {"step": name} at each step's start,
-// {"error": ...} for every session `error` the SDK raised, and {"history": [...]} (the SDK's
-// own conversation history) at the end. Exit status 0 once every step ended; 1 on a timeout
-// (STEP_TIMEOUT_MS) or a failed connect.
+//   5. second turn: sendMessage("Where did you stop?") (the demo responder answers from the
+//      heard text its prompt holds).
+// Output on stdout: session_log.mjs's records, with a {"step": name} at each step's start and
+// {"history": [...]} (the SDK's own conversation history) at the end. Exit status 0 once every
+// step ended; 1 on a timeout (STEP_TIMEOUT_MS) or a failed connect.
 import { readFileSync } from 'node:fs';
-import { RealtimeAgent, RealtimeSession, tool } from '@openai/agents-realtime';
-import { WebSocket } from 'ws';
-import { z } from 'zod';
+import { RealtimeAgent, RealtimeSession } from '@openai/agents-realtime';
+import { logSession, next, write } from './session_log.mjs';
 
-const [url, questionPath, toolPrompt] = process.argv.slice(2);
-const STEP_TIMEOUT_MS = 60_000;
+const [url, questionPath] = process.argv.slice(2);
 const CHUNK_MS = 40;
 const RATE_HZ = 24_000;
 const INTERRUPT_AFTER_MS = 1200;
@@ -37,49 +31,11 @@ const LONG_REPLY = 'say: The first planet is Mercury, the smallest and the close
   + 'Venus comes next, wrapped in thick clouds of acid. Then our own Earth, the only world we '
   + 'know with life. Mars is red and dusty, with the tallest volcano of all.';
 
-const write = (record) => process.stdout.write(`${JSON.stringify(record)}\n`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// Observation only: every frame the SDK sends goes out unchanged and is also logged.
-const send = WebSocket.prototype.send;
-WebSocket.prototype.send = function logged(data, ...rest) {
-  write({ out: JSON.parse(data.toString()) });
-  return send.call(this, data, ...rest);
-};
-
-const getWeather = tool({
-  name: 'get_weather',
-  description: 'The weather forecast for a city.',
-  parameters: z.object({ city: z.string() }),
-  execute: async ({ city }) => `Sunny and 21 degrees in ${city}.`,
-});
-const agent = new RealtimeAgent({
+const session = logSession(new RealtimeSession(new RealtimeAgent({
   name: 'Assistant',
   instructions: 'You are a helpful voice assistant.',
-  tools: toolPrompt ? [getWeather] : [],
-});
-const session = new RealtimeSession(agent, { transport: 'websocket' });
-const events = [];
-const waiters = [];
-session.transport.on('*', (event) => {
-  write({ in: event });
-  events.push(event);
-  for (const waiter of [...waiters]) {
-    if (waiter.test(event)) {
-      waiters.splice(waiters.indexOf(waiter), 1);
-      waiter.resolve(event);
-    }
-  }
-});
-session.on('error', (error) => write({ error: String(error?.error ?? error) }));
-
-function next(test) {
-  return new Promise((resolve, reject) => {
-    const waiter = { test, resolve };
-    waiters.push(waiter);
-    setTimeout(() => reject(new Error('timed out waiting for a server event')), STEP_TIMEOUT_MS);
-  });
-}
+}), { transport: 'websocket' }));
 
 async function turn(name, start) {
   write({ step: name });
@@ -112,7 +68,7 @@ async function main() {
   }
   const spoken = (await spokenCreated).response;
   await next((e) => e.type === 'response.done' && e.response.id === spoken.id);
-  await sleep(6000); // the reply plays out
+  await sleep(1500); // the reply plays out
 
   write({ step: 'interrupt' });
   const longCreated = next((e) => e.type === 'response.created');
@@ -125,17 +81,8 @@ async function main() {
   await longDone;
   await sleep(500);
 
-  await turn('second', () => session.sendMessage('say: Where was I?'));
-  await sleep(2000);
-
-  if (toolPrompt) {
-    write({ step: 'tool' });
-    const toolOutput = next((e) => e.type === 'response.done'
-      && e.response.output.some((item) => item.type === 'message'));
-    session.sendMessage(toolPrompt);
-    await toolOutput;
-    await sleep(500);
-  }
+  await turn('second', () => session.sendMessage('Where did you stop?'));
+  await sleep(500);
   write({ history: session.history });
   session.close();
 }
