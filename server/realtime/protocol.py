@@ -118,12 +118,15 @@ class ItemCreate:
 class ResponseCreate:
     """`response.create`; `instructions` overrides the session's for this response only;
     `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object;
-    `output_modalities` (`modalities.AUDIO` / `TEXT`) overrides the session's, None keeps it."""
+    `output_modalities` (`modalities.AUDIO` / `TEXT`), `tools` and `tool_choice` (OpenAI's
+    shapes) override the session's, None keeps them."""
 
     event_id: str | None
     instructions: str | None = None
     metadata: dict[str, str] | None = None
     output_modalities: tuple[str, ...] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -636,7 +639,8 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
         raise _refusal(errors, fields.event_id)
     modalities = response.get("output_modalities")
     return ResponseCreate(fields.event_id, instructions, response.get("metadata"),
-                          parse_modalities(modalities) if modalities else None)
+                          parse_modalities(modalities) if modalities else None,
+                          response.get("tools"), response.get("tool_choice"))
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:
