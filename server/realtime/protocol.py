@@ -417,7 +417,8 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
                                           if k in standard}}
     if "instructions" in standard:
         changes["instructions"] = standard["instructions"]
-    if standard.get("output_modalities"):
+    if standard.get("output_modalities") and not any(
+            p.startswith("session.output_modalities") for p in refused):
         changes["output_modalities"] = parse_modalities(standard["output_modalities"])
     audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
     for direction in ("input", "output"):
