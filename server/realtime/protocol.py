@@ -562,7 +562,7 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
-    if item.get("type") in FUNCTION_ITEM_TYPES:
+    if isinstance(item.get("type"), str) and item["type"] in FUNCTION_ITEM_TYPES:
         function = parse_function_item(item, fields.error)
         item_id = _item_id(fields, item)
         return ItemCreate(fields.event_id, function.text, item_id,
