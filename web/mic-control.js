@@ -178,11 +178,13 @@ export class MicControl {
     if (this.#client.send(event)) this.#state.mic.framesSent += 1;
   }
 
-  #onVad({ event, t, onsetT, playing, likeness }) {
+  #onVad({ event, t, onsetT, playing, likeness, unexplained, echoLagMs }) {
     const { vadEvents, mic } = this.#state;
-    vadEvents.push({ type: event, t, playing, likeness });
+    vadEvents.push({ type: event, t, playing, likeness, unexplained, echoLagMs });
     if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
-    mic.vadState = { onset: 'speech', echo: 'echo', fired: 'fired', released: 'idle' }[event];
+    mic.vadState = {
+      onset: 'speech', echo: 'echo', room: 'room', fired: 'fired', released: 'idle',
+    }[event];
     this.onsetT = event === 'released' ? null : onsetT;
     if (event === 'fired') this.#meter.markFired(t);
   }
