@@ -14,9 +14,12 @@ the page in a noisy room does.
 The fake microphone cannot follow the page's playback: when the page's output starves (the
 reply's audio came late), the echo in the file runs on while the reply stands still, and is no
 longer the echo of what played. The server's voice is therefore wrapped in
-`CachedSynthesizer` (the reply is synthesized once, then sent at once), and a case whose
-playback still fell more than `STALL_MS` behind real time before its end is void: `run_case`
-plays it again, up to `ATTEMPTS` times.
+`CachedSynthesizer` (the reply is synthesized once, then sent at once), the server sends
+`SEND_AHEAD_MS` ahead of playback, and a case whose
+playback still fell more than `STALL_MS` behind real time before its end is void, and so is
+an echo case whose echo lags the playback by more than the page's longest echo lag
+(`echoMaxLagMs`) less `LAG_MARGIN_MS` (the harness cannot set the rendered ms at the click):
+`run_case` plays it again, up to `ATTEMPTS` times.
 
 Outcomes are read from the page's state: `bargeInTimings` (source 'vad': the page's VAD
 stopped the reply; 'server_vad': the server's did) and `vadEvents`.
@@ -38,7 +41,7 @@ from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests import speech_fixtures
 from tests.browser import chromium, open_demo
 from tests.realtime_client import fetch_reply_audio
-from tests.test_browser_microphone import CLICK_MIC, OUTPUT_RATE_HZ
+from tests.test_browser_microphone import CLICK_MIC, LAG_MARGIN_MS, OUTPUT_RATE_HZ
 
 REPLY_TEXT = ("The museum opens at ten in the morning and closes at six, and on Sundays the "
               "galleries on the second floor stay open until eight in the evening, while the "
@@ -61,11 +64,15 @@ ROOM_LEAD_MS = 4000.0
 FIRED_WITHIN_MS = 800.0
 """A barge-in counts for the person when the VAD fired within this of their onset."""
 
-STALL_MS = 120.0
+SEND_AHEAD_MS = 5000
+"""The server's `lead_ms` for these cases: it sends the reply this far ahead of what played
+(400 ms by default), so that a loaded machine's delays do not starve the page's output."""
+
+STALL_MS = 80.0
 """A case whose reply fell this far behind real time (rendered ms vs page clock since the
 microphone was switched on) before its end is void."""
 
-ATTEMPTS = 4
+ATTEMPTS = 6
 """Times a void case is played (`run_case`)."""
 
 PLAYBACK_LOG = """(responseId) => {
@@ -111,7 +118,8 @@ class Case:
     """One run: `label`; the person's 16 kHz float recording (None: nobody speaks) at WAV time
     `position_ms`; the reply's own echo at `echo_db` below the reply's peak (None: none),
     `echo_lag_ms` late; a room recording (16 kHz, any length: looped over the WAV; None: the
-    noise floor only)."""
+    noise floor only) and the room case's WAV length `room_ms`; `until_ms`: WAV length of a
+    case without a person (None: the whole reply)."""
 
     label: str
     person: np.ndarray | None = None
@@ -120,6 +128,7 @@ class Case:
     echo_lag_ms: float = 100.0
     room: np.ndarray | None = field(default=None, repr=False)
     room_ms: float = 0.0
+    until_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +138,8 @@ class Outcome:
     `onset_to_silence_ms` (bargeInTimings.onsetToSilenceMs of the page's barge-in),
     `fired_ms` (the first VAD `fired` while the reply played, ms after the person's onset on
     the WAV timeline, None: none), `rendered_at_click_ms` (reply ms rendered when the mic was
-    switched on) and the page's VAD events (times made ms on the WAV timeline)."""
+    switched on), `behind_ms` (how far the playback fell behind real time until the case was
+    decided: `behind_ms`) and the page's VAD events (times made ms on the WAV timeline)."""
 
     case: Case
     page_barge_in: bool
@@ -137,6 +147,7 @@ class Outcome:
     onset_to_silence_ms: float | None
     fired_ms: float | None
     rendered_at_click_ms: float
+    behind_ms: float
     events: list[dict[str, Any]]
 
     @property
@@ -168,7 +179,7 @@ def case_wav(case: Case, reply: np.ndarray, path: Path, seed: int = 0) -> Path:
     elif case.room is not None:
         length_ms = case.room_ms
     else:
-        length_ms = reply.size * 1000 / rate + AFTER_MS
+        length_ms = case.until_ms or reply.size * 1000 / rate + AFTER_MS
     mic = np.zeros(round(length_ms * rate / 1000), np.float32)
     if case.echo_db is not None:
         lag = round(case.echo_lag_ms * rate / 1000)
@@ -185,12 +196,12 @@ def case_wav(case: Case, reply: np.ndarray, path: Path, seed: int = 0) -> Path:
     return speech_fixtures.write_wav(path, mic)
 
 
-def stalled(log: list[list[float]], since: float, until: float) -> bool:
-    """Whether the reply's playback fell `STALL_MS` behind real time between page times
-    `since` and `until` (ms), from the page's playback log ([page ms, rendered ms] rows; the
-    rendered count advances in 50 ms reports, which the bound allows for)."""
+def behind_ms(log: list[list[float]], since: float, until: float) -> float:
+    """How far (ms) the reply's playback fell behind real time between page times `since`
+    and `until` (ms), from the page's playback log ([page ms, rendered ms] rows; the rendered
+    count advances in 50 ms reports, so up to about 70 ms is no stall)."""
     rows = [(t, r) for t, r in log if since <= t <= until]
-    return bool(rows) and any(t - rows[0][0] - (r - rows[0][1]) > STALL_MS for t, r in rows)
+    return max((t - rows[0][0] - (r - rows[0][1]) for t, r in rows), default=0.0)
 
 
 async def run_case(http_url: str, case: Case, reply: np.ndarray, workdir: Path,
@@ -227,7 +238,11 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
             await demo.page.evaluate(PLAYBACK_LOG, response_id)
             mic = await demo.page.evaluate(CLICK_MIC, response_id)
             end_ms = (case.position_ms + AFTER_MS if case.person is not None
-                      else reply.size * 1000 / speech_fixtures.RATE_HZ)
+                      else case.until_ms or reply.size * 1000 / speech_fixtures.RATE_HZ)
+            max_lag = await demo.page.evaluate("window.duplexDemo.vadConfig.echoMaxLagMs")
+            lag = mic["rendered"] + mic["enabled"] - mic["clicked"] + case.echo_lag_ms
+            if case.echo_db is not None and lag > max_lag - LAG_MARGIN_MS:
+                return None
         clicked = mic["clicked"]
         stopped = (f"s.bargeInTimings.some((t) => t.responseId === '{response_id}') "
                    f"|| s.responseState === 'idle'")
@@ -247,8 +262,9 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
     fired = [e["t"] - onset for e in events if e["type"] == "fired" and e["playing"]
              and (case.person is None or -50 <= e["t"] - onset <= FIRED_WITHIN_MS)]
     decided = clicked + (fired[0] + onset if fired else end_ms)
-    if stalled(log, clicked if case.room is None else clicked + ROOM_LEAD_MS, decided):
+    behind = behind_ms(log, clicked if case.room is None else clicked + ROOM_LEAD_MS, decided)
+    if behind > STALL_MS:
         return None
     return Outcome(case, page is not None, any(t["source"] == "server_vad" for t in timings),
                    None if page is None else page["onsetToSilenceMs"],
-                   fired[0] if fired else None, float(mic["rendered"]), events)
+                   fired[0] if fired else None, float(mic["rendered"]), behind, events)
