@@ -262,7 +262,8 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
     fired = [e["t"] - onset for e in events if e["type"] == "fired" and e["playing"]
              and (case.person is None or -50 <= e["t"] - onset <= FIRED_WITHIN_MS)]
     decided = clicked + (fired[0] + onset if fired else end_ms)
-    behind = behind_ms(log, clicked if case.room is None else clicked + ROOM_LEAD_MS, decided)
+    started = clicked if case.room is None else next((t for t, r in log if r > 0), decided)
+    behind = behind_ms(log, started, decided)
     if behind > STALL_MS:
         return None
     return Outcome(case, page is not None, any(t["source"] == "server_vad" for t in timings),

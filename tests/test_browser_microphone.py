@@ -343,9 +343,9 @@ async def test_assistant_echo_does_not_interrupt(start_server, tmp_path: Path) -
     async with short_reply_with_mic(server, wav) as (demo, response_id, item_id):
         await assert_played_to_the_end(demo, response_id, item_id)
         events = await demo.state("s.vadEvents")
-        threshold = await demo.page.evaluate("window.duplexDemo.vadConfig.echoLikeness")
+        share = await demo.page.evaluate("window.duplexDemo.vadConfig.echoUnexplainedShare")
         held = [e for e in events if e["type"] == "echo"]
-        assert all(e["likeness"] >= threshold for e in held), held
+        assert all(e["unexplained"] < share for e in held), held
         assert not [e for e in events if e["type"] == "fired" and e["playing"]], events
 
 

@@ -125,6 +125,7 @@ const handlers = {
   'input_audio_buffer.speech_started': (event) => {
     state.speechStarted.push(event);
     levelMeter.markServerSpeech(event);
+    mic.onSpeechStarted();
   },
   'input_audio_buffer.speech_stopped': (event) => {
     status.log('info', `Server VAD: speech ended at ${event.audio_end_ms} ms of input`);

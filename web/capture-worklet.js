@@ -15,6 +15,9 @@
  *                                       message; see playback-worklet.js); when the VAD fires,
  *                                       this worklet posts {type: 'barge-in'} on it, and the
  *                                       playback worklet stops the reply the person hears
+ *   {type: 'server-vad', on}            whether the server's VAD judges the person's turns
+ *   {type: 'speech-started'}            the server's VAD took the latest speech for the person
+ *                                       (both for the room's background: room-background.js)
  *
  * Posts to the main thread (times are seconds on this context's clock, `currentTime`):
  *   {type: 'audio', pcm: ArrayBuffer}   FRAME_MS of PCM16 LE mono at targetRate (transferred)
@@ -62,6 +65,10 @@ class CaptureProcessor extends AudioWorkletProcessor {
   handle(message) {
     if (message.type === 'rate' && message.targetRate !== this.targetRate) {
       this.setRate(message.targetRate);
+    } else if (message.type === 'server-vad') {
+      this.vad.room.confirmTurns = message.on;
+    } else if (message.type === 'speech-started') {
+      this.vad.room.personSpoke(currentTime);
     } else if (message.type === 'playback-port') {
       this.playbackPort?.close();
       this.playbackPort = message.port;

@@ -131,6 +131,14 @@ export class MicControl {
     }
   }
 
+  /**
+   * A server `input_audio_buffer.speech_started`: the server's VAD took the latest speech for
+   * the person (the page's VAD then keeps it out of the room's background, room-background.js).
+   */
+  onSpeechStarted() {
+    this.#microphone.tellVad({ type: 'speech-started' });
+  }
+
   /** A server `error`: one naming our server VAD request means this server has none. */
   onError(error) {
     if (this.#requestId === null || error.event_id !== this.#requestId) return;
@@ -168,6 +176,7 @@ export class MicControl {
 
   #setServerVad(mode) {
     this.#state.mic.serverVad = mode;
+    this.#microphone.tellVad({ type: 'server-vad', on: mode === 'on' });
     this.#meter.setNote(SERVER_VAD_NOTES[mode], mode === 'unsupported' ? 'warn' : '');
   }
 

@@ -121,6 +121,12 @@ export class Microphone {
     this.#node?.port.postMessage({ type: 'rate', targetRate: rate });
   }
 
+  /** Pass `message` to the capture worklet's VAD ({type: 'server-vad', on} or
+   * {type: 'speech-started'}: see capture-worklet.js); nothing while no capture runs. */
+  tellVad(message) {
+    this.#node?.port.postMessage(message);
+  }
+
   /** Hand the worklet the port on which the playback worklet reports its output level. */
   linkPlaybackLevel(port) {
     if (this.#node) this.#node.port.postMessage({ type: 'playback-port', port }, [port]);

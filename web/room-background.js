@@ -7,6 +7,10 @@
  * - The background: the band levels of the last `roomHistoryMs` of frames heard outside the
  *   person's turns (a candidate that fired, until it is released) and outside the assistant's
  *   playback (its echo is echo-path.js's business), learned once they are `roomSettleMs` old
+ *   (and the turns outside playback the server's VAD did not take for the person: a TV's
+ *   sentences fire the page's VAD, which cannot tell a TV's voice from the person's, but the
+ *   server's keeps the room's background and the person's level too,
+ *   server/listening/room_background.py; without server VAD every turn is the person's)
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
  *   the room), and the frames before a candidate outside turns and playback. When none is
  *   known (the microphone was switched on while a reply played), no candidate is the room:
@@ -35,16 +39,23 @@ export function bandPercentile(rows, percentile) {
   return out;
 }
 
-/** The room's background over one microphone stream; times are seconds on one clock. */
+/**
+ * The room's background over one microphone stream; times are seconds on one clock.
+ * `confirmTurns`: the server's VAD judges the turns (the page asked for server VAD): a turn
+ * heard outside playback that the server did not take for the person (`personSpoke`) within
+ * `roomConfirmMs` of its end is the room (a TV's sentence) and becomes background.
+ */
 export class RoomBackground {
   #config;
-  /** frames not yet settled: {t, row, playing, inTurn}, oldest first */
+  confirmTurns = false;
+  /** frames not yet settled, outside turns: {t, row, playing}, oldest first */
   #recent = [];
   /** settled background rows, oldest first: {t, row} */
   #background = [];
   /** every frame's row of the last roomFloorMs: {t, row} */
   #all = [];
-  #turnFromS = null;
+  /** the turns not yet settled: {fromS, endS, playing, person, frames}, the latest last */
+  #turns = [];
 
   /** @param {object} config DEFAULT_VAD_CONFIG-shaped (vad.js) */
   constructor(config) {
@@ -55,27 +66,53 @@ export class RoomBackground {
    * echo tail) may be in it. */
   push(timeS, row, playing) {
     const c = this.#config;
-    const inTurn = this.#turnFromS !== null && timeS >= this.#turnFromS;
-    this.#recent.push({ t: timeS, row, playing, inTurn });
+    const turn = this.#turns.at(-1);
+    if (turn && turn.endS === null) {
+      turn.frames.push({ t: timeS, row });
+      turn.playing ||= playing;
+    } else {
+      this.#recent.push({ t: timeS, row, playing });
+    }
     this.#all.push({ t: timeS, row });
     while (this.#all[0].t < timeS - c.roomFloorMs / 1000) this.#all.shift();
     while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
       const frame = this.#recent.shift();
-      if (!frame.inTurn && !frame.playing) this.#background.push(frame);
+      if (!frame.playing) this.#background.push(frame);
+    }
+    while (this.#turns.length && this.#turns[0].endS !== null
+      && this.#turns[0].endS <= timeS - c.roomConfirmMs / 1000) {
+      const settled = this.#turns.shift();
+      if (this.confirmTurns && !settled.person && !settled.playing) {
+        this.#background.push(...settled.frames);
+      }
     }
     while (this.#background.length
       && this.#background[0].t < timeS - c.roomHistoryMs / 1000) this.#background.shift();
   }
 
-  /** The person's turn started at `fromS` (a candidate fired): its frames are never room. */
+  /** The person's turn started at `fromS` (a candidate fired): its frames are never room,
+   * unless the server's VAD does not confirm it (`confirmTurns`). */
   turnStarted(fromS) {
-    this.#turnFromS = fromS;
-    for (const frame of this.#recent) if (frame.t >= fromS) frame.inTurn = true;
+    const frames = this.#recent.filter((frame) => frame.t >= fromS);
+    this.#recent = this.#recent.filter((frame) => frame.t < fromS);
+    this.#turns.push({
+      fromS, endS: null, playing: frames.some((f) => f.playing), person: false, frames,
+    });
   }
 
-  /** The person's turn ended. */
-  turnEnded() {
-    this.#turnFromS = null;
+  /** The turn in progress ended at `timeS`. */
+  turnEnded(timeS) {
+    const turn = this.#turns.at(-1);
+    if (turn && turn.endS === null) turn.endS = timeS;
+  }
+
+  /** The server's VAD took the latest speech for the person (its `speech_started` arrived at
+   * `timeS`): the latest turn, if it started within `roomConfirmMs` plus its length, is theirs. */
+  personSpoke(timeS) {
+    const turn = this.#turns.at(-1);
+    if (turn && (turn.endS === null || turn.endS >= timeS - this.#config.roomConfirmMs / 1000)) {
+      turn.person = true;
+    }
   }
 
   /** The room's floor per band (dB): see the module comment; SILENCE_DB before any frame. */
@@ -86,14 +123,12 @@ export class RoomBackground {
   /** The background's loud band levels (dB) for a candidate from `fromS`: of the settled
    * background and of the frames before `fromS` outside turns and playback; null: none. */
   #loud(fromS) {
-    const c = this.#config;
     const rows = this.#background.map((frame) => frame.row);
     for (const frame of this.#recent) {
-      if (frame.t < fromS && !frame.inTurn && !frame.playing) rows.push(frame.row);
+      if (frame.t < fromS && !frame.playing) rows.push(frame.row);
     }
-    return rows.length ? bandPercentile(rows, c.roomPercentile) : null;
+    return rows.length ? bandPercentile(rows, this.#config.roomPercentile) : null;
   }
-
   /**
    * Whether the candidate frames `rows` (band rows, by start time `times`) starting at
    * `fromS` are the room: {background, firstS}; firstS is the first frame that holds

@@ -130,6 +130,7 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   // the room's background (room-background.js)
   roomHistoryMs: 10000, // background frames kept
   roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
+  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
   roomPercentile: 90, // the background's loud levels: this percentile per band
   roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
   roomFloorMs: 4000, // the room's floor is taken over this much of every frame ...
@@ -533,7 +534,7 @@ export class EnergyVad {
       const closure = this.#gapMs <= c.closureMs && this.#voicedMs >= c.minVoicedMs;
       return this.state === 'speech' && closure ? this.#hold(c, timeS) : [];
     }
-    if (this.state === 'fired') this.room.turnEnded();
+    if (this.state === 'fired') this.room.turnEnded(timeS);
     this.state = 'idle';
     this.onsetTime = null;
     this.held = null;
