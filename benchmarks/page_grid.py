@@ -6,6 +6,9 @@ Chromium launch with a fake microphone (tests/page_barge_in.py), against a real 
 with the Piper voice.
 
 Counts carry over to a quiet machine; times are inflated by the load, which each table names.
+"plays": a case with the reply's echo in the file is played again when the page's playback
+stalled (the file's echo then no longer follows it) or the echo lagged beyond the page's
+longest echo lag (tests/page_barge_in.py); the column counts the plays, void ones included.
 """
 
 from __future__ import annotations
@@ -114,11 +117,13 @@ def report_people(outcomes: Sequence[Outcome], load: str) -> list[bool]:
                          None)
         delay = None if vad_onset is None else vad_onset - person_onset_ms(outcome.case)
         rows.append((*outcome.case.label.split(" | "), round(outcome.rendered_at_click_ms),
+                     outcome.plays,
                      "page VAD" if outcome.heard else
                      ("server VAD" if outcome.server_barge_in else "MISSED"),
                      fmt(delay), fmt(outcome.onset_to_silence_ms)))
     print_table(f"G1. Real interruptions over a Piper reply, page VAD in Chromium ({load})",
-                ["voice", "word", "file ms", "echo", "rendered at mic on ms", "stopped by",
+                ["voice", "word", "file ms", "echo", "rendered at mic on ms", "plays",
+                 "stopped by",
                  "VAD onset - true onset ms", "VAD onset -> silence ms"], rows)
     summary = []
     verdicts = []
@@ -152,14 +157,14 @@ def report_false(echoes: Sequence[Outcome], rooms: Sequence[Outcome], load: str)
         held = {kind: sum(e["type"] == kind for e in outcome.events) for kind in ("echo",
                                                                                   "room")}
         lags = {e["echoLagMs"] for e in outcome.events if e.get("echoLagMs") is not None}
-        rows.append((outcome.case.label, round(outcome.rendered_at_click_ms),
+        rows.append((outcome.case.label, round(outcome.rendered_at_click_ms), outcome.plays,
                      len(fired), int(outcome.page_barge_in), int(outcome.server_barge_in),
                      held["echo"], held["room"],
                      "-" if not lags else f"{min(lags)}-{max(lags)}"))
     false = sum(o.page_barge_in for o in [*echoes, *rooms])
     print_table(f"G3. Nobody speaking: the page's own echo, the room ({load}); "
                 f"false barge-ins by the page VAD {false} (target 0: {verdict(false == 0)})",
-                ["case", "rendered at mic on ms", "VAD fired while playing",
+                ["case", "rendered at mic on ms", "plays", "VAD fired while playing",
                  "page barge-in", "server barge-in", "held as echo", "held as room",
                  "echo path lag ms"], rows)
     return [false == 0]

@@ -41,9 +41,10 @@ export function bandPercentile(rows, percentile) {
 
 /**
  * The room's background over one microphone stream; times are seconds on one clock.
- * `confirmTurns`: the server's VAD judges the turns (the page asked for server VAD): a turn
- * heard outside playback that the server did not take for the person (`personSpoke`) within
- * `roomConfirmMs` of its end is the room (a TV's sentence) and becomes background.
+ * `confirmTurns`: the server's VAD judges the turns (the page asked for server VAD): the
+ * frames of a turn heard outside playback that the server did not take for the person
+ * (`personSpoke`) within `roomConfirmMs` of them are the room (a TV's sentence, babble that
+ * never pauses) and become background.
  */
 export class RoomBackground {
   #config;
@@ -54,7 +55,8 @@ export class RoomBackground {
   #background = [];
   /** every frame's row of the last roomFloorMs: {t, row} */
   #all = [];
-  /** the turns not yet settled: {fromS, endS, playing, person, frames}, the latest last */
+  /** the turns not yet settled: {fromS, endS, person, frames}, the latest last; a turn's
+   * frames `roomConfirmMs` old leave it (background unless the server confirmed the turn) */
   #turns = [];
 
   /** @param {object} config DEFAULT_VAD_CONFIG-shaped (vad.js) */
@@ -68,8 +70,7 @@ export class RoomBackground {
     const c = this.#config;
     const turn = this.#turns.at(-1);
     if (turn && turn.endS === null) {
-      turn.frames.push({ t: timeS, row });
-      turn.playing ||= playing;
+      turn.frames.push({ t: timeS, row, playing });
     } else {
       this.#recent.push({ t: timeS, row, playing });
     }
@@ -79,13 +80,16 @@ export class RoomBackground {
       const frame = this.#recent.shift();
       if (!frame.playing) this.#background.push(frame);
     }
-    while (this.#turns.length && this.#turns[0].endS !== null
-      && this.#turns[0].endS <= timeS - c.roomConfirmMs / 1000) {
-      const settled = this.#turns.shift();
-      if (this.confirmTurns && !settled.person && !settled.playing) {
-        this.#background.push(...settled.frames);
+    const confirmedS = timeS - c.roomConfirmMs / 1000;
+    for (const old of this.#turns) {
+      if (old.fromS > confirmedS) break;
+      while (old.frames.length && old.frames[0].t <= confirmedS) {
+        const frame = old.frames.shift();
+        if (this.confirmTurns && !old.person && !frame.playing) this.#background.push(frame);
       }
     }
+    while (this.#turns.length && this.#turns[0].endS !== null
+      && this.#turns[0].endS <= confirmedS) this.#turns.shift();
     while (this.#background.length
       && this.#background[0].t < timeS - c.roomHistoryMs / 1000) this.#background.shift();
   }
@@ -95,9 +99,7 @@ export class RoomBackground {
   turnStarted(fromS) {
     const frames = this.#recent.filter((frame) => frame.t >= fromS);
     this.#recent = this.#recent.filter((frame) => frame.t < fromS);
-    this.#turns.push({
-      fromS, endS: null, playing: frames.some((f) => f.playing), person: false, frames,
-    });
+    this.#turns.push({ fromS, endS: null, person: false, frames });
   }
 
   /** The turn in progress ended at `timeS`. */

@@ -69,8 +69,9 @@
  *   starts over from its first unexplained frame and fires once that holds `minSpeechMs`.
  * - the room (issue 24; room-background.js): a candidate fires only when one of its frames
  *   holds `roomAboveDb` more energy than the room's background (babble, a TV, a fan, learned
- *   outside the person's turns and the assistant's playback) explains; otherwise it is held
- *   back as the room ('room') and judged again on every frame.
+ *   outside the person's turns and the assistant's playback, and from the turns the server's
+ *   VAD did not take for the person) explains; otherwise it is held back as the room ('room')
+ *   and judged again on every frame.
  */
 import { BANDS, BandEnvelope } from './band-envelope.js';
 import { EchoPath, alignedRows } from './echo-path.js';
