@@ -69,6 +69,7 @@ async def test_a_short_interruption_stops_the_reply(
                                           PERSON_PEAK_DBFS)
     case = Case(word, person, position_ms, echo_db)
     outcome = await run_case(server.http_url, case, reply, tmp_path)
+    assert not outcome.void, f"the page's playback stalled in every play: {summary(outcome)}"
     assert outcome.heard, summary(outcome)
     assert outcome.onset_to_silence_ms is not None and outcome.onset_to_silence_ms < 400
 
@@ -84,6 +85,7 @@ async def test_the_pages_own_echo_never_barges_in(
     gain_db = peak_dbfs - 20 * float(np.log10(np.max(np.abs(reply))))
     case = Case(f"echo {peak_dbfs}", None, 0.0, gain_db, lag_ms, until_ms=6000.0)
     outcome = await run_case(server.http_url, case, reply, tmp_path)
+    assert not outcome.void, f"the page's playback stalled in every play: {summary(outcome)}"
     assert not outcome.page_barge_in, summary(outcome)
     assert outcome.fired_ms is None, summary(outcome)
 
