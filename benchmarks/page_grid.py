@@ -25,11 +25,10 @@ from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from tests import room_sounds, speech_fixtures
+from tests.cached_tts import SEND_AHEAD_MS, CachedSynthesizer
 from tests.conftest import loaded_synthesizer
 from tests.page_barge_in import (
     PERSON_PEAK_DBFS,
-    SEND_AHEAD_MS,
-    CachedSynthesizer,
     Case,
     Outcome,
     person_onset_ms,

@@ -14,7 +14,8 @@ the page in a noisy room does.
 The fake microphone cannot follow the page's playback: when the page's output starves (the
 reply's audio came late), the echo in the file runs on while the reply stands still, and is no
 longer the echo of what played. The server's voice is therefore wrapped in
-`CachedSynthesizer` (the reply is synthesized once, then sent at once), the server sends
+`CachedSynthesizer` (tests/cached_tts.py: the reply is synthesized once, then sent at once),
+the server sends
 `SEND_AHEAD_MS` ahead of playback, and an echo case whose playback still fell more than
 `STALL_MS` behind real time before it was decided is void, and so is
 an echo case whose echo lags the playback by more than the page's longest echo lag
@@ -29,8 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from server.speech.resampling import resample
-from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests import speech_fixtures
 from tests.browser import chromium, open_demo
 from tests.realtime_client import fetch_reply_audio
@@ -65,10 +63,6 @@ ROOM_LEAD_MS = 4000.0
 FIRED_WITHIN_MS = 800.0
 """A barge-in counts for the person when the VAD fired within this of their onset."""
 
-SEND_AHEAD_MS = 5000
-"""The server's `lead_ms` for these cases: it sends the reply this far ahead of what played
-(400 ms by default), so that a loaded machine's delays do not starve the page's output."""
-
 STALL_MS = 80.0
 """A case whose reply fell this far behind real time (rendered ms vs page clock since the
 microphone was switched on) before its end is void."""
@@ -84,34 +78,6 @@ PLAYBACK_LOG = """(responseId) => {
 }"""
 """Log [performance.now(), renderedMs(responseId)] every 20 ms on the page (test
 instrumentation kept on `window.playbackLog`)."""
-
-
-class CachedSynthesizer:
-    """A real synthesizer (Piper, deterministic) whose chunks for each text are kept after
-    the first synthesis and yielded again at once: the same audio, sent ahead of playback."""
-
-    def __init__(self, inner: SpeechSynthesizer) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.sample_rate_hz = inner.sample_rate_hz
-        self._cache: dict[str, list[SpeechChunk]] = {}
-        self._lock = threading.Lock()
-
-    def warm_up(self) -> None:
-        """Warm the inner voice."""
-        self.inner.warm_up()
-
-    def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
-        """The chunks of `text` (synthesized in full on first use; nothing more once `stop`
-        is set)."""
-        with self._lock:
-            if text not in self._cache:
-                self._cache[text] = list(self.inner.synthesize(text))
-            chunks = self._cache[text]
-        for chunk in chunks:
-            if stop is not None and stop.is_set():
-                return
-            yield chunk
 
 
 @dataclass(frozen=True, slots=True)

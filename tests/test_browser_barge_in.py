@@ -21,10 +21,9 @@ import numpy as np
 import pytest
 
 from tests import room_sounds, speech_fixtures
+from tests.cached_tts import SEND_AHEAD_MS, CachedSynthesizer
 from tests.page_barge_in import (
     PERSON_PEAK_DBFS,
-    SEND_AHEAD_MS,
-    CachedSynthesizer,
     Case,
     Outcome,
     reply_audio,

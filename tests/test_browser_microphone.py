@@ -33,6 +33,7 @@ from server.responders.prompt import ConversationTurn
 from server.speech.resampling import resample
 from tests import speech_fixtures
 from tests.browser import DemoPage, chromium, open_demo
+from tests.cached_tts import SEND_AHEAD_MS, CachedSynthesizer
 from tests.conftest import RunningServer
 from tests.realtime_client import fetch_reply_audio
 from tests.test_browser import RADIO, heard_from_marks, js, wait_prompts
@@ -136,8 +137,13 @@ def rendered_at(samples: list[list[float]], page_ms: float) -> float:
 
 
 async def start_piper(start_server: Any) -> RunningServer:
-    """A demo server with the Piper voice and the default `auto` calibration."""
-    return await start_server(tts="piper", calibration="auto")
+    """A demo server with the Piper voice and the default `auto` calibration; each reply is
+    synthesized once and sent well ahead of playback (tests/cached_tts.py), so that the fake
+    microphone's echo follows the page's playback on a loaded machine too."""
+    server = await start_server(tts="piper", calibration="auto", wrap_tts=CachedSynthesizer,
+                                lead_ms=SEND_AHEAD_MS)
+    await fetch_reply_audio(server.ws_url, f"say: {SHORT_REPLY}")
+    return server
 
 
 async def reply_echo(server: RunningServer, prompt: str, samples: int,
