@@ -34,13 +34,21 @@ class CachedSynthesizer:
         self.inner.warm_up()
 
     def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
-        """The chunks of `text` (synthesized in full on first use; nothing more once `stop`
-        is set)."""
+        """The chunks of `text`: from the inner voice as it makes them the first time (kept
+        once all were made and nobody stopped it), at once afterwards (nothing more once
+        `stop` is set)."""
         with self._lock:
-            if text not in self._cache:
-                self._cache[text] = list(self.inner.synthesize(text))
-            chunks = self._cache[text]
-        for chunk in chunks:
+            cached = self._cache.get(text)
+        if cached is None:
+            chunks = []
+            for chunk in self.inner.synthesize(text, stop):
+                chunks.append(chunk)
+                yield chunk
+            if stop is None or not stop.is_set():
+                with self._lock:
+                    self._cache[text] = chunks
+            return
+        for chunk in cached:
             if stop is not None and stop.is_set():
                 return
             yield chunk

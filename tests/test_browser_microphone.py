@@ -140,10 +140,8 @@ async def start_piper(start_server: Any) -> RunningServer:
     """A demo server with the Piper voice and the default `auto` calibration; each reply is
     synthesized once and sent well ahead of playback (tests/cached_tts.py), so that the fake
     microphone's echo follows the page's playback on a loaded machine too."""
-    server = await start_server(tts="piper", calibration="auto", wrap_tts=CachedSynthesizer,
-                                lead_ms=SEND_AHEAD_MS)
-    await fetch_reply_audio(server.ws_url, f"say: {SHORT_REPLY}")
-    return server
+    return await start_server(tts="piper", calibration="auto", wrap_tts=CachedSynthesizer,
+                              lead_ms=SEND_AHEAD_MS)
 
 
 async def reply_echo(server: RunningServer, prompt: str, samples: int,
@@ -290,7 +288,9 @@ async def short_reply_with_mic(server: RunningServer,
     (measured here: Chromium's fake output device, starved while the server synthesizes, takes
     the first 50-280 ms of a reply at once, and capture starts 60-240 ms after the click), so a
     page whose lag came out longer is closed and the reply played in a new one, at most
-    `LAG_ATTEMPTS` times."""
+    `LAG_ATTEMPTS` times. The reply is fetched once before (the server's voice keeps it:
+    `start_piper`), so that the page's playback does not stall."""
+    await fetch_reply_audio(server.ws_url, f"say: {SHORT_REPLY}")
     for _ in range(LAG_ATTEMPTS):
         async with chromium(fake_mic=wav) as browser, open_demo(browser,
                                                                 server.http_url) as demo:
