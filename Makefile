@@ -1,20 +1,22 @@
 # Developer entry points. `make run` and `make test` create .venv on first use and reinstall the
-# project (editable, with the test and dev extras) whenever pyproject.toml changes.
+# project (editable, with the test, dev and clients extras) whenever pyproject.toml changes.
 
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
+CLIENTS := $(VENV)/clients
+CLIENTS_STAMP := $(CLIENTS)/.installed
 ARGS ?=
 
-.PHONY: run test lint bench fuzz-properties fuzz llm
+.PHONY: run test lint bench fuzz-properties fuzz llm clients screenshot web-vendor
 
 # semantic_vad's end-of-turn model, smart-turn-v3.2-cpu.onnx, is read out of the pipecat-ai
 # wheel (BSD-2-Clause); --no-deps: pipecat itself is never imported, and its dependencies
 # would pull a large tree the server does not use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -e '.[test,dev]'
+	$(BIN)/pip install -e '.[test,dev,clients]'
 	$(BIN)/pip install --no-deps 'pipecat-ai==1.14.0'
 	touch $(STAMP)
 
@@ -30,10 +32,23 @@ $(LLM_STAMP): $(STAMP)
 
 llm: $(LLM_STAMP)
 
+# The real OpenAI Realtime clients of tests/test_python_clients.py, each in its own venv with
+# every package pinned (tests/clients/requirements-NAME.txt): openai-agents pins websockets<17
+# (the server runs 17.x), and Pipecat's dependencies are not the server's. The bare `openai`
+# SDK runs in the main venv.
+$(CLIENTS_STAMP): tests/clients/requirements-agents.txt tests/clients/requirements-pipecat.txt
+	for name in agents pipecat; do \
+		test -x $(CLIENTS)/$$name/bin/python || python3 -m venv $(CLIENTS)/$$name || exit 1; \
+		$(CLIENTS)/$$name/bin/pip install -r tests/clients/requirements-$$name.txt || exit 1; \
+	done
+	touch $(CLIENTS_STAMP)
+
+clients: $(CLIENTS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/duplex-demo $(ARGS)
 
-test: $(STAMP) $(LLM_STAMP)
+test: $(STAMP) $(LLM_STAMP) $(CLIENTS_STAMP)
 	$(BIN)/pytest $(ARGS)
 
 # The history property tests with new random examples, many of them (`make test` replays a fixed
@@ -50,6 +65,21 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-bench: $(STAMP) $(LLM_STAMP)
+bench: $(STAMP) $(LLM_STAMP) $(CLIENTS_STAMP)
 	for name in $(sort $(basename $(notdir $(wildcard benchmarks/bench_*.py)))); do \
 		$(BIN)/python -m benchmarks.$$name || exit 1; done
+
+# The README's picture of the page mid-interruption (docs/screenshot.py): a real server, Piper,
+# headless Chromium; about a minute.
+screenshot: $(STAMP)
+	$(BIN)/python -m docs.screenshot
+
+# The page's markdown libraries, vendored into web/vendor/ (committed: the page has no build step
+# and CI needs no npm): the exact versions of package.json / package-lock.json, copied with their
+# licences. Run after changing a version there; tests/test_web_vendor.py checks the copies.
+web-vendor:
+	npm ci --ignore-scripts
+	cp node_modules/marked/lib/marked.esm.js web/vendor/marked.esm.js
+	cp node_modules/marked/LICENSE web/vendor/marked.LICENSE
+	cp node_modules/dompurify/dist/purify.es.mjs web/vendor/purify.es.mjs
+	cp node_modules/dompurify/LICENSE web/vendor/dompurify.LICENSE

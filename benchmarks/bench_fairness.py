@@ -36,7 +36,9 @@ import base64
 import concurrent.futures
 import contextlib
 import json
+import os
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
@@ -74,16 +76,22 @@ INPUT_RATE_HZ = 24_000
 APPEND_MS = 500
 """Default noise per append (ms): at 10x real time, 20 appends per second per session, so
 that the noise child's own CPU (it shares the 2 cores) stays small."""
+NOISE_NICE = 19
+"""The noise child's nice value: its clients stand for other machines' (in a deployment their
+CPU is not the server's), so on this machine they take only CPU the server leaves."""
+LAG_TICK_S = 0.01
+"""The event loop's lag is sampled by a task sleeping this long, over and over."""
 SERVER_VAD = {"type": "server_vad", "create_response": False}
 
 
 # ---------------------------------------------------------------------------------- noise child
 
 
-async def _noisy_session(url: str, speed: float, append_ms: int, seed: int,
+async def _noisy_session(url: str, speed: float, append_ms: int, seed: int, vad: bool,
                          stop: asyncio.Event, counts: dict[str, int]) -> None:
-    """One session flooding server VAD with noise at `speed` times real time (0: as fast as
-    the socket takes it) in appends of `append_ms`; reconnects when closed, until `stop`."""
+    """One session flooding server VAD (`vad`; else turned off: the control) with noise at
+    `speed` times real time (0: as fast as the socket takes it) in appends of `append_ms`;
+    reconnects when closed, until `stop`."""
     rng = np.random.default_rng(seed)
     frames = []
     for _ in range(max(1, 5000 // append_ms)):
@@ -96,7 +104,7 @@ async def _noisy_session(url: str, speed: float, append_ms: int, seed: int,
             async with connect(url, max_size=None, compression=None) as websocket:
                 await websocket.recv()
                 await websocket.send(json.dumps({"type": "session.update", "session": {
-                    "audio": {"input": {"turn_detection": SERVER_VAD}}}}))
+                    "audio": {"input": {"turn_detection": SERVER_VAD if vad else None}}}}))
                 reader = asyncio.create_task(_discard(websocket))
                 next_at = time.perf_counter()
                 index = 0
@@ -122,11 +130,15 @@ async def _discard(websocket: Any) -> None:
             pass
 
 
-async def noise_main(url: str, sessions: int, speed: float, append_ms: int) -> None:
-    """The child: flood until a line on stdin, then print the counts as JSON."""
+async def noise_main(url: str, sessions: int, speed: float, append_ms: int,
+                     nice: int, vad: bool) -> None:
+    """The child: flood until a line on stdin, then print the counts as JSON; at `nice` (the
+    flooding clients stand for other machines' clients: their own CPU is not the server's)."""
+    os.nice(nice)
     stop = asyncio.Event()
     counts = {"appends": 0, "closed": 0}
-    tasks = [asyncio.create_task(_noisy_session(url, speed, append_ms, seed, stop, counts))
+    tasks = [asyncio.create_task(_noisy_session(url, speed, append_ms, seed, vad, stop,
+                                                          counts))
              for seed in range(sessions)]
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
@@ -136,14 +148,18 @@ async def noise_main(url: str, sessions: int, speed: float, append_ms: int) -> N
 
 
 @contextlib.asynccontextmanager
-async def noise(url: str, args: argparse.Namespace) -> AsyncIterator[dict[str, int]]:
-    """Run the noise child (`args.sessions`, `args.speed`, `args.append_ms`) while the block
-    runs; yields its counts (filled in at the end)."""
-    counts: dict[str, int] = {}
+async def noise(url: str, args: argparse.Namespace,
+                vad: bool = True) -> AsyncIterator[dict[str, Any]]:
+    """Run the noise child (`args.sessions`, `args.speed`, `args.append_ms`, server VAD on
+    with `vad`) while the block runs; yields its counts (filled in at the end, with its CPU
+    seconds meanwhile under "cpu_s")."""
+    counts: dict[str, Any] = {}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.bench_fairness", "--role", "noise", "--url", url,
         "--sessions", str(args.sessions), "--speed", str(args.speed),
-        "--append-ms", str(args.append_ms), cwd=PROJECT_ROOT,
+        "--append-ms", str(args.append_ms), "--noise-nice", str(args.noise_nice),
+        "--noise-vad" if vad else "--no-noise-vad",
+        cwd=PROJECT_ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     try:
@@ -152,7 +168,9 @@ async def noise(url: str, args: argparse.Namespace) -> AsyncIterator[dict[str, i
         if line.strip() != b"ready":
             raise RuntimeError(f"noise process did not get ready: {line!r}")
         await asyncio.sleep(SETTLE_S)
+        cpu_before = process_cpu_s(process.pid)
         yield counts
+        counts["cpu_s"] = process_cpu_s(process.pid) - cpu_before
     finally:
         process.stdin.write(b"stop\n")
         await process.stdin.drain()
@@ -161,6 +179,34 @@ async def noise(url: str, args: argparse.Namespace) -> AsyncIterator[dict[str, i
         await process.wait()
         with contextlib.suppress(json.JSONDecodeError, IndexError):
             counts.update(json.loads(output.decode().strip().splitlines()[-1]))
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` used so far (/proc/PID/stat)."""
+    return process_cpu_s_of(f"/proc/{pid}/stat")
+
+
+def stage_cpu_s() -> dict[str, float]:
+    """CPU seconds this process's threads used so far, by stage: "input" (the input workers),
+    "loop" (the main thread: the event loop), "rest" (synthesis, ASR, onnxruntime's threads)."""
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    main_id = threading.main_thread().native_id
+    stages = {"input": 0.0, "loop": 0.0, "rest": 0.0}
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            cpu = process_cpu_s_of(f"/proc/self/task/{task}/stat")
+            name = names.get(int(task), "")
+            stage = ("loop" if int(task) == main_id
+                     else "input" if name.startswith("input") else "rest")
+            stages[stage] += cpu
+    return stages
+
+
+def process_cpu_s_of(path: str) -> float:
+    """CPU seconds of the /proc stat file `path` (a process's or a thread's)."""
+    with open(path, encoding="utf-8") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------------------- measuring
@@ -197,11 +243,30 @@ def longest_gap_ms(deltas: Sequence[tuple[float, int]]) -> float:
 
 async def measure_block(probe: Probe, texts: list[str], audio_ms: int,
                         samples: dict[str, list[float]]) -> None:
-    for text in texts:
-        first_ms, gap_ms = await probe.reply(text, audio_ms)
-        samples["first"].append(first_ms)
-        samples["gap"].append(gap_ms)
-        await asyncio.sleep(0.5)
+    """Each of `texts` as a reply (`Probe.reply`) into samples["first"] and ["gap"], and
+    meanwhile the event loop's lag (how late a `LAG_TICK_S` sleep wakes up, ms: the loop
+    busy, or waiting for the GIL) into samples["lag"], and the block's wall time and CPU by
+    stage (`stage_cpu_s`) into samples["wall_s"] and ["cpu_<stage>"]."""
+    lagging = asyncio.create_task(_loop_lag(samples["lag"]))
+    cpu_before, started = stage_cpu_s(), time.perf_counter()
+    try:
+        for text in texts:
+            first_ms, gap_ms = await probe.reply(text, audio_ms)
+            samples["first"].append(first_ms)
+            samples["gap"].append(gap_ms)
+            await asyncio.sleep(0.5)
+    finally:
+        lagging.cancel()
+    samples["wall_s"].append(time.perf_counter() - started)
+    for stage, cpu in stage_cpu_s().items():
+        samples[f"cpu_{stage}"].append(cpu - cpu_before[stage])
+
+
+async def _loop_lag(lags: list[float]) -> None:
+    while True:
+        before = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        lags.append((time.perf_counter() - before - LAG_TICK_S) * 1000)
 
 
 async def run(services: Services, args: argparse.Namespace) -> None:
@@ -210,27 +275,37 @@ async def run(services: Services, args: argparse.Namespace) -> None:
     texts = [text for pair in zip(SAY_PROMPTS, TOPIC_PROMPTS, strict=True) for text in pair]
     speed = f"{args.speed:g}x real time" if args.speed else "full speed"
     flooded = f"while {args.sessions} sessions flood server VAD at {speed}"
-    runs: dict[str, dict[str, list[float]]] = {
-        "idle": {"first": [], "gap": []}, flooded: {"first": [], "gap": []}}
+    conditions: dict[str, tuple[int, bool] | None] = {
+        "idle": None, flooded: (input_work.INPUT_NICE, True)}
+    for nice in args.compare_nice:
+        label = "before" if nice == 0 else "compared"
+        conditions[f"{label}, input workers at nice {nice}: {flooded}"] = (nice, True)
+    if args.control:
+        conditions[f"control, the same flood with server VAD off (no input work): {flooded}"] = (
+            input_work.INPUT_NICE, False)
+    runs = {label: _samples() for label in conditions}
     noise_counts: list[dict[str, int]] = []
     async with serving(DemoServer(services)) as url:
         probe = await Probe.open(url)
         await probe.reply(texts[0], args.audio_ms)  # warm-up: the session's ACK mode settles
         turn = 0
         for _ in range(args.rounds):
-            for label in runs:
+            for label, condition in conditions.items():
                 block = [texts[(turn + i) % len(texts)] for i in range(args.prompts)]
                 turn += args.prompts
-                if label == "idle":
+                if condition is None:
                     await measure_block(probe, block, args.audio_ms, runs[label])
                     continue
-                async with noise(url, args) as counts:
-                    await measure_block(probe, block, args.audio_ms, runs[label])
+                nice, vad = condition
+                with input_nice(nice):
+                    async with noise(url, args, vad) as counts:
+                        await measure_block(probe, block, args.audio_ms, runs[label])
                 noise_counts.append(counts)
+                runs[label]["cpu_noise"].append(counts.get("cpu_s", 0.0))
         await probe.close()
     if args.diagnosis:
         label = "diagnosis, input path on the event loop, no bound: " + flooded
-        runs[label] = {"first": [], "gap": []}
+        runs[label] = _samples()
         inline = replace(services, input_speed=None)
         with on_the_event_loop():
             async with serving(DemoServer(inline)) as url:
@@ -239,8 +314,27 @@ async def run(services: Services, args: argparse.Namespace) -> None:
                 async with noise(url, args) as counts:
                     await measure_block(probe, texts[:args.prompts], args.audio_ms, runs[label])
                 noise_counts.append(counts)
+                runs[label]["cpu_noise"].append(counts.get("cpu_s", 0.0))
                 await probe.close()
     report(runs, noise_counts, args, load)
+
+
+def _samples() -> dict[str, list[float]]:
+    return {"first": [], "gap": [], "lag": [], "wall_s": [], "cpu_input": [], "cpu_loop": [],
+            "cpu_rest": [], "cpu_noise": []}
+
+
+@contextlib.contextmanager
+def input_nice(nice: int) -> Any:
+    """The input workers run at `nice` (`server.input_work.INPUT_NICE`) meanwhile."""
+    original = input_work.INPUT_NICE
+    input_work.INPUT_NICE = nice
+    input_work.reset_input_executor()
+    try:
+        yield
+    finally:
+        input_work.INPUT_NICE = original
+        input_work.reset_input_executor()
 
 
 class _InlineExecutor(concurrent.futures.Executor):
@@ -300,6 +394,22 @@ def report(runs: dict[str, dict[str, list[float]]], noise_counts: list[dict[str,
         "arrival - previous arrival - audio of the previous delta, from the third delta; "
         f"{args.audio_ms} ms of each reply, no ACKs: real-time pacing plus the lead)",
         ["condition", "replies", "p50 ms", "p95 ms", "max ms", "target", "PASS/FAIL"], rows)
+    print_table(
+        f"3. Event loop lag meanwhile (ms a {LAG_TICK_S * 1000:.0f} ms sleep on the server's "
+        "loop woke up late: the loop busy, or waiting for the GIL; diagnosis only)",
+        ["condition", "ticks", "p50 ms", "p99 ms", "max ms"],
+        [[label, len(samples["lag"]), percentile(samples["lag"], 50),
+          percentile(samples["lag"], 99), max(samples["lag"], default=0.0)]
+         for label, samples in runs.items()])
+    print_table(
+        "4. CPU meanwhile (cores: CPU s over wall s of the condition's blocks) of the server's "
+        "input workers, its event loop and the rest (synthesis, onnxruntime), and of the noise "
+        f"child (the flooding clients, at nice {args.noise_nice})",
+        ["condition", "wall s", "input", "loop", "rest", "noise child"],
+        [[label, sum(samples["wall_s"])] + [
+            sum(samples[key]) / max(sum(samples["wall_s"]), 1e-9)
+            for key in ("cpu_input", "cpu_loop", "cpu_rest", "cpu_noise")]
+         for label, samples in runs.items()])
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -326,12 +436,22 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="audio taken of each reply before it is cancelled")
     parser.add_argument("--diagnosis", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the flooded block with the input path on the loop")
+    parser.add_argument("--noise-nice", type=int, default=NOISE_NICE,
+                        help="nice value of the noise child (the flooding clients)")
+    parser.add_argument("--compare-nice", type=int, nargs="*", default=[0],
+                        help="also run flooded blocks with the input workers at these nice "
+                        "values (0: before the input workers were niced)")
+    parser.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run flooded blocks with server VAD off (no input work)")
+    parser.add_argument("--noise-vad", action=argparse.BooleanOptionalAction, default=True,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--role", choices=("bench", "noise"), default="bench",
                         help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "noise":
-        asyncio.run(noise_main(args.url, args.sessions, args.speed, args.append_ms))
+        asyncio.run(noise_main(args.url, args.sessions, args.speed, args.append_ms,
+                               args.noise_nice, args.noise_vad))
     else:
         asyncio.run(bench(args))
 

@@ -39,6 +39,9 @@ MAX_RECORDINGS = 4
 AppliedCallback = Callable[[str, int, float], None]
 """`on_applied(response_id, result, elapsed_ms)`; `result` is always a `HeardCut`."""
 
+FailedCallback = Callable[[str, float], None]
+"""`on_failed(response_id, elapsed_ms)`: a calibration of the reply ended without a result."""
+
 Version = tuple[str, int, int, int | None]
 """Evidence of one attempt: (text, cutoff ms, retained PCM bytes, complete audio duration ms)."""
 
@@ -168,6 +171,10 @@ class HistoryCalibration:
             finite; default 1 s).
         on_applied: called as `on_applied(response_id, result, elapsed_ms)` after the session
             accepted a result; `result` is a `HeardCut`, `elapsed_ms` the callback's run time.
+        on_failed: called as `on_failed(response_id, elapsed_ms)` when a calibration ended
+            without a result: the callback raised, returned an invalid result, or ran past
+            its deadline (its own, or `before_prompt`'s); `elapsed_ms` is the time it ran. Not
+            called for a run replaced by a newer one (that one reports instead).
 
     Raises:
         ValueError: non-positive `max_bytes` or non-positive / non-finite `timeout_s`.
@@ -184,6 +191,7 @@ class HistoryCalibration:
         max_bytes: int = 8 * 1024 * 1024,
         timeout_s: float = 1.0,
         on_applied: AppliedCallback | None = None,
+        on_failed: FailedCallback | None = None,
     ) -> None:
         if not _is_int(max_bytes) or max_bytes <= 0:
             raise ValueError("max_bytes must be a positive int")
@@ -200,6 +208,7 @@ class HistoryCalibration:
         self.max_bytes = max_bytes
         self.timeout_s = float(timeout_s)
         self.on_applied = on_applied
+        self.on_failed = on_failed
         self.audio: OrderedDict[str, _Audio] = OrderedDict()
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.versions: dict[str, Version] = {}
@@ -399,11 +408,15 @@ class HistoryCalibration:
                 if applied:
                     retained_chars = int(cut)
                     self._notify(response_id, cut, elapsed_ms)
+            elif not self.closed and self.tasks.get(response_id) is asyncio.current_task():
+                self._failed(response_id, started)  # an invalid result: status "refused"
         except asyncio.CancelledError:
             status = "cancelled"
             raise
         except Exception as exc:
             status = type(exc).__name__
+            if self.tasks.get(response_id) is asyncio.current_task():
+                self._failed(response_id, started)
         finally:
             logger.info(
                 "history calibration response=%s status=%s elapsed_ms=%.1f played_ms=%d "
@@ -427,6 +440,16 @@ class HistoryCalibration:
                 response_id,
                 type(exc).__name__,
             )
+
+    def _failed(self, response_id: str, started: float) -> None:
+        """Call `on_failed` (not once closed); its failure is logged by class name."""
+        if self.on_failed is None or self.closed:
+            return
+        try:
+            self.on_failed(response_id, (time.perf_counter() - started) * 1000.0)
+        except Exception as exc:
+            logger.warning("history calibration on_failed failed response=%s error=%s",
+                           response_id, type(exc).__name__)
 
     def release_confirmed(self) -> None:
         """Free fully acknowledged replies without running ASR on frequent ACKs.
@@ -452,6 +475,7 @@ class HistoryCalibration:
         """
         loop = asyncio.get_running_loop()
         started = loop.time()
+        started_perf = time.perf_counter()
         deadline = started + self.timeout_s
         self._start_ready(include_playing=True)
         pending = len(self.tasks)
@@ -461,10 +485,11 @@ class HistoryCalibration:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     status = "deadline"
-                    late = list(self.tasks.values())
+                    late = list(self.tasks.items())
                     self.tasks.clear()
-                    for task in late:
+                    for response_id, task in late:
                         task.cancel()
+                        self._failed(response_id, started_perf)
                     break
                 await asyncio.wait(list(self.tasks.values()), timeout=remaining)
         except asyncio.CancelledError:
@@ -487,6 +512,7 @@ class HistoryCalibration:
         which holds the calibration: a reference cycle)."""
         self.closed = True
         self.on_applied = None
+        self.on_failed = None
         tasks = list(self.tasks.values())
         self.tasks.clear()
         for task in tasks:
@@ -501,6 +527,7 @@ __all__ = [
     "AppliedCallback",
     "CalibrationSession",
     "CalibrationView",
+    "FailedCallback",
     "HeardCut",
     "HeardTextSnapshot",
     "HistoryCalibration",

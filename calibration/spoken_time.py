@@ -6,12 +6,14 @@ before the cut. Two models, because voices differ:
 
 - **word model**: every spoken word takes the same time, a CJK / kana / Hangul unit 0.625 of it
   (the uniform timing rule of the interruption cases file: 400 ms / 250 ms, no pauses), once
-  with URLs read whole (as the uniform test voice reads them) and once with the host only;
-- **speech model**: a spoken word takes WORD_BEATS plus one beat per letter of its spoken form
+  on the written units (as the uniform test voice reads them, URLs whole) and once on their
+  spoken form (`spoken_words`: the speakable text the server sends to Piper and espeak-ng,
+  `calibration.speakable`, where a code block is one short phrase and tool-call JSON nothing);
+- **speech model**: a spoken word of the spoken form takes WORD_BEATS plus one beat per letter
   (`units.TextUnit.spoken`: "$9.05" -> nine dollars and five cents, "+" -> plus), a CJK unit
   CJK_BEATS, and a pause follows a sentence end, a clause mark or a line end (`*_PAUSE_BEATS`).
-  Parts of a URL a TTS does not read (its scheme, "www." and path, see `url_spans`) take no
-  time.
+  Written units the engines do not say (a URL's scheme, "www." and path, markup, JSON, the
+  lines of a code block after its phrase) take no time.
 
 Source of the speech model's constants: a least-squares fit of the time from each word's start
 to the next word's start on Piper's own word marks of benchmarks/calibration_corpus.txt (about
@@ -27,10 +29,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator
 from functools import lru_cache
 
 from calibration import units
+from calibration.speakable import make_speakable
 from calibration.units import TextUnit
 
 RATIO_MARGIN_MS = 200
@@ -72,26 +74,8 @@ WORD_MODEL_WORD = 8
 WORD_MODEL_CJK = 5
 """Word model: eighths of one CJK / kana / Hangul unit (250 ms / 400 ms = 0.625)."""
 
-_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
-_URL_HOST = re.compile(r"(?:https?://)?(?:www\.)?([^/?#:]+)", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[\u3002\uff01\uff1f]|[.!?][\s\"')\]*_]")
 _CLAUSE_MARK = re.compile(r"[,;:\u2013\u2014\u3001\uff0c\uff1b\uff1a]|\s-\s")
-
-
-def url_spans(text: str) -> Iterator[tuple[int, int, int, int]]:
-    """(url start, url end, host start, host end) of every bare URL of `text` (code points).
-
-    A URL starts with "http://", "https://" or "www." and ends at whitespace or a bracket or
-    quote, without trailing sentence punctuation; its host excludes the scheme and "www."
-    ("https://www.a.org/x" -> "a.org"). The speakable text sent to TTS keeps only the host.
-    """
-    for match in _URL.finditer(text):
-        end = match.end()
-        while end > match.start() and text[end - 1] in ".,;:!?":
-            end -= 1
-        host = _URL_HOST.match(text, match.start(), end)
-        host_start, host_end = (host.start(1), host.end(1)) if host else (match.start(), end)
-        yield match.start(), end, host_start, host_end
 
 
 def _pause_beats(gap: str) -> int:
@@ -106,11 +90,11 @@ def _pause_beats(gap: str) -> int:
     return 0
 
 
-def _speech_beats(unit: TextUnit) -> int:
-    """Speech model length (beats) of one unit."""
+def _speech_beats(unit: TextUnit, spoken: tuple[str, ...]) -> int:
+    """Speech model length (beats) of one unit whose spoken words are `spoken`."""
     if unit.cjk:
         return CJK_BEATS
-    return sum(WORD_BEATS + max(len(word), LETTER_NAME_BEATS) for word in unit.spoken)
+    return sum(WORD_BEATS + max(len(word), LETTER_NAME_BEATS) for word in spoken)
 
 
 def _timeline(weights: list[int], pauses: list[int]) -> tuple[tuple[int, int], ...]:
@@ -134,30 +118,58 @@ def _timeline(weights: list[int], pauses: list[int]) -> tuple[tuple[int, int], .
     return tuple(spans)
 
 
+def spoken_words(text: str) -> tuple[tuple[str, ...], ...]:
+    """The words Piper and espeak-ng say for each unit of `units.text_units(text)`, in
+    comparison form: those of the unit's part of the speakable text (`speakable.make_speakable`,
+    what the server sends to the engines), () for a unit that is not spoken (tool-call JSON, a
+    table's pipes, a URL's path). A phrase that stands for a span of units ("a python code block
+    of 8 lines, shown on the page.", "a formula", "a hash") belongs to the first unit of that
+    span; the span's other units are not spoken. Characters copied from between units
+    (punctuation, spaces) belong to none. A unit spoken as written keeps its own
+    `TextUnit.spoken` ("$9.05" -> nine dollars and five cents)."""
+    text_units = units.text_units(text)
+    speakable = make_speakable(text)
+    ends = [unit.end for unit in text_units]
+    pieces: list[list[str]] = [[] for _ in text_units]
+    identical = [True] * len(text_units)
+    for char, (source, source_end) in zip(speakable.text, speakable.sources, strict=True):
+        index = bisect_right(ends, source)
+        if index < len(text_units) and text_units[index].start < source_end:
+            pieces[index].append(char)
+            identical[index] &= text[source] == char
+    words: list[tuple[str, ...]] = []
+    for unit, piece, same in zip(text_units, pieces, identical, strict=True):
+        spoken = "".join(piece)
+        if same and spoken == text[unit.start : unit.end]:
+            words.append(unit.spoken)
+        else:
+            words.append(tuple(word for part in units.text_units(spoken) for word in part.spoken))
+    return tuple(words)
+
+
 @lru_cache(maxsize=64)
 def unit_times(text: str) -> tuple[tuple[tuple[int, int], ...], ...]:
     """(start, end) of every unit of `units.text_units(text)` on each model's own scale (eighths
     of a word, or beats; the last end is the model's total), in this order: the word model
-    reading URLs whole (as the uniform test voice does), the
-    word model reading a URL's host only (as the speakable text sent to Piper and espeak-ng),
-    and the speech model (host only)."""
+    reading the written units (as the uniform test voice does, URLs whole), the word model
+    reading the spoken form (`spoken_words`: the speakable text Piper and espeak-ng read), and
+    the speech model (spoken form)."""
     text_units = units.text_units(text)
-    silent = [False] * len(text_units)
-    for start, end, host_start, host_end in url_spans(text):
-        for index, unit in enumerate(text_units):
-            if start <= unit.start and unit.end <= end:
-                silent[index] = not (host_start <= unit.start and unit.end <= host_end)
-    words = [WORD_MODEL_CJK if unit.cjk else WORD_MODEL_WORD * len(unit.spoken)
-             for unit in text_units]
+    spoken = spoken_words(text)
+    silent = [not words for words in spoken]
+    written = [WORD_MODEL_CJK if unit.cjk else WORD_MODEL_WORD * len(unit.spoken)
+               for unit in text_units]
+    said = [0 if quiet else WORD_MODEL_CJK if unit.cjk else WORD_MODEL_WORD * len(words)
+            for unit, words, quiet in zip(text_units, spoken, silent, strict=True)]
     pauses = [0 if index + 1 == len(text_units) or silent[index + 1]
               else _pause_beats(text[unit.end : text_units[index + 1].start])
               for index, unit in enumerate(text_units)]
     return (
-        _timeline(words, [0] * len(words)),
-        _timeline([0 if quiet else w for w, quiet in zip(words, silent, strict=True)],
-                  [0] * len(words)),
-        _timeline([0 if quiet else _speech_beats(unit)
-                   for unit, quiet in zip(text_units, silent, strict=True)], pauses),
+        _timeline(written, [0] * len(written)),
+        _timeline(said, [0] * len(said)),
+        _timeline([0 if quiet else _speech_beats(unit, words)
+                   for unit, words, quiet in zip(text_units, spoken, silent, strict=True)],
+                  pauses),
     )
 
 

@@ -154,7 +154,7 @@ _CURRENCIES: dict[str, tuple[str, str, str | None, str | None]] = {
 }
 SPOKEN_ARROWS = {"\u2192": "to", "\u21d2": "implies"}
 """Arrows written between words and the word they are spoken as ("Go left → then right"); the
-speakable text (`server.speech.speakable`) says that word, where Piper would say "right arrow"."""
+speakable text (`calibration.speakable`) says that word, where Piper would say "right arrow"."""
 _SYMBOLS = {
     "+": "plus", "=": "equals", "&": "and", "@": "at", "%": "percent",
     "\uff0b": "plus", "\uff1d": "equals", "\uff06": "and", "\uff20": "at", "\uff05": "percent",

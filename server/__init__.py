@@ -4,7 +4,9 @@ under thin I/O layers).
 - `server` itself is the I/O layer only: `__main__` (the `duplex-demo` command), `config`
   (flags and the shared services), `serving` (one server process on its event loop), `workers`
   and `session_slots` (`--workers`: several processes on one port, one session count),
-  `app` (HTTP + WebSocket on one port), `connection` (the asyncio driver of one session),
+  `app` (HTTP + WebSocket on one port), `realtime_socket` (websockets' connection, as the
+  session needs it), `connection` (the asyncio driver of one session), `resumption` (resume
+  after a dropped connection, over the sans-I/O token registry `resume_registry`),
   `metrics` (Prometheus metrics from each session's events) and `logs` (text or JSON log
   lines). Only this layer touches sockets, tasks and threads.
 - `server.realtime`: the sans-I/O protocol core (events in; events and effects out).

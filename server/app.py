@@ -26,12 +26,14 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
-from server.connection import Connection, RealtimeServerConnection, Services
+from server.connection import Connection, Services
 from server.http_guard import check_request, http_response, strip_head_body, text_response
 from server.logs import SESSION_ID
 from server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
 from server.metrics_port import MetricsHttpServer
 from server.realtime.events import EventLog
+from server.realtime_socket import RealtimeServerConnection
+from server.resumption import Resumption
 from server.session_slots import SessionSlots
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,12 @@ MAX_SESSIONS = 32
 PING_INTERVAL_S = 20.0
 PING_TIMEOUT_S = 20.0
 """Default websockets keepalive: a ping every 20 s, closed (1011) when unanswered for 20 s."""
+RESUME_WINDOW_S = 60.0
+"""Default `--resume-window-s` (s): a page reload, a Wi-Fi blip or a closed laptop lid that
+comes back within a minute finds its conversation."""
+MAX_PARKED_SESSIONS = 32
+"""Default `--max-parked-sessions`: as many as `MAX_SESSIONS`, so a server whose every
+client dropped at once can give every one of them its session back."""
 RETRY_AFTER_S = 10
 """`Retry-After` of a 503 for a full server (s)."""
 
@@ -79,6 +87,9 @@ class ServerOptions:
             its own (`MetricsHttpServer`; 0: any free port); None: only on the main port.
         allowed_hosts: `Host` names served besides IP addresses and `localhost`
             (`--allow-host` and a bound host name; `*`: any; `http_guard.host_allowed`).
+        resume_window_s: how long a dropped session stays resumable with its token (s,
+            `server.resumption`); 0: sessions end with their connection.
+        max_parked_sessions: most dropped sessions parked at once (the oldest goes first).
     """
 
     max_frame_bytes: int = MAX_WEBSOCKET_FRAME_BYTES
@@ -88,6 +99,8 @@ class ServerOptions:
     api_key: str | None = field(default=None, repr=False)
     metrics_port: int | None = None
     allowed_hosts: tuple[str, ...] = ()
+    resume_window_s: float = RESUME_WINDOW_S
+    max_parked_sessions: int = MAX_PARKED_SESSIONS
 
 
 BETA_REFUSAL = ("this server speaks the GA OpenAI Realtime protocol only: the beta protocol "
@@ -178,6 +191,10 @@ class DemoServer:
         self.access = ApiKeyAccess(self.options.api_key) if self.options.api_key else None
         self.slots = slots or SessionSlots(self.options.max_sessions)
         self._open: set[ServerConnection] = set()
+        self.resumption = (Resumption(self.options.resume_window_s,
+                                      self.options.max_parked_sessions, self.options.api_key,
+                                      self.metrics)
+                           if self.options.resume_window_s > 0 else None)
         self.server: Server | None = None
         self.metrics_server: MetricsHttpServer | None = None
 
@@ -275,9 +292,18 @@ class DemoServer:
         self.metrics.sessions_open.inc()
         try:
             session_id = EventLog.new_id("sess")
-            SESSION_ID.set(session_id)
-            await Connection(websocket, self.services, session_id,
-                             self.metrics.session()).run()
+            if self.resumption is None:
+                connection = Connection(websocket, self.services, session_id,
+                                        self.metrics.session())
+            else:
+                connection = await self.resumption.connection(
+                    websocket, self.services, session_id, self.metrics.session())
+            SESSION_ID.set(connection.session.id)
+            try:
+                await connection.run()
+            finally:
+                if self.resumption is not None:
+                    self.resumption.ended(connection)
         finally:
             self.metrics.sessions_open.dec()
             self._open.discard(websocket)
@@ -308,6 +334,8 @@ class DemoServer:
         each has ended; a session whose client has not completed the closing handshake after
         `grace_s` seconds has its TCP connection aborted (its tasks then end as well)."""
         assert self.server is not None
+        if self.resumption is not None:
+            self.resumption.close()
         if self.metrics_server is not None:
             await asyncio.to_thread(self.metrics_server.close)
         self.server.close()

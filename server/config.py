@@ -22,10 +22,12 @@ from calibration.asr import (
 from calibration.asr_queue import AsrPriority
 from calibration.policies import AUTO_ASR_TIMEOUT_S, make_policy
 from server.app import (
+    MAX_PARKED_SESSIONS,
     MAX_SESSIONS,
     MAX_WEBSOCKET_FRAME_BYTES,
     PING_INTERVAL_S,
     PING_TIMEOUT_S,
+    RESUME_WINDOW_S,
     ServerOptions,
 )
 from server.connection import Services
@@ -89,6 +91,8 @@ class ServerConfig:
     pause_timeout_ms: int = 2500
     max_backchannel_ms: int = 1500
     max_turn_ms: int = 30_000
+    resume_window_s: float = RESUME_WINDOW_S
+    max_parked_sessions: int = MAX_PARKED_SESSIONS
     api_key: str | None = field(default=None, repr=False)
     llm_url: str | None = None
     llm_model: str | None = None
@@ -321,6 +325,15 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                                                           defaults.input_window_s))),
                         help="window of --max-input-speed (s, default 5): up to speed x "
                         "window of audio may come at once")
+    limits.add_argument("--resume-window-s", type=_seconds_or_off,
+                        default=_seconds_or_off(str(env("resume-window-s",
+                                                        defaults.resume_window_s))),
+                        help="a dropped session is kept this long for its client to resume "
+                        "it with the token of its session.created (s, default 60); 0: never")
+    limits.add_argument("--max-parked-sessions", type=_positive_int,
+                        default=int(env("max-parked-sessions", defaults.max_parked_sessions)),
+                        help="dropped sessions kept for a resume at once (default 32); one "
+                        "more lets the oldest go")
     access = parser.add_argument_group("access")
     access.add_argument("--api-key", nargs="?", action=_KeyFromEnvironment,
                         help="not accepted here: set DUPLEX_API_KEY or use --api-key-file")
@@ -394,6 +407,7 @@ def parse_config(argv: Sequence[str] | None = None,
         input_window_s=args.input_window_s, api_key=api_key,
         interruption_mode=args.interruption_mode, pause_timeout_ms=args.pause_timeout_ms,
         max_backchannel_ms=args.max_backchannel_ms, max_turn_ms=args.max_turn_ms,
+        resume_window_s=args.resume_window_s, max_parked_sessions=args.max_parked_sessions,
         llm_url=args.llm_url, llm_model=args.llm_model,
         llm_api_key=environ.get("DUPLEX_LLM_API_KEY") or environ.get("OPENAI_API_KEY") or None,
         llm_max_tokens=args.llm_max_tokens, llm_temperature=args.llm_temperature,
@@ -408,6 +422,7 @@ def server_options(config: ServerConfig) -> ServerOptions:
         ping_interval_s=config.ping_interval_s or None,
         ping_timeout_s=config.ping_timeout_s or None, api_key=config.api_key,
         metrics_port=config.metrics_port, allowed_hosts=(*config.allow_host, config.host),
+        resume_window_s=config.resume_window_s, max_parked_sessions=config.max_parked_sessions,
     )
 
 

@@ -24,17 +24,17 @@ from typing import Any, Protocol
 import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
-from websockets.protocol import Event
 
 from calibration.asr import Transcriber, foreground_work
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
 from calibration.word_marks import WordMark
-from server.http_guard import GuardedServerConnection
 from server.input_work import SessionInput, wait_through_cancellation
+from server.listening.pcm16 import float_to_pcm16
 from server.listening.smart_turn import end_of_turn_probability
 from server.listening.vad import resample_to_16k
 from server.outbound import send_events
+from server.realtime import modalities
+from server.realtime.drop import cut_at_drop
 from server.realtime.effects import (
     CancelGeneration,
     DecideTranscription,
@@ -51,9 +51,11 @@ from server.realtime.effects import (
 from server.realtime.limits import Admission, EventRateLimiter, rate_limit_error
 from server.realtime.protocol import ClientEvent, ProtocolError
 from server.realtime.session import Session, SessionConfig
+from server.realtime_socket import RealtimeServerConnection
 from server.reply_echo import ReplyEcho
 from server.reply_text import ReplyText
 from server.responders.prompt import Prompt, Responder, ResponderError
+from server.responders.tools import ToolCall
 from server.speech.resampling import StreamResampler
 from server.speech.synthesizer import SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
@@ -70,6 +72,11 @@ PREEMPTIBLE_AHEAD_MS = 2000
 the voice up to another reply's first piece and is synthesized again afterwards: the
 listener still has that much to hear, while one piece takes at most a few hundred ms (Piper
 on 2 cores, short pieces), so the redo comes long before an underrun."""
+
+WIND_DOWN_TIMEOUT_S = 5.0
+"""Longest wait (s) for the transcripts of committed turns when a dropped session is parked
+(faster-whisper tiny.en takes well under a second for a turn on 2 cores); a later one is
+lost with the connection's tasks."""
 
 GENERATION_AHEAD_MS = 5000
 """Synthesized audio a reply may hold unsent before its next segment is synthesized (ms): a
@@ -128,11 +135,6 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def float_to_pcm16(pcm: np.ndarray) -> bytes:
-    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
-    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
 @dataclass(frozen=True, slots=True)
 class _Speech:
     """One synthesized chunk made ready on the TTS worker thread, so that the event loop only
@@ -166,55 +168,6 @@ class _NoObserver:
         pass
 
 
-class RealtimeServerConnection(GuardedServerConnection):
-    """A `websockets` server connection that reports the client's close frame as it arrives
-    (`on_close_frame`, called on the event loop).
-
-    websockets' `recv()` raises `ConnectionClosed` only once the TCP connection has ended. A
-    client that closes while the server's audio waits unread in its buffers (it stopped
-    reading: a closed tab, a client with a full receive queue) answers the server's close
-    frame only after its close timeout (10 s), and meanwhile the session generated on: a
-    model's HTTP stream stayed open until the model had written its whole reply. The close
-    frame ends the session instead (RFC 6455 5.5.1: after it the client reads nothing more).
-
-    It also leaves no reference cycle of websockets' making behind once the connection has
-    ended, so that a closed connection is freed by reference counting at once, not by the next
-    full collection of the cyclic garbage collector (which walks every session's objects on
-    the event loop: benchmarks/README.md, "Load benchmark").
-    """
-
-    on_close_frame: Callable[[], None] | None = None
-
-    def process_event(self, event: Event) -> None:
-        """websockets' processing of one incoming event; then the close-frame report."""
-        super().process_event(event)
-        if (isinstance(event, Frame) and event.opcode is Opcode.CLOSE
-                and self.on_close_frame is not None):
-            self.on_close_frame()
-
-    async def handshake(self, *args: Any, **kwargs: Any) -> None:
-        """websockets' opening handshake; then the subprotocol hook of `serve` leaves the
-        protocol object: websockets binds it to that object as a closure over this
-        connection (a cycle: connection, protocol, hook, connection), and only the handshake
-        calls it."""
-        try:
-            await super().handshake(*args, **kwargs)
-        finally:
-            vars(self.protocol).pop("select_subprotocol", None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """websockets' end of the connection; then its protocol object's frame parser, a
-        generator that holds the object and has nothing more to parse (the stream ended), is
-        closed, and the exception that ended the parsing if any (e.g. the EOFError of a
-        connection lost without a close frame; it stays the cause of every later
-        `ConnectionClosed`) loses its traceback, which holds the parser's frame."""
-        super().connection_lost(exc)
-        protocol = self.protocol
-        protocol.parser.close()
-        if protocol.parser_exc is not None:
-            protocol.parser_exc.__traceback__ = None
-
-
 class Connection:
     """Drive one session over one WebSocket.
 
@@ -223,14 +176,24 @@ class Connection:
         services: shared TTS, responder and calibration settings.
         session_id: id for the new session.
         observer: told of every applied client event and every server event (metrics).
+        session: a parked session to serve again (a resume), else a new one is made.
+
+    Attributes:
+        opening: keyword arguments of `Session.open` (the resume token, `session.resumed`).
+        keep: asked when the connection ended whether the session will be parked
+            (`server.resumption`); if so, `run` first applies the drop to it
+            (`_wind_down`).
     """
 
     def __init__(self, websocket: ServerConnection, services: Services, session_id: str,
-                 observer: SessionObserver | None = None) -> None:
+                 observer: SessionObserver | None = None,
+                 session: Session | None = None) -> None:
         self.websocket = websocket
         self.observer = observer or _NoObserver()
         self.services = services
-        self.session = Session(services.session_config, session_id=session_id)
+        self.session = session or Session(services.session_config, session_id=session_id)
+        self.opening: dict[str, Any] = {}
+        self.keep: Callable[[], bool] | None = None
         self.calibration: HistoryCalibration | None = None
         if services.policy is not None:
             self.calibration = HistoryCalibration(
@@ -238,6 +201,7 @@ class Connection:
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
+                on_failed=self._on_calibration_failed,
             )
             self.session.calibration = self.calibration
         self._write_lock = asyncio.Lock()
@@ -267,7 +231,7 @@ class Connection:
 
     async def run(self) -> None:
         """Serve the session until the socket closes; then cancel everything it started."""
-        self.session.open()
+        self.session.open(**self.opening)
         sender = asyncio.create_task(self._send_loop())
         if self.services.idle_timeout_s is not None:
             self._idle_timer = asyncio.get_running_loop().call_later(
@@ -282,6 +246,8 @@ class Connection:
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
+            if self.keep is not None and self.keep():
+                await self._wind_down()
             tasks = [sender, *self._generations.values(), *self._background,
                      *self._transcriptions]
             if self._prepared is not None:
@@ -296,6 +262,27 @@ class Connection:
             if isinstance(self.websocket, RealtimeServerConnection):
                 # the connection would hold this object (a cycle) as long as it lives
                 self.websocket.on_close_frame = None
+
+    async def _wind_down(self) -> None:
+        """Before the session is parked: cut the reply at the drop (`drop.cut_at_drop`), let
+        the committed turns' transcripts and the cut's calibration finish (each within its
+        own bound: `WIND_DOWN_TIMEOUT_S`, `calibration_timeout_s`), and hand the events meant
+        for the gone client to the observer only."""
+        self.session.set_clock(_now_ms())
+        if (drop := cut_at_drop(self.session)) is not None:
+            self.observer.client_event(drop)
+        self._carry_out_effects()
+        if self._transcriptions:
+            await asyncio.wait(list(self._transcriptions), timeout=WIND_DOWN_TIMEOUT_S)
+            self.session.set_clock(_now_ms())
+            if (drop := cut_at_drop(self.session)) is not None:  # a transcript started one
+                self.observer.client_event(drop)
+            self._carry_out_effects()
+        if self.calibration is not None:
+            await self.calibration.before_prompt()
+        self._carry_out_effects()
+        for event in self.session.take_events():
+            self.observer.server_event(event)
 
     async def _next_frame(self) -> str | bytes | None:
         """The next client frame; None once the client's close frame arrived
@@ -603,6 +590,11 @@ class Connection:
             task.add_done_callback(self._background.discard)
         self._wake.set()
 
+    def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
+        """A calibration ended without a result: announce the text kept without it."""
+        self.session.announce_calibration(response_id, elapsed_ms)
+        self._wake.set()
+
     async def _report_cross_check(
         self, response_id: str, result: int,
         cross_check: Awaitable[tuple[str | None, bool | None]],
@@ -685,12 +677,16 @@ class Connection:
         iterator is closed on every exit (`contextlib.aclosing`), which closes a model's HTTP
         stream.
 
+        A function call the responder makes goes to the session (`on_function_call`).
         Returns True when the reply was read to its end, False when the response stopped
         generating first. Raises what the responder raises.
         """
         try:
             async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
+                    if isinstance(delta, ToolCall):
+                        self.session.on_function_call(response_id, delta)
+                        continue
                     text = reply.add(delta)
                     if text and not self.session.on_text(response_id, text):
                         return False
@@ -722,8 +718,9 @@ class Connection:
         TTS then runs a bounded distance ahead of playback: an interrupted reply wastes at most
         that much synthesis, and concurrent sessions share the TTS by need, not by arrival.
         """
-        response = self.session.responses[response_id]
-        while response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS:
+        response = self.session.responses.get(response_id)
+        while response is not None and (
+                response.cursor.generated_ms - response.cursor.sent_ms > GENERATION_AHEAD_MS):
             self._sent.clear()
             await self._sent.wait()
 
@@ -745,8 +742,14 @@ class Connection:
         first chunk and is synthesized again after it, so a first piece waits for at most a segment
         of a reply that has little audio buffered; while a first piece waits or is synthesized,
         in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
-        Returns False when the response stopped generating (the rest is dropped).
+        Returns False when the response stopped generating (the rest is dropped). A reply of
+        text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
+        response = self.session.responses.get(response_id)
+        if response is None:  # its item was deleted, and the response freed with it
+            return False
+        if response.output_modalities == modalities.TEXT:
+            return self.session.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
         return spoke
@@ -755,7 +758,10 @@ class Connection:
         """One attempt of `_speak`: None when the piece was preempted before its first chunk
         (nothing of it was queued; synthesize it again)."""
         start, end = span
-        text = self.session.responses[response_id].text[start:end]
+        response = self.session.responses.get(response_id)
+        if response is None:  # its item was deleted, and the response freed with it
+            return False
+        text = response.text[start:end]
         synthesizer = self.services.synthesizer
         rate = self.session.config.sample_rate_hz
         echo = self._reply_echo_for(response_id)
@@ -789,7 +795,7 @@ class Connection:
             except Exception as exc:
                 loop.call_soon_threadsafe(chunks.put_nowait, exc)
 
-        cursor = self.session.responses[response_id].cursor
+        cursor = response.cursor
         first = cursor.generated_ms == 0
         ahead_ms = cursor.generated_ms - cursor.sent_ms
         preempt = (preemption.preempt if not first and ahead_ms >= PREEMPTIBLE_AHEAD_MS

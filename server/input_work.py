@@ -29,6 +29,8 @@ may preempt the worker while it holds the GIL, and the loop then waits until it 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -72,18 +74,53 @@ over the bound) is closed with code 1008: its client keeps sending faster than t
 the audio queued in the socket buffers now holds back even its pongs (the keepalive would end
 it with 1011, `--ping-timeout-s`, 20 s, blaming the server)."""
 
+INPUT_NICE = 10
+"""How much lower than the rest of the process the input workers' OS priority is (nice
+increment, Linux only: a thread's own nice value, `setpriority(2)` on its thread id). The
+kernel's fair scheduler gives a runnable thread CPU in proportion to its weight, 1024 at nice
+0 and 110 at nice 10 (`sched_prio_to_weight`, kernel/sched/core.c): when the cores are short,
+synthesis, transcription and the event loop run before another session's input work. Not
+lower (nice 19, weight 15): the input worker holds the GIL in short stretches, and a thread
+preempted while it holds it makes the event loop wait until the scheduler runs it again, which
+takes longer the lower its weight (`benchmarks/README.md`, "Fairness benchmark")."""
+
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
 def _input_executor() -> ThreadPoolExecutor:
-    """The process-wide worker threads of the input path (created on first use)."""
+    """The process-wide worker threads of the input path (created on first use), each at
+    `INPUT_NICE` below the process's priority."""
     global _executor
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=INPUT_THREADS,
-                                           thread_name_prefix="input")
+                                           thread_name_prefix="input",
+                                           initializer=lower_thread_priority,
+                                           initargs=(INPUT_NICE,))
         return _executor
+
+
+def lower_thread_priority(increment: int) -> None:
+    """Raise the calling thread's nice value by `increment` (Linux: per thread; elsewhere,
+    where `setpriority` on a thread id would name a process, nothing). A value beyond 19 is
+    clamped there by the kernel; an increment <= 0 changes nothing (lowering a nice value
+    needs a privilege the server does not ask for)."""
+    if increment <= 0 or sys.platform != "linux":
+        return
+    thread_id = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, thread_id,
+                   os.getpriority(os.PRIO_PROCESS, thread_id) + increment)
+
+
+def reset_input_executor() -> None:
+    """Stop the input workers after their queued jobs (new jobs start new ones, with the
+    `INPUT_NICE` then in force): for benchmarks comparing priorities in one process."""
+    global _executor
+    with _executor_lock:
+        executor, _executor = _executor, None
+    if executor is not None:
+        executor.shutdown(wait=True)
 
 
 class InputLane:

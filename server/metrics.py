@@ -41,6 +41,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from server.realtime import protocol
+from server.realtime.drop import DROP_SOURCE
 from server.responders.prompt import Prompt, Responder
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
@@ -64,7 +65,8 @@ FIRST_TOKEN_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0
 """`duplex_llm_time_to_first_token_seconds` buckets (s)."""
 
 BARGE_IN_SOURCES = ("barge_in:vad", "barge_in:button", "barge_in:other", "server_vad",
-                    "truncate", "cancel", "clear", "playback_ack", "new_response", "other")
+                    "truncate", "cancel", "clear", "playback_ack", "new_response", "disconnect",
+                    "other")
 """Label values of `duplex_barge_ins_total`: what cut a reply short (see `SessionMetrics`)."""
 
 ACK_ANOMALIES = ("beyond_sent", "backwards", "refused")
@@ -129,6 +131,18 @@ class ServerMetrics:
         self.sessions_refused = Counter(
             "duplex_sessions_refused", "WebSocket upgrades refused at the handshake, by reason "
             "(beta, origin, api_key, full).", ["reason"], registry=r)
+        self.sessions_parked = Gauge(
+            "duplex_sessions_parked", "Dropped sessions parked for a resume now "
+            "(--resume-window-s, at most --max-parked-sessions).", registry=r,
+            multiprocess_mode="livesum")
+        self.sessions_resumed = Counter("duplex_sessions_resumed",
+                                        "Parked sessions resumed with their token.", registry=r)
+        self.resumes_refused = Counter(
+            "duplex_resumes_refused", "Resume tokens refused, by reason (unknown, expired, "
+            "used, evicted, wrong_key, malformed, busy).", ["reason"], registry=r)
+        self.parked_dropped = Counter(
+            "duplex_parked_sessions_dropped", "Parked sessions let go without a resume, by "
+            "reason (expired, evicted, shutdown).", ["reason"], registry=r)
         self.responses = Counter("duplex_responses", "Responses ended, by response.done status.",
                                  ["status"], registry=r)
         self.barge_ins = Counter(
@@ -289,7 +303,8 @@ class SessionMetrics:
     attached to a stored marks result). Interruptions (`duplex_barge_ins_total`) are the first
     `conversation.item.heard` of an item with `interrupted: true`, attributed to the client
     event being applied then (`_CAUSE_BY_EVENT`; `barge_in` by its `source`: `vad`, `button`,
-    else `other`); a reply that failed is not counted. ACK anomalies pair each applied
+    else `other`; a dropped connection's cut, `server.realtime.drop`, as `disconnect`); a
+    reply that failed is not counted. ACK anomalies pair each applied
     `playback.ack` with its `playback.acknowledged`, which carries the response's cursor.
     """
 
@@ -313,7 +328,7 @@ class SessionMetrics:
             return
         if isinstance(event, protocol.BargeIn):
             source = event.source if event.source in ("vad", "button") else "other"
-            self._cause = f"barge_in:{source}"
+            self._cause = "disconnect" if event.source == DROP_SOURCE else f"barge_in:{source}"
             return
         self._cause = _CAUSE_BY_EVENT.get(type(event), "other")
         if isinstance(event, protocol.PlaybackAck):

@@ -52,15 +52,18 @@ class DemoPage:
         page: the Playwright page.
         received: server events the page received on `/v1/realtime`, in order (parsed JSON).
         sent: client events the page sent, in order (parsed JSON).
+        sockets: the WebSockets the page opened, in order (across reloads).
     """
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.received: list[Event] = []
         self.sent: list[Event] = []
+        self.sockets: list[WebSocket] = []
         page.on("websocket", self._watch)
 
     def _watch(self, websocket: WebSocket) -> None:
+        self.sockets.append(websocket)
         websocket.on("framereceived", lambda payload: self._record(self.received, payload))
         websocket.on("framesent", lambda payload: self._record(self.sent, payload))
 
@@ -129,9 +132,11 @@ class DemoPage:
             f"s.items.find((i) => i.responseId === {json.dumps(response_id)}).id")
 
     async def history_parts(self, item_id: str) -> dict[str, str]:
-        """The history panel's text parts of an assistant item: heard, unheard, pending."""
+        """The history panel's text parts of an assistant item: heard, unheard, pending (each
+        the text of all its elements, in document order: a reply's rendered markdown has one
+        per text run)."""
         entry = self.page.locator(f'[data-testid="history-item"][data-item-id="{item_id}"]')
-        return {part: await entry.get_by_test_id(part).text_content() or ""
+        return {part: "".join(await entry.get_by_test_id(part).all_text_contents())
                 for part in ("heard", "unheard", "pending")}
 
 

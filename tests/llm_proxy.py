@@ -17,6 +17,8 @@ by `mode`:
   `{"reasoning_content": "..."}`), ended by `finish_reason` "stop" and `[DONE]`;
   each delta is JSON-encoded as Python's `json.dumps` does, so a lone surrogate goes out as its
   `\\ud83d`-style escape, as an LLM server that splits an emoji's UTF-16 pair sends it.
+  With `scripts` (a list of such scripts), each request plays the next of them, in order, and
+  `script` once they are used up (a conversation of several model turns).
 Times are `time.monotonic()` readings (s), comparable with the test's own.
 """
 
@@ -75,6 +77,7 @@ class RecordingProxy(LoopbackHTTPServer):
         self.status = 500
         self.script: list[str | tuple[str, float] | dict[str, str]] = []
         self.script_pause_s = 0.0
+        self.scripts: list[list[str | tuple[str, float] | dict[str, Any]]] = []
         self.requests: list[ChatRequest] = []
         super().__init__(port)
 
@@ -157,7 +160,7 @@ class RecordingProxy(LoopbackHTTPServer):
         handler.end_headers()
         model = request.body.get("model", "")
 
-        def event(delta: dict[str, str], finish: str | None) -> None:
+        def event(delta: dict[str, Any], finish: str | None) -> None:
             chunk = {"id": "chatcmpl-script", "object": "chat.completion.chunk", "created": 0,
                      "model": model, "choices": [{"index": 0, "delta": delta,
                                                   "finish_reason": finish}]}
@@ -168,7 +171,7 @@ class RecordingProxy(LoopbackHTTPServer):
 
         try:
             event({"role": "assistant", "content": ""}, None)
-            for step in self.script:
+            for step in self.scripts.pop(0) if self.scripts else self.script:
                 content, pause_s = step if isinstance(step, tuple) else (step, self.script_pause_s)
                 if _client_closed(handler.connection, pause_s):
                     request.client_closed_s = time.monotonic()

@@ -241,11 +241,13 @@ async def test_case8_full_ack_after_a_truncate_cannot_restore_text() -> None:
 
 async def test_case9_deleting_the_item_frees_recordings_and_tasks() -> None:
     rig, _, rid = await text_only_hello()
-    events = rig.send(type="conversation.item.delete", item_id=rig.item_id(rid))
+    item_id = rig.item_id(rid)
+    events = rig.send(type="conversation.item.delete", item_id=item_id)
     assert [e["type"] for e in events] == ["conversation.item.deleted"]
     await rig.settle()
     assert not rig.ctl.audio and not rig.ctl.tasks and not rig.ctl.versions
-    assert rig.item_id(rid) not in rig.session.history
+    assert item_id not in rig.session.history
+    assert rid not in rig.session.responses  # not the latest reply: freed at once
 
 
 # ---------------------------------------------------------------------- case 10: speed

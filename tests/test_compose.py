@@ -1,6 +1,6 @@
 """The compose stack: the file against the compose specification (offline, check-jsonschema's
-vendored `compose-spec` schema), its profiles against the README's table, healthchecks, the
-wiring of each demo variant to its server, the nginx configuration of `scale`, and the README's
+vendored `compose-spec` schema), its profiles against the table of docs/running.md, healthchecks, the
+wiring of each demo variant to its server, the nginx configuration of `scale`, and the documented
 `openai` SDK recipe run against a real server. Docker itself is not needed: the file is parsed.
 """
 
@@ -37,9 +37,10 @@ def services() -> dict[str, dict[str, Any]]:
 
 
 def readme_profiles() -> dict[str, set[str]]:
-    """Profile -> services, from the README's table ("(none)": the services of no profile)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Docker"):readme.index("## Repository layout")]
+    """Profile -> services, from the table of docs/running.md ("(none)": the services of no
+    profile)."""
+    running = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    section = running[running.index("## Docker"):]
     rows = re.findall(r"^\| (\(none\)|`[a-z-]+`) \| ([^|]+) \|", section, flags=re.MULTILINE)
     return {profile.strip("`"): set(re.findall(r"`([a-z-]+)`", names))
             for profile, names in rows}
@@ -162,9 +163,9 @@ def test_the_scale_proxy_routes_websockets_to_the_replicas_by_a_sticky_cookie() 
     assert listen is not None and proxy["ports"] == [f"127.0.0.1:8780:{listen.group(1)}"]
 
 
-async def test_the_readme_openai_sdk_recipe_holds_a_conversation(start_server) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    recipe = readme[readme.index("### Recipe: the `openai` SDK as a client"):]
+async def test_the_documented_openai_sdk_recipe_holds_a_conversation(start_server) -> None:
+    clients = (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
+    recipe = clients[clients.index("## The `openai` SDK"):]
     code = re.search(r"```python\n(.*?)```", recipe, flags=re.DOTALL).group(1)
     server = await start_server(tts="uniform", lead_ms=600_000)
     code = code.replace("ws://127.0.0.1:8765/v1", server.ws_url.removesuffix("/realtime"))

@@ -69,7 +69,9 @@ async def test_a_finished_session_is_freed_without_the_cyclic_collector(
     `Connection`, `Session`, calibration and websockets objects are freed by reference counting
     as soon as its handler returns, with the cyclic garbage collector off. A cycle would leave
     them, and all they hold, for the collector's next full collection, which runs on the event
-    loop while every other session waits (benchmarks/README.md, "Load benchmark")."""
+    loop while every other session waits (benchmarks/README.md, "Load benchmark"). An aborted
+    session is parked for a resume (`server.resumption`): its `Session` is freed the same way
+    once its resume window (1 s here) has passed."""
     run = Connection.run
     refs: list[weakref.ref[Any]] = []
 
@@ -81,7 +83,7 @@ async def test_a_finished_session_is_freed_without_the_cyclic_collector(
         await run(connection)
 
     monkeypatch.setattr(Connection, "run", run_and_watch)
-    server = await start_server(tts="uniform")
+    server = await start_server(tts="uniform", resume_window_s=1.0)
     collecting = gc.isenabled()
     gc.disable()
     try:

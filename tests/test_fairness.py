@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
+import os
 import threading
 import time
 from typing import Any
@@ -221,3 +223,34 @@ async def test_a_client_that_keeps_sending_too_fast_is_closed_with_1008(
         assert closed.value.rcvd is not None
         assert closed.value.rcvd.code == 1008
         assert "input audio" in closed.value.rcvd.reason
+
+
+# ------------------------------------------------------------------------- OS priority
+
+
+def _spin(seconds: float, cpu: int) -> float:
+    """On one core `cpu`: hash (hashlib releases the GIL for large buffers: the kernel, not the
+    GIL, decides who runs) for `seconds` of wall time; returns this thread's CPU time (s)."""
+    os.sched_setaffinity(threading.get_native_id(), {cpu})
+    block = bytes(1 << 20)
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - started < seconds:
+        hashlib.sha256(block).digest()
+    return time.thread_time() - cpu_started
+
+
+async def test_input_work_yields_the_core_to_foreground_work() -> None:
+    """The input workers run at `INPUT_NICE` below the process (Linux's per-thread nice): on
+    one core shared with a foreground thread (synthesis, transcription, the event loop), both
+    busy, the foreground thread gets most of the core (weights 1024 : 110 at nice 0 : 10,
+    whatever other processes run there too), and the event loop's own thread is not niced."""
+    loop_thread = threading.get_native_id()
+    base = os.getpriority(os.PRIO_PROCESS, loop_thread)
+    nice = await InputLane().run(lambda: os.getpriority(os.PRIO_PROCESS,
+                                                        threading.get_native_id()))
+    assert nice == min(19, base + input_work.INPUT_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, loop_thread) == base
+    cpu = min(os.sched_getaffinity(0))
+    foreground = asyncio.create_task(asyncio.to_thread(_spin, 2.0, cpu))
+    background = await InputLane().run(_spin, 2.0, cpu)
+    assert await foreground > 3 * background, (await foreground, background)

@@ -24,7 +24,7 @@ from websockets.uri import parse_uri
 
 from server.realtime import protocol
 from server.realtime.effects import Transcribe
-from server.realtime.limits import Admission, EventRateLimiter
+from server.realtime.limits import MAX_STORED_SETTINGS_CHARS, Admission, EventRateLimiter
 from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import ConversationTurn, Prompt
 from server.responders.reply_limit import ReplyLengthLimit, word_prefix
@@ -243,6 +243,41 @@ async def test_items_past_max_history_chars_are_refused(start_server) -> None:
         await client.send(user_item("y" * 36, "idy2"))
         await client.wait_for("conversation.item.done")
         assert len(client.of_type("conversation.item.done")) == 2
+
+
+def function_tools(count: int, description_chars: int) -> list[dict[str, Any]]:
+    """`count` OpenAI function tools, each with a description of `description_chars`."""
+    return [{"type": "function", "name": f"tool_{index}", "description": "d" * description_chars,
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+            for index in range(count)]
+
+
+async def test_session_settings_kept_as_given_are_bounded(start_server) -> None:
+    """Issue 26's kind "state outside the limits": `tools` (and the other fields kept as given)
+    took any size a frame holds; a 900 kB tools list was kept and echoed. Now together at
+    most `MAX_STORED_SETTINGS_CHARS`: 120 tools of 350-character descriptions fit; 900 kB, or
+    a prompt under the bound that would take the kept settings over it, are refused and
+    change nothing."""
+    server = await start_server()
+    async with RealtimeClient.connect(server.ws_url) as client:
+        fitting = function_tools(120, 350)
+        await client.send({"type": "session.update", "session": {"tools": fitting}})
+        first = (await client.wait_for("session.updated"))["session"]
+        assert first["tools"] == fitting
+        for session in ({"tools": function_tools(900, 1000)},
+                        {"prompt": {"id": "pmpt_1", "variables": {"v": "p" * 20_000}}}):
+            event_id = await client.send({"type": "session.update", "session": session})
+            error = (await client.wait_for("error", timeout=10))["error"]
+            assert (error["code"], error["event_id"]) == ("invalid_value", event_id)
+            assert str(MAX_STORED_SETTINGS_CHARS) in error["message"]
+        assert error["param"] == "session.prompt"
+        await client.send({"type": "session.update", "session": {"instructions": "Be brief."}})
+        updated = await client.wait_for("session.updated")
+        assert updated["session"]["tools"] == fitting
+        assert updated["session"]["prompt"] == first["prompt"]
+        assert all(len(e["session"]["tools"]) <= len(fitting)
+                   and e["session"]["prompt"] == first["prompt"]
+                   for e in client.of_type("session.updated"))
 
 
 @pytest.mark.parametrize("field", ["item.id", "previous_item_id"])

@@ -143,12 +143,18 @@ def test_what_openai_refuses_is_one_error_naming_every_field_and_changes_nothing
     assert session.session_wire() == before
 
 
-def test_formats_other_than_24_khz_pcm_are_refused_clearly() -> None:
-    """G.711 (`audio/pcmu`, `audio/pcma`) is valid for OpenAI but not spoken here: a clear
-    error, not garbled audio."""
+def test_g711_formats_are_accepted_and_pcm_at_another_rate_is_refused() -> None:
+    """G.711 (`audio/pcmu`, `audio/pcma`, valid for OpenAI) is applied and reported, for input
+    and output apart (`tests/test_g711.py` speaks it); `audio/pcm` at a rate OpenAI refuses
+    too gets a clear error naming the field."""
     for kind in ("audio/pcmu", "audio/pcma"):
         event = update(Session(), {"audio": {"input": {"format": {"type": kind}}}})
-        assert event["error"]["param"] == "session.audio.input.format", event
+        audio = event["session"]["audio"]
+        assert (audio["input"]["format"], audio["output"]["format"]) == (
+            {"type": kind}, {"type": "audio/pcm", "rate": 24000})
+    event = update(Session(), {"audio": {"output": {"format": {"type": "audio/pcm",
+                                                               "rate": 16000}}}})
+    assert event["error"]["param"] == "session.audio.output.format", event
 
 
 async def test_the_updates_frameworks_send_on_connect_are_accepted(start_server) -> None:

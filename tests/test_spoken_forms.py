@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_calibration import load_corpus
+from calibration.speakable import make_speakable
 from calibration.units import text_units
 from server.speech.segmenter import SpeechSegmenter
-from server.speech.speakable import make_speakable
 from tests.conftest import loaded_synthesizer
 
 SPOKEN_FORMS = [

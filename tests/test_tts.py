@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
+from calibration.speakable import make_speakable
 from server.speech import piper_tts
 from server.speech.engines import create_synthesizer
 from server.speech.piper_tts import plan_chunks
 from server.speech.resampling import resample
-from server.speech.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 

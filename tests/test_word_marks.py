@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
+from calibration.speakable import make_speakable
 from calibration.units import text_units
 from calibration.word_marks import PackedWordMarks, WordMark
 from server.speech.engines import create_synthesizer
-from server.speech.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer
 
 SENTENCES = (

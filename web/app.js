@@ -73,6 +73,8 @@ const state = {
   speechStarted: [], // input_audio_buffer.speech_started events
   pauses: [], // response.paused and response.resumed events, in order
   backchannels: [], // input_audio_buffer.backchannel events
+  resumed: [], // session.resumed events (a session given back after a dropped connection)
+  reconnects: [], // {detail, retryMs}: automatic reconnects scheduled after a drop
 };
 window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG } };
 
@@ -116,6 +118,7 @@ const mic = new MicControl({
 const handlers = {
   'session.created': onSession,
   'session.updated': onSession,
+  'session.resumed': onResumed,
   'conversation.item.added': onItem,
   'conversation.item.created': onItem,
   'conversation.item.done': onItem,
@@ -182,7 +185,7 @@ const handlers = {
   error: onError,
 };
 
-function onSocketState(socketState, detail) {
+function onSocketState(socketState, detail, retryMs = null) {
   reconnectButton.hidden = socketState !== 'closed';
   if (socketState !== 'closed') {
     status.setConnection('connecting');
@@ -191,7 +194,12 @@ function onSocketState(socketState, detail) {
   state.connected = false;
   playback.reset();
   status.setConnection('disconnected');
-  status.log('error', `Disconnected (${detail})`);
+  if (retryMs === null) {
+    status.log('error', `Disconnected (${detail})`);
+    return;
+  }
+  state.reconnects.push({ detail, retryMs });
+  status.log('error', `Disconnected (${detail}); reconnecting in ${(retryMs / 1000).toFixed(1)} s`);
 }
 
 function onSession(event) {
@@ -200,13 +208,19 @@ function onSession(event) {
   state.inputRate = input?.format?.rate ?? state.inputRate ?? DEFAULT_RATE;
   if (event.type === 'session.created') {
     resetSession();
+    // The token that gives this session back after a drop or a reload (single-use: each
+    // session.created brings the next one).
+    client.resumeToken = event.session?.resume?.token ?? null;
     status.log('info', `Session ${event.session?.id ?? ''} started, audio at ${rate} Hz`);
     // Opt in to the extension events (heard text, ACK replies, pauses, backchannels), the
     // interim heard texts too: the history view shows each calibration and its evidence.
     // Server VAD (on by default) waits for the microphone: `mic` asks for it when it is on.
-    client.send({ type: 'session.update', session: {
-      type: 'realtime', extensions: { enabled: true, interim_heard: true },
-      audio: { input: { turn_detection: null } } } });
+    // A resumed session kept its settings (opted in already): they are not sent again.
+    if (!event.session?.extensions?.enabled) {
+      client.send({ type: 'session.update', session: {
+        type: 'realtime', extensions: { enabled: true, interim_heard: true },
+        audio: { input: { turn_detection: null } } } });
+    }
   }
   state.sessionRate = rate;
   state.connected = true;
@@ -242,6 +256,42 @@ function resetSession() {
     backchannels: [],
   });
   renderStatus();
+}
+
+/**
+ * The server gave this tab's session back after a dropped connection or a reload: show the
+ * history it kept, as heard (the reply the drop cut ends where the last ACK put it, the rest
+ * struck through), in place of whatever the page showed (`session.created` cleared it).
+ */
+function onResumed(event) {
+  state.resumed.push(event);
+  const heardOf = new Map((event.heard ?? []).map((heard) => [heard.item_id, heard]));
+  for (const item of event.items ?? []) {
+    if (!item?.id || (item.role !== 'user' && item.role !== 'assistant')) continue;
+    const heard = heardOf.get(item.id);
+    addItem(item.id, item.role, heard?.response_id ?? null);
+    if (item.role === 'user') {
+      const part = item.content?.[0] ?? {};
+      if (part.type === 'input_audio') {
+        addSpokenTurn(item.id);
+        setUserTranscript(item.id, part.transcript ?? '');
+      } else {
+        conversation.addUser(part.text ?? '');
+        historyPanel.addItem(item.id, 'user', part.text ?? '');
+      }
+      continue;
+    }
+    historyPanel.addItem(item.id, 'assistant');
+    if (!heard) continue;
+    itemOfResponse.set(heard.response_id, item.id);
+    state.heard[item.id] = heard;
+    historyPanel.setHeard(heard);
+    conversation.addAssistant(heard.response_id).setText(heard.text);
+    if (heard.interrupted) conversation.markStopped(heard.response_id, heard.played_ms);
+  }
+  const seconds = ((event.parked_ms ?? 0) / 1000).toFixed(1);
+  status.log('info', `Resumed session ${event.session_id} after ${seconds} s: `
+    + `${state.items.length} items kept, as heard`);
 }
 
 function onItem(event) {

@@ -57,8 +57,8 @@ export class ConversationView {
 
   /** Add the reply of `responseId` and return its TranscriptView. */
   addAssistant(responseId) {
-    const body = document.createElement('p');
-    body.className = 'transcript';
+    const body = document.createElement('div');
+    body.className = 'transcript markdown';
     const note = document.createElement('p');
     note.className = 'turn-note';
     const item = this.#append('assistant', 'Assistant', body, note);

@@ -1,8 +1,13 @@
+import { renderMarkdown, wrapText } from './markdown-view.js';
+
 /**
  * The conversation history as the server stores it for the next prompt: user turns verbatim,
- * assistant turns cut to what the listener heard. For an assistant item the heard part comes
- * from its latest `conversation.item.heard` (`text`); the unheard rest is `full_text` minus that
- * prefix, struck through. Before any heard event the reply text is shown as pending.
+ * assistant turns cut to what the listener heard, their markdown rendered (`markdown-view.js`).
+ * For an assistant item the heard part comes from its latest `conversation.item.heard` (`text`);
+ * the unheard rest is `full_text` minus that prefix, struck through: the rendered text of the
+ * heard prefix is wrapped in `.heard` elements, the rest in `<del class="unheard">` elements
+ * (several of each when the reply has several blocks). Before any heard event the reply text is
+ * shown as pending.
  */
 export class HistoryView {
   #list;
@@ -66,7 +71,7 @@ export class HistoryView {
     if (!entry) return;
     entry.fullText += delta;
     this.#renderText(entry);
-    if (!entry.heard) entry.pendingPart.scrollIntoView({ block: 'nearest' });
+    if (!entry.heard) entry.text.lastElementChild?.scrollIntoView({ block: 'nearest' });
   }
 
   /** Replace an assistant item's pending text (the final transcript). */
@@ -84,7 +89,7 @@ export class HistoryView {
     this.#renderText(entry);
     this.#renderBadges(entry);
     // Show where the cut is: the end of the heard part (and the badges below the text).
-    entry.heardPart.scrollIntoView({ block: 'nearest' });
+    (entry.cutAt ?? entry.text).scrollIntoView({ block: 'nearest' });
   }
 
   /** Show the cursor of the latest `playback.acknowledged` for an item. */
@@ -113,15 +118,12 @@ export class HistoryView {
     who.className = 'who';
     who.textContent = role === 'user' ? 'User' : 'Assistant';
     if (role === 'user') item.dataset.testid = 'history-user';
-    const text = document.createElement('p');
+    const text = document.createElement(role === 'assistant' ? 'div' : 'p');
     item.append(who, text);
-    const entry = { item, text, fullText: '', heard: null };
+    const entry = { item, text, fullText: '', heard: null, cutAt: null };
     if (role === 'assistant') {
       item.dataset.testid = 'history-item';
-      entry.heardPart = element('span', 'heard');
-      entry.unheardPart = element('del', 'unheard');
-      entry.pendingPart = element('span', 'pending');
-      text.append(entry.heardPart, entry.unheardPart, entry.pendingPart);
+      text.className = 'markdown';
       entry.badges = document.createElement('ul');
       entry.badges.className = 'badges';
       entry.cursor = document.createElement('p');
@@ -138,24 +140,37 @@ export class HistoryView {
     return entry;
   }
 
+  /**
+   * Render the item's markdown: with a heard event, the heard prefix's rendered text in `.heard`
+   * spans and the rest in `del.unheard` (the whitespace right after the cut in a `.gap` inside
+   * the first one, so that the strike starts at a word); before it, all in `.pending` spans.
+   */
   #renderText(entry) {
     const { heard } = entry;
-    if (heard) {
-      const full = heard.full_text ?? '';
-      entry.heardPart.textContent = heard.text;
-      const rest = full.startsWith(heard.text) ? full.slice(heard.text.length) : '';
-      // The whitespace after the cut goes into an inline-block so the strike starts at a word.
-      const [, gap, words] = rest.match(/^(\s*)([\s\S]*)$/);
+    if (!heard) {
+      const [all] = renderMarkdown(entry.text, Array.from(entry.fullText), []);
+      wrapText(all, () => element('span', 'pending'));
+      entry.cutAt = null;
+      return;
+    }
+    const full = heard.full_text ?? '';
+    const source = full.startsWith(heard.text) ? full : heard.text;
+    const [heardNodes, rest] = renderMarkdown(
+      entry.text, Array.from(source), [Array.from(heard.text).length]);
+    const heardParts = wrapText(heardNodes, () => element('span', 'heard'));
+    // Whitespace-only text before the first unheard word is not struck.
+    const words = rest.slice(Math.max(0, rest.findIndex((node) => node.data.trim())));
+    const first = words.find((node) => node.data.trim());
+    const unheard = first ? wrapText(words, () => element('del', 'unheard')) : [];
+    const gap = first?.data.match(/^\s+/)?.[0];
+    if (gap) {
       const space = document.createElement('span');
       space.className = 'gap';
       space.textContent = gap;
-      entry.unheardPart.replaceChildren(...(gap ? [space] : []), words);
-      entry.pendingPart.textContent = '';
-    } else {
-      entry.heardPart.textContent = '';
-      entry.unheardPart.replaceChildren();
-      entry.pendingPart.textContent = entry.fullText;
+      first.data = first.data.slice(gap.length);
+      unheard[0].prepend(space);
     }
+    entry.cutAt = heardParts[heardParts.length - 1] ?? unheard[0] ?? null;
   }
 
   #renderBadges(entry) {

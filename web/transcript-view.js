@@ -1,8 +1,11 @@
+import { renderMarkdown, wrapText } from './markdown-view.js';
+
 /**
- * The text of one assistant reply as it is spoken: each word mark becomes a <span class="word">
- * whose data-state is '' (not yet played), 'current' (start_ms <= position < end_ms) or
- * 'spoken' (end_ms <= position). Text without marks is shown plain. The current word is kept
- * scrolled into view.
+ * The text of one assistant reply as it is spoken, its markdown rendered (`markdown-view.js`):
+ * the rendered text of each word mark becomes one or more <span class="word"> (more when the
+ * mark spans several rendered elements) whose data-state is '' (not yet played), 'current'
+ * (start_ms <= position < end_ms) or 'spoken' (end_ms <= position). Text without marks is shown
+ * plain. The current word is kept scrolled into view.
  *
  * Offsets in marks are code points into the concatenation of the reply's transcript deltas, so
  * the text is kept as an array of code points and never indexed as UTF-16.
@@ -11,7 +14,7 @@ export class TranscriptView {
   #element;
   #chars = [];
   #marks = [];
-  /** {element, startMs, endMs} for every rendered mark, in text order */
+  /** {elements, startMs, endMs} for every rendered mark, in text order */
   #words = [];
   #dirty = false;
   #positionMs = null;
@@ -56,31 +59,33 @@ export class TranscriptView {
       let state = '';
       if (word.endMs <= positionMs) state = 'spoken';
       else if (live && word.startMs <= positionMs) state = 'current';
-      if (word.element.dataset.state === state) continue;
-      word.element.dataset.state = state;
+      if (!word.elements.length || word.elements[0].dataset.state === state) continue;
+      for (const element of word.elements) element.dataset.state = state;
       // Keep the word being spoken on screen as the reply grows below the panel's fold.
-      if (state === 'current') word.element.scrollIntoView({ block: 'nearest' });
+      if (state === 'current') word.elements[0].scrollIntoView({ block: 'nearest' });
     }
   }
 
   #rebuild() {
-    const fragment = document.createDocumentFragment();
-    const text = (start, end) => this.#chars.slice(start, end).join('');
-    this.#words = [];
+    const spans = [];
     let at = 0;
     for (const mark of this.#marks) {
       if (mark.char_start < at) continue; // overlaps an earlier mark
-      if (mark.char_start > at) fragment.append(text(at, mark.char_start));
-      const element = document.createElement('span');
-      element.className = mark.estimated ? 'word estimated' : 'word';
-      element.dataset.state = '';
-      element.textContent = text(mark.char_start, mark.char_end);
-      fragment.append(element);
-      this.#words.push({ element, startMs: mark.start_ms, endMs: mark.end_ms });
+      spans.push(mark);
       at = mark.char_end;
     }
-    if (at < this.#chars.length) fragment.append(text(at));
-    this.#element.replaceChildren(fragment);
+    const offsets = spans.flatMap((mark) => [mark.char_start, mark.char_end]);
+    const segments = renderMarkdown(this.#element, this.#chars, offsets);
+    this.#words = spans.map((mark, index) => ({
+      elements: wrapText(segments[2 * index + 1], () => {
+        const element = document.createElement('span');
+        element.className = mark.estimated ? 'word estimated' : 'word';
+        element.dataset.state = '';
+        return element;
+      }),
+      startMs: mark.start_ms,
+      endMs: mark.end_ms,
+    }));
     this.#dirty = false;
   }
 }

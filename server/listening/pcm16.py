@@ -12,3 +12,8 @@ def pcm16_to_float(pcm16: bytes) -> np.ndarray:
         ValueError: an odd number of bytes.
     """
     return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def float_to_pcm16(pcm: np.ndarray) -> bytes:
+    """Float32 samples in [-1, 1] -> PCM16 LE bytes (clipped, scaled by 32767)."""
+    return (np.clip(pcm, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()

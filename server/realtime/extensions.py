@@ -19,7 +19,9 @@ EXTENSION_EVENTS = frozenset({
     "conversation.item.heard", "playback.acknowledged", "response.paused", "response.resumed",
     "input_audio_buffer.backchannel",
 })
-"""Server event types that are ours, not OpenAI's (PROTOCOL.md, "Server -> client")."""
+"""Server event types that are ours, not OpenAI's (PROTOCOL.md, "Server -> client"), held back
+until the client opts in. `session.resumed` is ours too but not held back: it is only ever
+sent to a client that asked to resume (`server.resumption`), which knows it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,7 +151,9 @@ class HeardTextStore:
         self.refresh(response, again=True)
 
     def announce_calibration(self, response_id: str, elapsed_ms: float) -> None:
-        """After `apply_heard_text` succeeded: re-derive and announce the item's heard text."""
+        """After `apply_heard_text` succeeded, or after a calibration of the reply failed (then
+        the text kept without it): re-derive and announce the item's heard text, settled
+        (`elapsed_ms`: the calibration's run time, reported in `conversation.item.heard`)."""
         response = self._responses.by_id.get(response_id)
         if response is not None:
             self.refresh(response, elapsed_ms, again=True)

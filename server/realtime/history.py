@@ -56,11 +56,17 @@ class HistoryItem:
         interrupted: assistant: the listener did not hear the reply to its end.
         method: how `text` was established: "none" | "full" | a calibration method.
         heard: the accepted calibration result, if any.
-        content_type: "input_text", "input_audio" or "output_audio".
+        content_type: "input_text", "input_audio", "output_audio" or "output_text" (an
+            assistant reply of text only).
+        kind: the OpenAI item type: "message", "function_call" (`text`: its arguments, a
+            JSON text) or "function_call_output" (`text`: the output); function items have
+            the role "tool" (neither a user's words nor a reply that is heard).
+        call_id: function items: the call's id.
+        name: function_call: the function's name.
     """
 
     id: str
-    role: Literal["user", "assistant", "system"]
+    role: Literal["user", "assistant", "system", "tool"]
     text: str
     full_text: str = ""
     response_id: str | None = None
@@ -68,10 +74,22 @@ class HistoryItem:
     method: str = "none"
     heard: HeardPrefix | None = None
     content_type: str = "input_text"
+    kind: Literal["message", "function_call", "function_call_output"] = "message"
+    call_id: str = ""
+    name: str = ""
 
     def as_wire(self, status: str = "completed") -> dict[str, object]:
-        """The item in the OpenAI Realtime `ConversationItem` shape (assistant text = heard)."""
-        if self.role == "assistant":
+        """The item in the OpenAI Realtime `ConversationItem` shape (assistant text = heard;
+        function items as OpenAI's `function_call` / `function_call_output` items)."""
+        common: dict[str, object] = {"id": self.id, "object": "realtime.item", "type": self.kind}
+        if self.kind == "function_call":
+            return {**common, "status": status, "call_id": self.call_id, "name": self.name,
+                    "arguments": self.text}
+        if self.kind == "function_call_output":
+            return {**common, "status": status, "call_id": self.call_id, "output": self.text}
+        if self.content_type == "output_text":
+            content = [{"type": "output_text", "text": self.text}]
+        elif self.role == "assistant":
             content = [{"type": "output_audio", "transcript": self.text}]
         elif self.content_type == "input_audio":
             content = [{"type": "input_audio", "transcript": self.text}]

@@ -104,8 +104,9 @@ class ConversationItems:
             raise error
 
     def create(self, event: protocol.ItemCreate) -> None:
-        """`conversation.item.create`: add the client's user or system text item, at the end or
-        after `previous_item_id` (`"root"`: first), as OpenAI Realtime does.
+        """`conversation.item.create`: add the client's user or system text item or function
+        item, at the end or after `previous_item_id` (`"root"`: first), as OpenAI Realtime
+        does.
 
         Raises:
             protocol.ProtocolError: `duplicate_item_id` when the client's id is taken,
@@ -125,7 +126,11 @@ class ConversationItems:
                 param="previous_item_id", event_id=event.event_id,
             )
         self.check_room(len(item_id) + len(event.text), event.event_id)
-        self.add(HistoryItem(id=item_id, role=event.role, text=event.text), after=after)
+        function = event.function
+        self.add(HistoryItem(id=item_id, role=event.role, text=event.text)
+                 if function is None else
+                 HistoryItem(id=item_id, role="tool", text=function.text, kind=function.kind,
+                             call_id=function.call_id, name=function.name), after=after)
 
     def retrieve(self, item: HistoryItem, status: str) -> None:
         """`conversation.item.retrieve`: emit `conversation.item.retrieved` with `status`."""

@@ -1,4 +1,5 @@
-"""Per-session limits a client cannot talk its way past: the event rate and the history size.
+"""Per-session limits a client cannot talk its way past: the event rate, the history size and
+the session settings kept as given.
 
 Sans-I/O like the rest of `server.realtime`: the caller passes the clock (monotonic ms) in and
 turns the verdicts into socket actions (`server.connection`). Every refusal is a
@@ -9,13 +10,24 @@ refused event's `event_id`, and the refused event changes nothing.
 from __future__ import annotations
 
 import enum
+import json
 from collections import deque
+from typing import Any
 
 from server.realtime import protocol
 from server.realtime.history import ConversationHistory, HistoryItem
 
 RATE_WINDOW_MS = 1000.0
 """The sliding window over which client events are counted (ms)."""
+
+MAX_STORED_SETTINGS_CHARS = 65_536
+"""Most characters (code points of their compact JSON, all together) of the session fields this
+server keeps as given and reports back (`protocol.STORED_SESSION_FIELDS`: `tools`,
+`tool_choice`, `tracing`, `include`, `prompt`, ...; and `audio.input.transcription` and
+`noise_reduction`). Without it a client could park a 1 MB `tools` list in every session (the
+frame limit), echoed in every `session.updated`. OpenAI documents no size limit; 64 k
+characters hold 128 function tools (Chat Completions' own limit on `tools`) of about 500
+characters of JSON each (name, description and parameters)."""
 
 RATE_LIMIT_CODE = "rate_limit_exceeded"
 HISTORY_LIMIT_CODE = "history_limit_exceeded"
@@ -108,4 +120,25 @@ def history_limit_error(
         HISTORY_LIMIT_CODE,
         f"The conversation history is full ({detail}); delete items with "
         "conversation.item.delete or start a new session.", param="item", event_id=event_id,
+    )
+
+
+def stored_settings_error(stored: dict[str, Any], changed: dict[str, Any],
+                          event_id: str | None = None) -> protocol.ProtocolError | None:
+    """The `invalid_value` error when the session's kept settings `stored` (field -> value,
+    the update `changed` applied) take more than `MAX_STORED_SETTINGS_CHARS`; its param names
+    the largest field of the update. None when they fit. O(size of `stored`)."""
+    def chars(value: Any) -> int:
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+    total = chars(stored)
+    if total <= MAX_STORED_SETTINGS_CHARS:
+        return None
+    largest = max(changed, key=lambda key: chars(changed[key]), default=None)
+    param = "session" if largest is None else f"session.{largest}"
+    return protocol.ProtocolError(
+        "invalid_value",
+        f"The session's settings kept as given ({', '.join(sorted(changed))} and the rest) "
+        f"would take {total} characters of JSON; at most {MAX_STORED_SETTINGS_CHARS} are "
+        "accepted.", param=param, event_id=event_id,
     )

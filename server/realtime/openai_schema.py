@@ -162,8 +162,13 @@ characters (the `openai` package's docstring of `metadata`)."""
 def response_errors(response: dict[str, Any]) -> list[FieldError]:
     """Every field of a `response.create`'s response object that OpenAI's GA schema refuses
     (params prefixed `response.`, `metadata` checked against METADATA_LIMITS); empty when
-    valid."""
-    errors = _errors(_Response, "response", response)
+    valid.
+
+    A top-level field that is null counts as not given, as OpenAI takes it: every field of
+    the response object is optional, and `livekit-plugins-openai`'s `generate_reply()` sends
+    `instructions: null` whenever it has none of its own (issue 25)."""
+    errors = _errors(_Response, "response",
+                     {key: value for key, value in response.items() if value is not None})
     metadata = response.get("metadata")
     pairs, key_chars, value_chars = METADATA_LIMITS
     if isinstance(metadata, dict) and not errors and (

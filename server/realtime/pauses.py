@@ -222,7 +222,10 @@ class ReplyPauses:
         pause = self.current
         if pause is None:
             return
-        response = self._responses.by_id[pause.response_id]
+        response = self._responses.by_id.get(pause.response_id)
+        if response is None:  # its item was deleted (`ResponseLifecycle.release`)
+            self.current = None
+            return
         now_ms = self._clock()
         paused_ms = max(0, round(now_ms - pause.started_ms))
         response.resume(now_ms, paused_ms)
@@ -238,9 +241,9 @@ class ReplyPauses:
         pause = self.current
         if pause is None:
             return
-        response = self._responses.by_id[pause.response_id]
+        response = self._responses.by_id.get(pause.response_id)
         self._forget(response)
-        if not response.active:
+        if response is None or not response.active:
             return
         self._log.emit("output_audio_buffer.cleared", response_id=response.id, reason=reason)
         self._responses.cancel_generation(response, "turn_detected")

@@ -24,8 +24,15 @@ from server.listening.server_vad_settings import (
     IDLE_TIMEOUT_RANGE_MS,
     TurnDetection,
 )
+from server.realtime.audio_formats import parse_format
 from server.realtime.extensions import ExtensionSettings
+from server.realtime.function_items import (
+    FUNCTION_ITEM_TYPES,
+    FunctionItem,
+    parse_function_item,
+)
 from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.modalities import parse_modalities
 from server.realtime.openai_schema import response_errors, session_errors
 
 MAX_FRAME_CHARS = 1_048_576
@@ -91,7 +98,9 @@ class SessionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class ItemCreate:
-    """`conversation.item.create` with a user or system text message.
+    """`conversation.item.create` with a user or system text message, or a function item
+    (`function`: a `function_call_output` or `function_call`; then `text` is its output or
+    arguments and `role` is "tool").
 
     `previous_item_id`: insert after this item (`"root"`: first); None appends. `role`:
     "user", or "system" (instructions placed in the prompt where the item is, as OpenAI
@@ -102,16 +111,22 @@ class ItemCreate:
     item_id: str | None = None
     previous_item_id: str | None = None
     role: str = "user"
+    function: FunctionItem | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ResponseCreate:
     """`response.create`; `instructions` overrides the session's for this response only;
-    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object."""
+    `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object;
+    `output_modalities` (`modalities.AUDIO` / `TEXT`), `tools` and `tool_choice` (OpenAI's
+    shapes) override the session's, None keeps them."""
 
     event_id: str | None
     instructions: str | None = None
     metadata: dict[str, str] | None = None
+    output_modalities: tuple[str, ...] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +173,8 @@ class ItemRetrieve:
 
 @dataclass(frozen=True, slots=True)
 class InputAudioAppend:
-    """`input_audio_buffer.append`: PCM16 LE mono bytes at the session's input rate."""
+    """`input_audio_buffer.append`: the audio bytes in the session's input format
+    (`server.realtime.audio_formats`: the session turns them into PCM16 at 24 kHz)."""
 
     event_id: str | None
     pcm16: bytes = field(repr=False)
@@ -379,13 +395,15 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
 
     `changes` holds what the session applies or stores: `instructions`, `voice` (any OpenAI
     voice is accepted; the server speaks with its own), `turn_detection`, `noise_reduction` and
-    `transcription` (null: off), `interruption`, `extensions`, and `stored` (the fields of
-    STORED_SESSION_FIELDS present). `model`, `output_modalities` and `audio.output.speed` are
-    accepted and reported back as what this server does (its model, audio, 1.0).
+    `transcription` (null: off), `input_format` / `output_format` (`audio_formats.
+    parse_format`: 24 kHz `audio/pcm`, `audio/pcmu`, `audio/pcma`), `interruption`,
+    `output_modalities` (`modalities.parse_modalities`), `extensions`, and `stored` (the
+    fields of STORED_SESSION_FIELDS present). `model` and `audio.output.speed` are accepted
+    and reported back as what this server does (its model, 1.0).
 
     Raises:
-        ProtocolError: every field OpenAI refuses, audio formats other than `audio/pcm` (24 kHz
-            PCM16 is this server's only format), bad extension fields.
+        ProtocolError: every field OpenAI refuses, `audio/pcm` at another rate, bad extension
+            fields.
     """
     session = fields.data.get("session")
     if not isinstance(session, dict):
@@ -398,15 +416,17 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
                                           if k in standard}}
     if "instructions" in standard:
         changes["instructions"] = standard["instructions"]
+    if standard.get("output_modalities"):
+        changes["output_modalities"] = parse_modalities(standard["output_modalities"])
     audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
     for direction in ("input", "output"):
         settings = audio.get(direction) if isinstance(audio.get(direction), dict) else {}
         param = f"session.audio.{direction}"
         if "format" in settings and not any(p.startswith(f"{param}.format") for p in refused):
             try:
-                _check_pcm_format(fields, settings["format"], f"{param}.format")
-            except ProtocolError as exc:
-                errors.append(exc)
+                changes[f"{direction}_format"] = parse_format(settings["format"])
+            except ValueError as exc:
+                errors.append(fields.error("invalid_value", str(exc), f"{param}.format"))
         for key in ("noise_reduction", "transcription") if direction == "input" else ():
             if key in settings:
                 changes[key] = settings[key]
@@ -534,15 +554,6 @@ def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetect
     return TurnDetection(threshold=float(threshold), idle_timeout_ms=idle, **durations, **flags)
 
 
-def _check_pcm_format(fields: _Fields, value: Any, param: str) -> None:
-    if not isinstance(value, dict) or value.get("type", "audio/pcm") != "audio/pcm":
-        raise fields.error("invalid_value", "Only audio/pcm is supported.", param)
-    unknown = set(value) - {"type", "rate"}
-    rate = value.get("rate", OUTPUT_SAMPLE_RATE_HZ)
-    if unknown or not _is_integer(rate) or rate != OUTPUT_SAMPLE_RATE_HZ:
-        raise fields.error("invalid_value", "Only audio/pcm at 24000 Hz is supported.", param)
-
-
 _ITEM_STATUSES = frozenset({"completed", "incomplete", "in_progress"})
 
 
@@ -550,6 +561,11 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
+    if item.get("type") in FUNCTION_ITEM_TYPES:
+        function = parse_function_item(item, fields.error)
+        item_id = _item_id(fields, item)
+        return ItemCreate(fields.event_id, function.text, item_id,
+                          fields.string("previous_item_id", required=False), "tool", function)
     if item.get("type") != "message" or item.get("role") not in ("user", "system"):
         raise fields.error(
             "invalid_value", "Only user and system messages with input_text can be created.",
@@ -582,21 +598,26 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
                 "invalid_type", "input_text.text must be a string.", f"item.content.{index}.text"
             )
         texts.append(text)
+    previous_item_id = fields.string("previous_item_id", required=False)
+    return ItemCreate(fields.event_id, "".join(texts), _item_id(fields, item), previous_item_id,
+                      item["role"])
+
+
+def _item_id(fields: _Fields, item: dict[str, Any]) -> str | None:
+    """The client's `item.id` (None when absent), checked."""
     item_id = item.get("id")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
         raise fields.error("invalid_type", "item.id must be a non-empty string.", "item.id")
     if item_id is not None:
         _check_length(fields, item_id, MAX_ID_CHARS, "item.id")
-    previous_item_id = fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), item_id, previous_item_id,
-                      item["role"])
+    return item_id
 
 
 def _parse_response_create(fields: _Fields) -> ResponseCreate:
     """A `response.create`: its response object is checked against OpenAI's GA schema
-    (`openai_schema.response_errors`, every refused field named at once). `instructions` and
-    `metadata` are honoured; the other fields are accepted and the reply is this server's
-    (audio, its voice, the session's conversation).
+    (`openai_schema.response_errors`, every refused field named at once). `instructions`,
+    `metadata` and `output_modalities` are honoured; the other fields are accepted and the
+    reply is this server's (its voice, the session's conversation).
 
     Raises:
         ProtocolError: every field OpenAI refuses.
@@ -615,7 +636,10 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
             errors.append(exc)
     if errors:
         raise _refusal(errors, fields.event_id)
-    return ResponseCreate(fields.event_id, instructions, response.get("metadata"))
+    modalities = response.get("output_modalities")
+    return ResponseCreate(fields.event_id, instructions, response.get("metadata"),
+                          parse_modalities(modalities) if modalities else None,
+                          response.get("tools"), response.get("tool_choice"))
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:
@@ -624,8 +648,6 @@ def _parse_audio_append(fields: _Fields) -> InputAudioAppend:
         pcm16 = base64.b64decode(audio or "", validate=True)
     except (binascii.Error, ValueError):
         raise fields.error("invalid_audio", "'audio' is not valid base64.", "audio") from None
-    if len(pcm16) % 2:
-        raise fields.error("invalid_audio", "PCM16 audio must have an even byte count.", "audio")
     return InputAudioAppend(fields.event_id, pcm16)
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from calibration.word_marks import WordMark
+from server.realtime.modalities import AUDIO
 from server.realtime.playback import PlaybackCursor
+from server.responders.tools import ToolCall
 
 SEND_HISTORY_MS = 5000.0
 """How long the sends that bound the playing position are kept (ms of clock): longer than an
@@ -96,6 +99,10 @@ class ResponseState:
         prompted_items: the ids of the items whose text its prompt held
             (`Session.build_prompt`), None before the prompt was built.
         metadata: `response.create`'s `response.metadata`, echoed in the response object.
+        function_calls: the function calls the responder made (`ToolCall`s), in order; they
+            become `function_call` items when the response completes.
+        tools, tool_choice: `response.create`'s own (OpenAI's shapes), None: the session's.
+        output_modalities: `modalities.AUDIO` or `modalities.TEXT` (no speech).
     """
 
     id: str
@@ -118,6 +125,10 @@ class ResponseState:
     paused: bool = False
     prompted_items: frozenset[str] | None = None
     metadata: dict[str, str] | None = None
+    function_calls: list[ToolCall] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    output_modalities: tuple[str, ...] = AUDIO
 
     @property
     def active(self) -> bool:
@@ -142,7 +153,8 @@ class ResponseState:
         """
         wire: dict[str, object] = {
             "id": self.id, "object": "realtime.response", "status": self.status,
-            "output_modalities": ["audio"], "conversation_id": conversation_id,
+            "output_modalities": list(self.output_modalities),
+            "conversation_id": conversation_id,
             "output": output, "audio": {"output": audio_output}, "metadata": self.metadata,
         }
         if self.status != "in_progress":

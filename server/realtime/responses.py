@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.realtime import protocol
+from server.realtime import modalities, protocol
 from server.realtime.effects import CancelGeneration, StartGeneration, WakeSender
 from server.realtime.events import EventLog
+from server.realtime.function_calls import emit_function_calls
 from server.realtime.history import HistoryItem
 from server.realtime.items import ConversationItems
 from server.realtime.response_state import ResponseState
@@ -29,7 +30,8 @@ class ResponseLifecycle:
         log: the session's outbox.
 
     Attributes:
-        by_id: every response by id, in creation order (deleted items keep their response).
+        by_id: every response by id, in creation order, but those whose item was deleted
+            (`release`): the latest of them until the next response starts.
         current_id: the response being generated or sent, None between responses.
         epoch: incremented by every cancelled generation (late output of an older epoch is
             dropped).
@@ -45,6 +47,7 @@ class ResponseLifecycle:
         self._items = items
         self._log = log
         self._instructions: dict[str, str] = {}
+        self._released: str | None = None
 
     def latest(self) -> ResponseState | None:
         """The newest response, or None before the first."""
@@ -80,25 +83,30 @@ class ResponseLifecycle:
                                 [item.as_wire(response.item_status)] if item else [],
                                 self._audio_output)
 
-    def start(self, instructions: str | None,
-              metadata: dict[str, str] | None = None) -> ResponseState:
-        """Create a response (its object echoing `metadata`) and its assistant item; emit
-        `response.created`, the item's `conversation.item.added`, `response.output_item.added`
-        and `response.content_part.added`; ask for its generation (`StartGeneration`)."""
+    def start(self, instructions: str | None, metadata: dict[str, str] | None = None,
+              output_modalities: tuple[str, ...] = modalities.AUDIO) -> ResponseState:
+        """Create a response (its object echoing `metadata`; speech, or text only with
+        `modalities.TEXT`) and its assistant item; emit `response.created`, the item's
+        `conversation.item.added`, `response.output_item.added` and
+        `response.content_part.added`; ask for its generation (`StartGeneration`)."""
+        if self._released is not None:
+            self.by_id.pop(self._released, None)
+            self._released = None
         response = ResponseState(id=self._log.new_id("resp", taken=self.by_id),
                                  item_id=self._items.new_id(), epoch=self.epoch,
-                                 metadata=metadata)
+                                 metadata=metadata, output_modalities=output_modalities)
         self.by_id[response.id] = response
         self.current_id = response.id
         item = HistoryItem(id=response.item_id, role="assistant", text="",
-                           response_id=response.id, content_type="output_audio")
+                           response_id=response.id,
+                           content_type=modalities.content_type(output_modalities))
         self._log.emit("response.created", response=self.wire(response))
         self._items.add(item, status="in_progress")
         self._log.emit("response.output_item.added", response_id=response.id, output_index=0,
                        item=item.as_wire("in_progress"))
         self._log.emit("response.content_part.added", response_id=response.id,
                        item_id=item.id, output_index=0, content_index=0,
-                       part={"type": "audio", "transcript": ""})
+                       part=modalities.part(output_modalities, ""))
         if instructions is not None:
             self._instructions[response.id] = instructions
         self._log.effect(StartGeneration(response.id))
@@ -107,7 +115,9 @@ class ResponseLifecycle:
     def finish(self, response: ResponseState, status: str, reason: str | None) -> None:
         """End `response` with `status` ("completed" | "cancelled" | "failed") and `reason`:
         drop its queued output and emit its terminal sequence (once; later calls do nothing).
-        The item's stored text is brought up to date (`announce_heard`) before it is sent."""
+        The item's stored text is brought up to date (`announce_heard`) before it is sent; a
+        completed response's function calls follow its message item
+        (`function_calls.emit_function_calls`)."""
         if not response.active:
             return
         response.status = status
@@ -119,12 +129,15 @@ class ResponseLifecycle:
         item = self._items.history.get(response.item_id)
         common = {"response_id": response.id, "item_id": response.item_id,
                   "output_index": 0, "content_index": 0}
-        self._log.emit("response.output_audio.done", **common)
         sent_text = response.text[:response.sent_text_end]
-        self._log.emit("response.output_audio_transcript.done", **common, transcript=sent_text)
+        for event_type, fields in modalities.done_events(response.output_modalities, sent_text):
+            self._log.emit(event_type, **common, **fields)
         self._log.emit("response.content_part.done", **common,
-                       part={"type": "audio", "transcript": sent_text})
+                       part=modalities.part(response.output_modalities, sent_text))
         output = []
+        if item is not None and response.output_modalities == modalities.TEXT:
+            item.full_text = sent_text  # read, not played: its reader has what was sent
+            response.cursor.audio_complete = True
         if item is not None:
             self._items.announce_heard(item, response)
             wire = item.as_wire(response.item_status)
@@ -133,15 +146,31 @@ class ResponseLifecycle:
                 # completed reply counts as heard in full unless a cut comes
                 # (`HeardTextStore.settle_unreported`), so its terminal events carry its
                 # transcript even before that is known (the first reply of a session).
-                wire["content"][0]["transcript"] = sent_text
+                text_key = "text" if response.output_modalities == modalities.TEXT else (
+                    "transcript")
+                wire["content"][0][text_key] = sent_text
             output.append(wire)
             self._log.emit("response.output_item.done", response_id=response.id,
                            output_index=0, item=wire)
             self._log.emit("conversation.item.done",
                            previous_item_id=self._items.history.previous_id(item.id), item=wire)
+        if status == "completed" and response.function_calls:
+            output += emit_function_calls(response, len(output), self._items, self._log)
         self._log.emit("response.done", response=response.as_wire(self._session_id, output,
                                                                   self._audio_output))
         self._log.effect(WakeSender())
+
+    def release(self, response: ResponseState) -> None:
+        """Free `response`, whose item was deleted, after its generation was cancelled
+        (`cancel_generation`): it leaves `by_id` at once (an event naming it is then refused
+        with `response_not_found`), or, when it is the latest, once the next response starts
+        (until then it is still the reply that may be playing: `latest`). Without this, every
+        create / cancel / delete cycle kept its response, about 8.7 kB
+        (`benchmarks/bench_session_memory.py`)."""
+        if response is self.latest():
+            self._released = response.id
+        else:
+            self.by_id.pop(response.id, None)
 
     def cancel_generation(self, response: ResponseState, reason: str) -> None:
         """Stop generating and sending `response` (a new epoch); emit its cancelled terminal

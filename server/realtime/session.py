@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from calibration.history_calibration import CalibrationView
@@ -25,8 +25,9 @@ from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
-from server.realtime import protocol
+from server.realtime import modalities, protocol
 from server.realtime.arrival import ArrivalLateness
+from server.realtime.audio_formats import WireAudio
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
 from server.realtime.events import EventLog
 from server.realtime.extensions import ClientView
@@ -36,11 +37,14 @@ from server.realtime.input_turns import InputTurns
 from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.interruptions import Interruptions
 from server.realtime.items import ConversationItems
+from server.realtime.limits import stored_settings_error
 from server.realtime.pauses import ReplyPauses
+from server.realtime.prompt_turns import conversation_turns
 from server.realtime.response_state import QueuedAudio, QueuedTranscript, ResponseState
 from server.realtime.responses import ResponseLifecycle
 from server.realtime.turn_ends import TurnEnds
-from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, ConversationTurn, Prompt
+from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Prompt
+from server.responders.tools import ToolCall, chat_tool_choice, chat_tools
 
 if TYPE_CHECKING:
     from calibration.history_calibration import HistoryCalibration
@@ -124,9 +128,9 @@ class Session:
                                        max_chars=self.config.max_history_chars)
         self.input_turns = InputTurns(self.config.sample_rate_hz,
                                       self.config.input_audio_max_bytes, self.items, self._log)
-        self.lifecycle = ResponseLifecycle(
-            session_id, {"format": {"type": "audio/pcm", "rate": self.config.sample_rate_hz},
-                         "voice": self.config.voice}, self.items, self._log)
+        self.wire_audio = WireAudio(self.config.voice, self.config.sample_rate_hz)
+        self.lifecycle = ResponseLifecycle(session_id, self.wire_audio.audio_output, self.items,
+                                           self._log)
         self.responses = self.lifecycle.by_id
         self.heard_text = HeardTextStore(self.lifecycle, self.items,
                                          lambda response: me._playback_active(response),
@@ -142,6 +146,7 @@ class Session:
         self.turn_ends = TurnEnds(self.input_turns, self.lifecycle, self._log,
                                   lambda: me._start_response(None))
         self.stored: dict[str, Any] = dict(OPENAI_SESSION_DEFAULTS)
+        self.output_modalities = modalities.AUDIO
         self.client_view = ClientView(lambda: me.items.reports_playback,
                                       lambda: me.calibration is not None)
 
@@ -182,7 +187,6 @@ class Session:
 
     def session_wire(self) -> dict[str, Any]:
         """The session object of `session.created` / `session.updated`."""
-        audio_format = {"type": "audio/pcm", "rate": self.config.sample_rate_hz}
         detection = self.turn_detection
         stored = dict(self.stored)
         return {
@@ -191,22 +195,31 @@ class Session:
             "object": "realtime.session",
             "model": "duplex-demo",
             "instructions": self.instructions,
-            "output_modalities": ["audio"],
+            "output_modalities": list(self.output_modalities),
             "audio": {
-                "input": {"format": audio_format,
+                "input": {"format": self.wire_audio.input_format,
                           "noise_reduction": stored.pop("noise_reduction"),
                           "transcription": stored.pop("transcription"),
                           "turn_detection": detection.as_wire() if detection else None},
-                "output": {"format": audio_format, "voice": self.config.voice, "speed": 1.0},
+                "output": {"format": self.wire_audio.output_format, "voice": self.config.voice,
+                           "speed": 1.0},
             },
             **stored,
             "interruption": self.pauses.settings.as_wire(),
             "extensions": self.client_view.settings.as_wire(),
         }
 
-    def open(self) -> None:
-        """Emit `session.created`; call once when the connection opens."""
-        self._log.emit("session.created", session=self.session_wire())
+    def open(self, resume: dict[str, Any] | None = None, resumed: dict[str, Any] | None = None,
+             refused: protocol.ProtocolError | None = None) -> None:
+        """Emit `session.created` once per connection, with `resume` (`server.resumption`) in
+        its session; then `session.resumed` (fields `resumed`) or a refused resume's `error`."""
+        self.closed = False
+        self._log.emit("session.created", session={**self.session_wire(), **(
+            {"resume": resume} if resume is not None else {})})
+        if resumed is not None:
+            self._log.emit("session.resumed", **resumed)
+        if refused is not None:
+            self._log.error(refused)
 
     def close(self) -> None:
         """Mark the session closed: generation is cancelled, calibration stops, and the
@@ -268,6 +281,11 @@ class Session:
                 item = self.items.require(event.item_id, event.event_id)
                 self.items.retrieve(item, self.lifecycle.item_status(item))
             case protocol.InputAudioAppend():
+                try:
+                    event = replace(event, pcm16=self.wire_audio.decode_input(event.pcm16))
+                except ValueError as exc:
+                    raise protocol.ProtocolError("invalid_audio", str(exc), param="audio",
+                                                 event_id=event.event_id) from None
                 turns.append(event, self._playing_unpaused, self.playback_position_ms)
                 self.pauses.appended(turns.audio.end_ms)
             case protocol.InputAudioCommit():
@@ -288,14 +306,19 @@ class Session:
         """Apply a validated `session.update` (`protocol._parse_session` says what each field
         does here) and report the session as it now is in `session.updated`. A requested
         voice is accepted and reported as the server's own."""
-        self.stored.update(event.changes["stored"])
-        for key in ("noise_reduction", "transcription"):
-            if key in event.changes:
-                self.stored[key] = event.changes[key]
+        changed = {**event.changes["stored"], **{key: event.changes[key] for key in (
+            "noise_reduction", "transcription") if key in event.changes}}
+        stored = {**self.stored, **changed}
+        if (error := stored_settings_error(stored, changed, event.event_id)) is not None:
+            raise error
+        self.stored = stored
+        self.wire_audio.configure(event.changes.get("input_format"),
+                                  event.changes.get("output_format"))
         if "extensions" in event.changes:
             self.client_view.settings = event.changes["extensions"]
         if "instructions" in event.changes:
             self.instructions = event.changes["instructions"]
+        self.output_modalities = event.changes.get("output_modalities", self.output_modalities)
         if "turn_detection" in event.changes:
             self.input_turns.configure(event.changes["turn_detection"])
             if event.changes["turn_detection"] is None:
@@ -307,12 +330,14 @@ class Session:
 
     def _item_delete(self, event: protocol.ItemDelete) -> None:
         item = self.items.require(event.item_id, event.event_id)
-        if item.response_id is not None:
-            response = self.responses[item.response_id]
+        response = self.responses.get(item.response_id or "")
+        if response is not None:
             self.lifecycle.cancel_generation(response, "client_cancelled")
             if self.calibration is not None:
                 self.calibration.discard(response.id)
         self.items.delete(item.id)
+        if response is not None:
+            self.lifecycle.release(response)
 
     # ------------------------------------------------------------------ playback position
 
@@ -541,47 +566,45 @@ class Session:
                 event_id=event.event_id,
             )
         self.items.check_room(1, event.event_id)
-        self._start_response(event.instructions, event.metadata)
+        response = self._start_response(event.instructions, event.metadata,
+                                        event.output_modalities)
+        response.tools, response.tool_choice = event.tools, event.tool_choice
 
     def _start_response(self, instructions: str | None,
-                        metadata: dict[str, str] | None = None) -> None:
+                        metadata: dict[str, str] | None = None,
+                        output_modalities: tuple[str, ...] | None = None) -> ResponseState:
         previous = self.lifecycle.latest()
         if previous is not None and not previous.cursor.fully_played and (
             self.items.reports_playback
         ):
             self.interruptions.mark_interrupted(previous)
-        self.lifecycle.start(instructions, metadata)
+        return self.lifecycle.start(instructions, metadata,
+                                    output_modalities or self.output_modalities)
 
     def build_prompt(self, response_id: str) -> Prompt | None:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        User and system turns are verbatim; assistant turns carry the heard text, the full text
-        and whether they were interrupted (the responder adds the interruption note). An
-        assistant item that holds no text at all (a reply that failed or was cancelled before
-        it wrote a word) is left out: it said nothing, and a note would tell the model of an
-        interruption that never cut anything it said; so is the item of a failed response of
-        which nothing was heard (the responder failed: the listener did not interrupt it).
+        The turns are `prompt_turns.conversation_turns`'; the function `tools` and
+        `tool_choice` (`response.create`'s, else the session's) are offered in the
+        chat-completions shape.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
             return None
-        turns = []
         before = self.history.before(response.item_id)
         response.prompted_items = frozenset(item.id for item in before if item.text)
-        for item in before:
-            if item.role in ("user", "system"):
-                turns.append(ConversationTurn(role=item.role, text=item.text))
-            elif item.text.strip() or (item.full_text.strip() and not self._failed(item)):
-                turns.append(ConversationTurn(role="assistant", text=item.text,
-                                              full_text=item.full_text,
-                                              interrupted=item.interrupted))
         return Prompt(
             instructions=self.lifecycle.instructions(response_id, self.instructions),
-            turns=tuple(turns),
+            turns=conversation_turns(before, self._failed),
             interruption_note=self.config.interruption_note,
             max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
             else self.stored["max_output_tokens"],
+            tools=tuple(chat_tools(self.stored["tools"] if response.tools is None
+                                   else response.tools)),
+            tool_choice=chat_tool_choice(self.stored["tool_choice"]
+                                         if response.tool_choice is None
+                                         else response.tool_choice),
         )
 
     # ------------------------------------------------------------------ generation output
@@ -596,6 +619,14 @@ class Session:
         if item is not None:
             item.full_text = response.text
         return True
+
+    def on_function_call(self, response_id: str, call: ToolCall) -> bool:
+        """Keep a function call of the reply (sent as a `function_call` item when the response
+        completes); False when the response no longer generates."""
+        response = self.lifecycle.generating(response_id)
+        if response is not None:
+            response.function_calls.append(call)
+        return response is not None
 
     def on_speech(
         self, response_id: str, text_end: int, pcm16: bytes, marks: list[WordMark]
@@ -697,11 +728,12 @@ class Session:
                 config.ack_timeout_ms, self.items.reports_playback),
                 QueuedAudio | QueuedTranscript):
             if isinstance(output, QueuedTranscript):
-                self._log.emit("response.output_audio_transcript.delta", **common,
+                self._log.emit(modalities.delta_event(response.output_modalities), **common,
                                delta=output.text)
                 continue
             fields: dict[str, Any] = {
-                **common, "delta": base64.b64encode(output.pcm16).decode("ascii"),
+                **common, "delta": base64.b64encode(
+                    self.wire_audio.encode_output(response.id, output.pcm16)).decode("ascii"),
                 "audio_end_ms": response.cursor.sent_ms,
             }
             if output.marks is not None:

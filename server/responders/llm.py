@@ -7,6 +7,11 @@ arrives, without reasoning: `reasoning_content` deltas are not read, and `<think
 content are cut out (`server.responders.reasoning`). Works with vLLM, llama.cpp's server (and
 llama-cpp-python's), Ollama's `/v1` and hosted APIs.
 
+With the prompt's `tools` (a Realtime session's function tools), they are offered to the model
+(`tools`, `tool_choice`), and the reply's function calls are yielded after its text as
+`ToolCall`s: streamed `delta.tool_calls`, and tool-call markup the model wrote into its content
+instead (`server.responders.tools.ToolCallMarkup`), which is then not part of the text.
+
 Closing the generator (`aclose`, or cancelling the task iterating it) closes the HTTP response
 at once; an unfinished response's connection is then dropped, not returned to the pool, so the
 LLM server sees the client disconnect and can stop generating.
@@ -23,6 +28,7 @@ import openai
 
 from server.responders.prompt import Prompt, ResponderError
 from server.responders.reasoning import ReasoningFilter
+from server.responders.tools import StreamedToolCalls, ToolCall, ToolCallMarkup
 
 ERROR_DETAIL_CHARS = 200
 """Longest piece of an LLM server's own error message quoted in a `ResponderError` (code
@@ -71,21 +77,26 @@ class LLMResponder:
             max_retries=0,
         )
 
-    async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
+    async def respond(self, prompt: Prompt) -> AsyncIterator[str | ToolCall]:
         """Yield the model's reply as content deltas, as the server streams them, with its
-        reasoning spans cut out (`ReasoningFilter`).
+        reasoning spans cut out (`ReasoningFilter`); then its function calls (`ToolCall`s,
+        streamed or written as markup) when the prompt offered tools.
 
         Raises:
             ResponderError: the server could not be reached or hung up, answered an HTTP
                 error, timed out (`timeout_s`), broke off the stream, refused to answer (a
                 `refusal` delta or `finish_reason` "content_filter"), sent an event that is not
                 JSON, ended its stream before a `finish_reason`, or answered no text at all (or
-                only whitespace).
+                only whitespace) and called no function.
                 Text already yielded stays valid.
         """
         settings = self.settings
         answered = finished = False
         reasoning = ReasoningFilter()
+        streamed = StreamedToolCalls()
+        markup = ToolCallMarkup(tool["function"]["name"] for tool in prompt.tools)
+        offered = {"tools": list(prompt.tools), "tool_choice": prompt.tool_choice} if (
+            prompt.tools) else {}
         try:
             stream = await self._client.chat.completions.create(
                 model=settings.model,
@@ -94,6 +105,7 @@ class LLMResponder:
                                prompt.max_output_tokens or settings.max_tokens),
                 temperature=settings.temperature,
                 stream=True,
+                **offered,  # type: ignore[arg-type]
             )
             async with stream:
                 async for chunk in stream:
@@ -103,13 +115,19 @@ class LLMResponder:
                     refusal = getattr(choice.delta, "refusal", None)
                     if refusal or choice.finish_reason == "content_filter":
                         raise ResponderError(_refused(refusal))
-                    if content := reasoning.feed(choice.delta.content or ""):
+                    streamed.feed(choice.delta.tool_calls or ())
+                    content = reasoning.feed(choice.delta.content or "")
+                    if content := markup.feed(content) if prompt.tools else content:
                         answered = answered or not content.isspace()
                         yield content
                     finished = finished or choice.finish_reason is not None
-            if content := reasoning.flush():
+            content = reasoning.flush()
+            if content := markup.feed(content) + markup.flush() if prompt.tools else content:
                 answered = answered or not content.isspace()
                 yield content
+            for call in [*streamed.calls(), *markup.calls] if prompt.tools else ():
+                answered = True
+                yield call
         except openai.APIStatusError as exc:
             raise ResponderError(
                 f"the LLM server answered HTTP {exc.status_code}: {_detail(exc)}") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from server.responders.prompt import Prompt, Responder
+from server.responders.tools import ToolCall
 
 HOLD_BACK_CHARS = 256
 """How close to the limit (code points) partial words are held back: longer than nearly every
@@ -58,13 +59,17 @@ class ReplyLengthLimit:
         self.inner = inner
         self.max_chars = max_chars
 
-    async def respond(self, prompt: Prompt) -> AsyncIterator[str]:
-        """Yield the inner responder's reply, cut as described above."""
+    async def respond(self, prompt: Prompt) -> AsyncIterator[str | ToolCall]:
+        """Yield the inner responder's reply, cut as described above; its function calls
+        (`ToolCall`) pass unchanged."""
         room = self.max_chars
         pending = ""
         replies = self.inner.respond(prompt)
         try:
             async for delta in replies:
+                if not isinstance(delta, str):  # a function call: not text, not counted
+                    yield delta
+                    continue
                 pending += delta
                 if len(pending) > room:
                     cut = word_prefix(pending, room)

@@ -27,7 +27,7 @@ from typing import Any
 import espeakng_loader
 import numpy as np
 
-from server.speech.speakable import make_speakable
+from calibration.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
 
 # espeak-ng speak_lib.h constants.

@@ -57,8 +57,8 @@ from piper.const import BOS, EOS, PAD
 from piper.patch_voice_with_alignment import add_alignment_output
 from piper.voice import PhonemeAlignment
 
+from calibration.speakable import make_speakable
 from server.speech.espeak_tts import espeak_engine
-from server.speech.speakable import make_speakable
 from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
 from server.speech.word_alignment import PhonemeWord, align_words
 

@@ -104,7 +104,7 @@ class SpeechSegmenter:
 
     A fenced code block (``` or ~~~ lines) is one span, from its opening fence to the
     whitespace after its closing fence, whatever its lines and length: it is spoken as one
-    phrase (`server.speech.speakable`).
+    phrase (`calibration.speakable`).
 
     A boundary is emitted only once the next non-whitespace character has arrived (or at
     `flush()`), so the trailing whitespace is complete and the spans do not depend on how the
@@ -190,7 +190,7 @@ class SpeechSegmenter:
 
 def _inside_atom(text: str) -> bool:
     """Whether `text` (a span's text up to a candidate boundary) ends inside a span that is
-    spoken as one phrase or not at all (`server.speech.speakable`): an open JSON object (one
+    spoken as one phrase or not at all (`calibration.speakable`): an open JSON object (one
     `{"` seen, more `{` than `}`) or `<tool_call>`, LaTeX `\\(`, `\\[` or `$$` not yet
     closed. A boundary there would cut the span in two pieces that are each read as
     symbols."""

@@ -20,9 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
+from calibration.speakable import SpeakableText
 from calibration.units import text_units
 from calibration.word_marks import WordMark
-from server.speech.speakable import SpeakableText
 
 
 @dataclass(frozen=True, slots=True)

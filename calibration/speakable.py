@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from calibration.spoken_time import url_spans
 from calibration.units import SPOKEN_ARROWS
 
 # Emoji and pictographs (Unicode emoji blocks plus the joiners, variation selectors, keycap and tag
@@ -24,6 +23,8 @@ _EMOJI = (
     "\u2600-\u27bf\u2b00-\u2bff\u3030\u303d\u3297\u3299\ufe0e\ufe0f"
     "\U0001f000-\U0001faff\U000e0020-\U000e007f"
 )
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]{}\"']+", re.IGNORECASE)
+_URL_HOST = re.compile(r"(?:https?://)?(?:www\.)?([^/?#:]+)", re.IGNORECASE)
 _EMOJI_RUN = re.compile(f"[{_EMOJI}]+")
 # Control characters but tab and line ends: Piper refuses text holding NUL ("embedded null
 # character", its phonemizer takes a C string) and no engine reads the others; and U+FFFD, the
@@ -87,6 +88,22 @@ _POWERS = {"2": "squared", "3": "cubed"}
 _ARROW = re.compile("[" + "".join(SPOKEN_ARROWS) + "]")
 
 
+def url_spans(text: str) -> Iterator[tuple[int, int, int, int]]:
+    """(url start, url end, host start, host end) of every bare URL of `text` (code points).
+
+    A URL starts with "http://", "https://" or "www." and ends at whitespace or a bracket or
+    quote, without trailing sentence punctuation; its host excludes the scheme and "www."
+    ("https://www.a.org/x" -> "a.org"). The speakable text sent to TTS keeps only the host.
+    """
+    for match in _URL.finditer(text):
+        end = match.end()
+        while end > match.start() and text[end - 1] in ".,;:!?":
+            end -= 1
+        host = _URL_HOST.match(text, match.start(), end)
+        host_start, host_end = (host.start(1), host.end(1)) if host else (match.start(), end)
+        yield match.start(), end, host_start, host_end
+
+
 @dataclass(frozen=True, slots=True)
 class SpeakableText:
     """A written segment and the text a TTS engine should read for it.
@@ -128,7 +145,7 @@ def make_speakable(original: str) -> SpeakableText:
     rules and pipes, HTML tags,
     `<tool_call>` spans and JSON objects (tool-call markup), the URL part of `[text](url)`
     links, everything of a bare URL but its host name ("example.com";
-    `calibration.spoken_time.url_spans`, shared with the ratio estimate).
+    `url_spans`, shared with the ratio estimate).
     Spoken as a short phrase that says what it is: a fenced code block ("a python code block
     of 8 lines, shown on the page."), LaTeX ("a formula"), a hash or other long opaque token
     (`OPAQUE_CODE_POINTS`, not a URL or a word: "a hash", "a long code").
