@@ -132,6 +132,9 @@ def test_every_command_module_and_path_the_pages_name_exists() -> None:
         for module in re.findall(r"-m (benchmarks|docs)\.(\w+)", text):
             if module[1] != "NAME" and not (ROOT / module[0] / f"{module[1]}.py").exists():
                 missing.append(f"{page.name}: python -m {'.'.join(module)}")
+        for name in re.findall(r"`((?:bench|fuzz)_[a-z_]+)", text):
+            if not (ROOT / "benchmarks" / f"{name}.py").exists():
+                missing.append(f"{page.name}: {name}")
         for path in REPO_PATH.findall(text):
             if not (ROOT / path).exists():
                 missing.append(f"{page.name}: {path}")
