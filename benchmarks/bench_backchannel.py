@@ -218,12 +218,17 @@ def report(trials: list[Trial]) -> bool:
     page_gaps = [g for t in backchannels for g in t.outcome.gaps_ms]
     without_asr = [float(t.outcome.resumed[0]["paused_ms"]) - t.asr_wait_ms
                    for t in backchannels if t.outcome.resumed and t.asr_wait_ms is not None]
+    played_on = sum(not t.heard_by_vad and t.outcome.status == "completed"
+                    and t.outcome.heard == t.outcome.full_text and not t.transcripts
+                    and not t.outcome.responses for t in backchannels)
     share = resumed_ok / len(backchannels)
     missed = [f"{t.recording.word} ({t.recording.voice})" for t in trials
               if not t.heard_by_vad]
     checks = [
         ("backchannels resumed, history unchanged, no turn", f"{resumed_ok}/{len(backchannels)}"
          f" ({share:.0%})", ">= 90 %", share >= 0.9),
+        ("  with those server VAD never heard (the reply played on, whole)",
+         f"{resumed_ok + played_on}/{len(backchannels)}", "-", True),
         ("interruptions treated as backchannel", f"{misread}/{len(interruptions)}", "0",
          misread == 0),
         ("pause -> resume gap p50 / p95 (ms, server)",

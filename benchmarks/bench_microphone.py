@@ -11,7 +11,10 @@ machine facts and one table per measurement with its target and PASS/FAIL; exit 
 target fails. About 8 minutes on 2 cores. Method and caveats: benchmarks/README.md.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_microphone` (it imports the
-`tests` helpers, so it must run as a module).
+`tests` helpers, so it must run as a module). `--grid all|people|false` runs only the page's
+barge-in grids of issue 24 instead (benchmarks/page_grid.py: 66 real interruptions in three
+voices at 11 positions with and without an echo, the page's own echo alone, babble and TV with
+nobody speaking; one Chromium launch each, about 20 minutes on a loaded machine).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
+from benchmarks import page_grid
 from benchmarks.bench_server import (
     cpu_snapshot,
     other_load,
@@ -915,7 +919,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=23, help="seed of the noise bursts")
     parser.add_argument("--dump", type=Path, help="write the browser runs' raw page data "
                         "(JSON) into this directory")
+    parser.add_argument("--grid", choices=("all", "people", "false"),
+                        help="run only the page's barge-in grids (benchmarks/page_grid.py, "
+                        "issue 24): real interruptions, the page's own echo, the room")
     args = parser.parse_args(argv)
+    if args.grid:
+        print_run_header()
+        verdicts = asyncio.run(page_grid.grid(args.seed, None if args.grid == "all"
+                                              else args.grid))
+        print(f"\ntargets: {sum(verdicts)}/{len(verdicts)} PASS")
+        sys.exit(0 if all(verdicts) else 1)
     if args.role == "client":
         result = asyncio.run(CLIENT_MODES[args.mode](args.url, args.seed))
         print(json.dumps(result), flush=True)

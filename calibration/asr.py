@@ -25,7 +25,7 @@ import math
 import threading
 import time
 import wave
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,7 @@ import numpy as np
 import soxr
 
 from calibration.asr_queue import AsrPriority, PriorityLimit, TranscriptionSkipped
+from calibration.asr_readings import MurmurReading, murmur_reading
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -128,15 +129,20 @@ class Transcript(str):
     """A transcript (the `str` itself) with the recogniser's word timings.
 
     `words` are the recognised words in order; `"".join(w.text for w in words)` is the
-    transcript up to spacing. Any code that expects a `str` can use it unchanged.
+    transcript up to spacing. `murmur` is how likely the recogniser found a hum reading of a
+    short utterance beside its words (`calibration.asr_readings`), None when not scored. Any
+    code that expects a `str` can use it unchanged.
     """
 
     words: tuple[TimedWord, ...]
+    murmur: MurmurReading | None
 
-    def __new__(cls, text: str, words: Iterable[TimedWord] = ()) -> Transcript:
+    def __new__(cls, text: str, words: Iterable[TimedWord] = (),
+                murmur: MurmurReading | None = None) -> Transcript:
         """Create a transcript of `text` whose words are `words` (seconds, see `TimedWord`)."""
         self = super().__new__(cls, text)
         self.words = tuple(words)
+        self.murmur = murmur
         return self
 
 
@@ -249,39 +255,47 @@ def load_whisper_model(model_path: Path | None = None, cpu_threads: int = 2) -> 
         return model
 
 
-def _decode_window(model: WhisperModel, audio: np.ndarray, window_s: int) -> str | None:
+def _decode_window(model: WhisperModel, audio: np.ndarray,
+                   window_s: int) -> tuple[str | None, Callable[[str], MurmurReading | None]]:
     """One greedy English decode of `audio` (1-D float32 at 16 kHz) with its log-mel features
     padded to `window_s` seconds instead of `WHISPER_WINDOW_S` (`PERSON_WINDOW_S`), as
     faster-whisper's `transcribe` decodes one segment otherwise: no timestamps, its suppressed
     tokens. None when the audio does not leave `WINDOW_PADDING_S` of the window, when the
     window has no speech (`NO_SPEECH_THRESHOLD`), or the decode loops (`LOOP_MIN_TOKENS`,
     `COMPRESSION_RATIO_THRESHOLD`; at most `WINDOW_TOKENS_PER_S` are written): decode it in
-    the 30 s window then."""
+    the 30 s window then. Also returns the scorer of a transcript of this audio against its
+    hum readings on the same encoding (`calibration.asr_readings.murmur_reading`), which
+    gives None for audio that does not fit the window or is longer than `MAX_SCORED_S`."""
     from faster_whisper.audio import pad_or_trim
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
 
     if audio.size > (window_s - WINDOW_PADDING_S) * WHISPER_RATE_HZ:
-        return None
+        return None, lambda _text: None
     features = model.feature_extractor(audio)
     frames = window_s * WHISPER_RATE_HZ // model.feature_extractor.hop_length
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
                           language="en")
     prompt = model.get_prompt(tokenizer, [], without_timestamps=True)
     most_tokens = WINDOW_TOKENS_SLACK + WINDOW_TOKENS_PER_S * audio.size // WHISPER_RATE_HZ
+    encoded = model.encode(pad_or_trim(features, frames))
+
+    def scored(text: str) -> MurmurReading | None:
+        return murmur_reading(model, encoded, tokenizer, prompt, text, audio.size)
+
     result = model.model.generate(
-        model.encode(pad_or_trim(features, frames)), [prompt], beam_size=1,
+        encoded, [prompt], beam_size=1,
         max_length=len(prompt) + most_tokens, return_scores=True, return_no_speech_prob=True,
         suppress_blank=True, suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1])))[0]
     tokens = result.sequences_ids[0]
     avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
     if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob < LOG_PROB_THRESHOLD:
-        return None
+        return None, scored
     text = tokenizer.decode(tokens).strip()
     if ((len(tokens) >= LOOP_MIN_TOKENS and 3 * len(set(tokens)) <= len(tokens))
             or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD):
-        return None
-    return text
+        return None, scored
+    return text, scored
 
 
 def _mono_float(pcm_f32: np.ndarray, sample_rate_hz: int) -> np.ndarray:
@@ -374,10 +388,11 @@ class LocalWhisperTranscriber:
         if audio.size == 0:
             return Transcript("")
         model = load_whisper_model(self.model_path, self.cpu_threads)
+        scored = None
         if self.window_s < WHISPER_WINDOW_S:
-            text = _decode_window(model, audio, self.window_s)
+            text, scored = _decode_window(model, audio, self.window_s)
             if text is not None:
-                return Transcript(text)
+                return Transcript(text, murmur=scored(text))
         fallback = {} if self.temperature_fallback else {"temperature": 0.0}
         segments, _info = model.transcribe(
             audio,
@@ -389,11 +404,10 @@ class LocalWhisperTranscriber:
             **fallback,
         )
         segments = list(segments)
-        return Transcript(
-            " ".join(segment.text.strip() for segment in segments).strip(),
-            (TimedWord(word.word, word.start, word.end)
-             for segment in segments for word in segment.words or ()),
-        )
+        text = " ".join(segment.text.strip() for segment in segments).strip()
+        return Transcript(text, (TimedWord(word.word, word.start, word.end)
+                                 for segment in segments for word in segment.words or ()),
+                          murmur=scored(text) if scored is not None else None)
 
     def _timed_blocking(self, audio: np.ndarray, sample_rate_hz: int) -> Transcript:
         """`transcribe_blocking`, its wall time folded into the expected run time."""

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from calibration.spoken_numbers import number_spans
 from calibration.units import SPOKEN_ARROWS
 
 # Emoji and pictographs (Unicode emoji blocks plus the joiners, variation selectors, keycap and tag
@@ -135,7 +136,7 @@ class SpeakableText:
         return self.sources[start][0], self.sources[end - 1][1]
 
 
-def make_speakable(original: str) -> SpeakableText:
+def make_speakable(original: str, language: str = "en") -> SpeakableText:
     """Rewrite a written segment into speakable text with an offset map back to `original`.
 
     Removed: control characters (but tab and line ends) and U+FFFD, emoji and pictographs,
@@ -149,6 +150,10 @@ def make_speakable(original: str) -> SpeakableText:
     Spoken as a short phrase that says what it is: a fenced code block ("a python code block
     of 8 lines, shown on the page."), LaTeX ("a formula"), a hash or other long opaque token
     (`OPAQUE_CODE_POINTS`, not a URL or a word: "a hash", "a long code").
+    Said as meant in `language` (ISO 639-1, the voice's; `spoken_numbers.number_spans`):
+    amounts of money in the writer's locale ("$1,200.50", "1.200,50 \u20ac"), ordinals ("21st",
+    "3e", "am 2. Mai") and roman numerals after a name or a counted noun ("Henry VIII",
+    "World War II").
     Rewritten: HTML entities decoded (`&amp;` -> "&"); a range between numbers ("3\\u20135",
     "10-12") read "3 to 5"; scientific notation ("1e-9") read "1 times ten to the minus 9";
     powers ("x^2") read "x squared"; arrows read as their word (`SPOKEN_ARROWS`); an ellipsis
@@ -189,6 +194,10 @@ def make_speakable(original: str) -> SpeakableText:
             claim(match.start(), match.end(), "")
     for match in _TABLE_PIPE.finditer(original):
         claim(match.start(), match.end(), _gap(original, match.start(), match.end()))
+    for start, end, words in number_spans(original, language):
+        before = " " if start > 0 and original[start - 1].isalnum() else ""
+        after = " " if end < len(original) and original[end].isalnum() else ""
+        claim(start, end, f"{before}{words}{after}")
     for match in _RANGE.finditer(original):
         group = "dash" if match.group("dash") is not None else "hyphen"
         claim(match.start(group), match.end(group), " to ")

@@ -19,11 +19,17 @@ producers run, so synthesis never queues behind it), and each session's work goe
   session before its own.
 
 How much audio a session may send is bounded separately (`server.realtime.input_budget`).
-Silero runs inside onnxruntime with the GIL released; the rest is numpy and soxr, which hold it
-in short stretches (the event loop waited 0.2 ms at p50 and 2-6 ms at p99 for it while two
-threads ran the input path back to back, measured here). On oversubscribed cores the kernel
-may preempt the worker while it holds the GIL, and the loop then waits until it runs again
-(`benchmarks/README.md`, "Fairness benchmark": an input worker process would not).
+What the bound lets in still costs CPU (10 sessions at twice real time: about a tenth of a
+core), and on short cores that CPU was taken from the foreground: the kernel shares a core
+among runnable threads by weight, so the input worker got as much of it as a thread
+synthesizing another session's first audio. The workers therefore run at `INPUT_NICE` (a
+tenth of the weight): foreground work (synthesis, transcription, the event loop) gets the
+cores first and the input path takes what is left (`benchmarks/README.md`, "Fairness
+benchmark", measures both side by side). Silero runs inside onnxruntime with the GIL
+released; the rest is numpy and soxr, which hold it in short stretches (the event loop waited
+0.2 ms at p50 and 2-6 ms at p99 for it while two threads ran the input path back to back,
+measured here). A worker preempted while it holds the GIL makes the loop wait until it runs
+again, the longer the lower its priority: hence nice 10, not 19.
 """
 
 from __future__ import annotations

@@ -105,8 +105,9 @@ class Resumption:
                 self._metrics.sessions_parked.dec()
                 self._metrics.sessions_resumed.inc()
         connection = Connection(websocket, services, session_id, observer, session=session)
+        routes = websocket.request.headers.get_all(ROUTE_HEADER)  # one from a proxy, or none
         new_token = self.registry.issue(connection.session.id, self._owner,
-                                        websocket.request.headers.get(ROUTE_HEADER))
+                                        routes[0] if len(routes) == 1 else None)
         self._tokens[id(connection)] = new_token
         self._live[connection.session.id] = connection
         connection.opening = {

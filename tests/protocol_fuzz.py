@@ -724,7 +724,8 @@ def _resolve_known_ids(client: RealtimeClient, payload: str) -> str:
 
 
 async def check_prompt(client: RealtimeClient, label: str, timeout: float = 30.0) -> str | None:
-    """Turn server VAD off, cancel any reply, then send `CHECK_PROMPT` and `response.create`;
+    """Turn server VAD off and audio output on (a batch may have asked for text only), cancel
+    any reply, then send `CHECK_PROMPT` and `response.create`;
     return None when the new reply completes, its audio and transcript reading back
     `CHECK_REPLY`, else what went wrong.
 
@@ -733,7 +734,8 @@ async def check_prompt(client: RealtimeClient, label: str, timeout: float = 30.0
         ConnectionClosed: the server closed the connection.
     """
     await client.send({"type": "session.update", "event_id": f"{label}.vad-off",
-                       "session": {"audio": {"input": {"turn_detection": None}}}})
+                       "session": {"audio": {"input": {"turn_detection": None}},
+                                   "output_modalities": ["audio"]}})
     await client.send({"type": "response.cancel", "event_id": f"{label}.cancel"})
     await client.send({"type": "fuzz.probe", "event_id": f"{label}.settled"})
     await client.wait_for("error", lambda e: e["error"]["event_id"] == f"{label}.settled",

@@ -353,7 +353,7 @@ def test_a_decode_that_loops_in_the_short_window_is_done_in_the_30_s_window() ->
     pcm = decision_audio(speech_fixtures.speech("mm-hmm", "espeak", "en-gb-x-rp"))
     rate = speech_fixtures.RATE_HZ
     model = load_whisper_model()
-    assert asr._decode_window(model, pcm, asr.PERSON_WINDOW_S) is None
+    assert asr._decode_window(model, pcm, asr.PERSON_WINDOW_S)[0] is None
     full = LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False)
     assert person_transcriber().transcribe_blocking(pcm, rate) == full.transcribe_blocking(
         pcm, rate)
@@ -368,10 +368,10 @@ def test_a_turn_near_the_window_s_length_is_read_in_the_30_s_window() -> None:
     longest = (asr.PERSON_WINDOW_S - asr.WINDOW_PADDING_S) * rate
     sentence = speech_fixtures.speech("Please open the window in the kitchen.")
     turn = np.concatenate((sentence, np.zeros(longest - sentence.size, np.float32)))
-    assert asr._decode_window(model, turn, asr.PERSON_WINDOW_S)
+    assert asr._decode_window(model, turn, asr.PERSON_WINDOW_S)[0]
     assert asr._decode_window(model, np.concatenate((turn, np.zeros(160, np.float32))),
-                              asr.PERSON_WINDOW_S) is None
-    assert asr._decode_window(model, np.zeros(rate, np.float32), asr.PERSON_WINDOW_S) is None
+                              asr.PERSON_WINDOW_S)[0] is None
+    assert asr._decode_window(model, np.zeros(rate, np.float32), asr.PERSON_WINDOW_S)[0] is None
 
 
 def test_a_short_window_needs_one_greedy_decode_without_word_timings() -> None:

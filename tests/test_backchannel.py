@@ -104,8 +104,9 @@ def test_words_are_never_overruled_by_a_murmur_like_sound(text: str, transcript:
     """What tiny.en wrote for these (a tester's "how come?" over a reply was read "Hot comb.",
     "he said what?" "He's bad work.") sounds, in most voices, like two syllables joined by an
     /h/, the sound of "uh-huh": the words decide, and any words outside the backchannel and
-    murmur lists are an interruption, in every voice. The price: espeak-ng's "mm-hmm", which
-    tiny.en misreads as words for some voices, is answered instead of resumed."""
+    murmur lists are an interruption, in every voice, when the transcript carries no hum
+    readings from the recogniser (rule 5; with them, rule 4a takes a hum misread as words:
+    `tests/test_backchannel_hums.py`)."""
     voices = [("espeak", voice) for voice in ESPEAK] + [("piper", None)]
     for engine, voice in voices:
         decision = classify(transcript, said(text, engine, voice), RATE)

@@ -35,10 +35,11 @@ def test_issue_24_murmurs_laughter_and_acknowledgments_resume(text: str, engine:
                                                               voice: str | None) -> None:
     """Issue 24's examples of the kind (a hum, "ha ha ha ha", "makes sense", "gotcha",
     "perfect", "thanks"), as the server hears them: each cut the reply and was answered.
-    (Not yet the hums tiny.en reads as words: "mhm" is "and make an", "Emmikam", "in a game",
-    Piper's "mm" "Amen.": those are still answered. tiny.en's reading of a hum can change
-    from run to run - espeak-ng en-gb-x-rp's "mm-hmm" read "M-M-M" and "And then boom." in
-    one process -, so these examples are ones read the same in every run.)"""
+    (Two-syllable hums tiny.en reads as words resume by rule 4a:
+    `tests/test_backchannel_hums.py`; one-syllable ones - Piper's "mm" read "Amen.", its
+    "mhm" "and make an" - are still answered. tiny.en's reading of a hum can change from run
+    to run - espeak-ng en-gb-x-rp's "mm-hmm" read "M-M-M" and "And then boom." in one
+    process -, so these examples are ones read the same in every run.)"""
     decision = decided(text, engine, voice)
     assert decision is not None and decision.verdict is Verdict.BACKCHANNEL, decision
 

@@ -23,8 +23,9 @@ from tests.browser import chromium, open_demo
 FRAME = speech_fixtures.RATE_HZ // 100
 """Samples per 10 ms VAD frame."""
 
-ECHO_LIKENESS = 0.8
-"""web/vad.js DEFAULT_VAD_CONFIG.echoLikeness: a candidate this like the output is echo."""
+UNEXPLAINED_SHARE = 0.1
+"""web/vad.js DEFAULT_VAD_CONFIG.echoUnexplainedShare: a candidate with fewer of its frames
+unexplained by the echo path is echo (issue 24, web/echo-path.js)."""
 
 REPLY = ("The museum opens at ten in the morning and closes at six, and on Sundays the "
          "galleries on the second floor stay open until eight in the evening.")
@@ -49,7 +50,8 @@ RUN_VAD = """async ({mic, output, config, burst, lateMs}) => {
     }
     const samples = Float32Array.from(mic.slice(i * frame, (i + 1) * frame));
     for (const type of detector.process(samples, t)) {
-      events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness});
+      events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness,
+                    unexplained: detector.unexplained});
     }
   }
   return events;
@@ -70,7 +72,8 @@ REPLAY_VAD = """async ({ops, config}) => {
       detector.echo.update(db, Float32Array.from(bands), active, t);
     } else {
       for (const type of detector.process(Float32Array.from(values), t)) {
-        events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness});
+        events.push({type, ms: Math.round(t * 1000), likeness: detector.likeness,
+                    unexplained: detector.unexplained});
       }
     }
   }
@@ -138,7 +141,7 @@ async def test_echo_loud_enough_for_the_level_guard_is_held_back(
     assert of_type(events, "onset"), "the echo passed the level guard"
     assert not of_type(events, "fired"), events
     held = of_type(events, "echo")
-    assert held and all(e["likeness"] >= ECHO_LIKENESS for e in held), events
+    assert held and all(e["unexplained"] < UNEXPLAINED_SHARE for e in held), events
 
 
 async def test_echo_is_held_back_when_the_output_reports_arrive_in_bursts(
@@ -154,7 +157,7 @@ async def test_echo_is_held_back_when_the_output_reports_arrive_in_bursts(
     events = await run_vad(mic, reply, burst=4, late_ms=late)
     assert not of_type(events, "fired"), events
     held = of_type(events, "echo")
-    assert held and all(e["likeness"] >= ECHO_LIKENESS for e in held), events
+    assert held and all(e["unexplained"] < UNEXPLAINED_SHARE for e in held), events
     assert [e["ms"] for e in held] == [e["ms"] for e in on_time]
 
 
@@ -182,7 +185,7 @@ async def test_the_person_over_the_reply_fires_after_the_minimum_duration(
     # higher, so a soft start (espeak-ng) is counted up to a few frames later
     assert -10 <= onset["ms"] - onset_ms <= 60, events
     assert fired["ms"] - onset["ms"] == 190, "fires on the frame that completes 200 ms"
-    assert fired["likeness"] < ECHO_LIKENESS and not of_type(events, "echo"), events
+    assert fired["unexplained"] >= UNEXPLAINED_SHARE and not of_type(events, "echo"), events
 
 
 @pytest.mark.parametrize("text", ["Sorry, what time does it open?",
@@ -233,7 +236,8 @@ async def test_the_person_over_a_quiet_echo_fires_after_the_minimum_duration(
     events = await run_vad(mic, reply)
     onset, fired = of_type(events, "onset")[0], of_type(events, "fired")[0]
     assert -10 <= onset["ms"] - (1500 + speech_fixtures.active_span_ms(person)[0]) <= 60, events
-    assert fired["ms"] - onset["ms"] == 190 and fired["likeness"] < ECHO_LIKENESS, events
+    assert fired["ms"] - onset["ms"] == 190, events
+    assert fired["unexplained"] >= UNEXPLAINED_SHARE, events
 
 
 async def test_a_stop_closure_at_the_minimum_duration_does_not_delay_the_fire(
@@ -293,13 +297,16 @@ async def test_a_tail_does_not_stretch_a_noise_burst(run_vad) -> None:
 
 async def test_the_echo_heard_as_the_microphone_starts_is_held_back(vad_page) -> None:
     """Issue 13, replayed from Chromium: the echo's first candidate, 830 ms after the capture
-    started, is compared from `echoSettleMs` on, after the browser's processing converged, and
-    held back as echo; compared from the capture's first frames (`echoLeadMs` reaches back to
-    them), its likeness was 0.73 and it fired."""
+    started, is compared from `echoSettleMs` on, after the browser's processing converged: that
+    stretch sets the echo path, which explains the candidate, held back as echo. Learned from
+    the capture's first frames as well (`echoSettleMs` 0), the path's gain is the one of the
+    auto gain still converging (issue 24: a path set at 0.5 s with likeness 0.96); the echo
+    then rose above it (80 % of the candidate unexplained) and fired (issue 13, before the
+    echo path: likeness 0.73, fired)."""
     ops = json.loads(gzip.decompress(ECHO_AT_MIC_START.read_bytes()))["ops"]
     events = await vad_page.page.evaluate(REPLAY_VAD, {"ops": ops, "config": {}})
     assert [e["type"] for e in events] == ["onset", "echo"], events
-    assert events[1]["likeness"] >= ECHO_LIKENESS
+    assert events[1]["unexplained"] < UNEXPLAINED_SHARE
     unsettled = await vad_page.page.evaluate(REPLAY_VAD, {"ops": ops,
                                                           "config": {"echoSettleMs": 0}})
     assert [e["type"] for e in unsettled] == ["onset", "fired"], unsettled
@@ -399,6 +406,6 @@ async def test_a_short_interruption_over_the_reply_fires(
         fired = [e["ms"] + first_ms for e in of_type(events, "fired")
                  if position_ms + onset_ms <= e["ms"] + first_ms <= position_ms + onset_ms + 600]
         if not fired:
-            missed[position_ms] = [(e["type"], e["ms"], e["likeness"]) for e in events
+            missed[position_ms] = [(e["type"], e["ms"], e["unexplained"]) for e in events
                                    if e["ms"] >= position_ms]
     assert not missed

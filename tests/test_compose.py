@@ -1,7 +1,8 @@
 """The compose stack: the file against the compose specification (offline, check-jsonschema's
-vendored `compose-spec` schema), its profiles against the table of docs/running.md, healthchecks, the
-wiring of each demo variant to its server, the nginx configuration of `scale`, and the documented
-`openai` SDK recipe run against a real server. Docker itself is not needed: the file is parsed.
+vendored `compose-spec` schema), its profiles against the table of docs/running.md,
+healthchecks, the wiring of each demo variant to its server, the nginx configuration of `scale`,
+and the documented `openai` SDK recipe run against a real server. Docker itself is not needed:
+the file is parsed.
 """
 
 from __future__ import annotations

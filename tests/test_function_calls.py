@@ -235,3 +235,28 @@ def test_function_items_a_client_creates_reach_the_prompt_and_bad_ones_are_refus
             "id": "call_o", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
         {"role": "tool", "content": "Snow", "tool_call_id": "call_o"}]
+
+
+def test_response_create_tools_override_the_sessions_for_that_response() -> None:
+    """`response.create`'s `tools` and `tool_choice` apply to that response only, as OpenAI's
+    do (LiveKit's `generate_reply(tools=..., tool_choice=...)`); without them the session's
+    are offered."""
+    session = Session()
+    session.receive(json.dumps({"type": "session.update", "session": {
+        "type": "realtime", "tools": [WEATHER], "tool_choice": "required"}}))
+    offered = []
+    for response in ({"tools": [], "tool_choice": "none"},
+                     {"tool_choice": {"type": "function", "name": "get_weather"}}, None):
+        event: dict[str, Any] = {"type": "response.create"}
+        if response is not None:
+            event["response"] = response
+        session.receive(json.dumps(event))
+        prompt = session.build_prompt(session.current_response_id)
+        assert prompt is not None
+        offered.append((prompt.tools, prompt.tool_choice))
+        session.receive(json.dumps({"type": "response.cancel"}))
+    assert "error" not in [e["type"] for e in session.take_events()]
+    assert offered == [
+        ((), "none"),
+        (tuple(chat_tools([WEATHER])), {"type": "function", "function": {"name": "get_weather"}}),
+        (tuple(chat_tools([WEATHER])), "required")]

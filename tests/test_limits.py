@@ -29,6 +29,7 @@ from server.realtime.session import Session, SessionConfig
 from server.responders.prompt import ConversationTurn, Prompt
 from server.responders.reply_limit import ReplyLengthLimit, word_prefix
 from tests.realtime_client import RealtimeClient
+from tests.test_session import send
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -424,3 +425,25 @@ def test_a_spoken_turn_whose_words_overflow_max_history_chars_is_dropped() -> No
     events = session.take_events()
     assert [e["type"] for e in events] == ["conversation.item.deleted", "error"]
     assert session.history.ids() == []
+
+
+def test_function_items_count_their_call_id_and_name_toward_max_history_chars() -> None:
+    """A function item's `call_id` and `name` (up to 64 characters each) count with its id
+    and its output or arguments: one accounting of what a client makes the history hold."""
+    session = Session(SessionConfig(max_history_chars=200))
+
+    def output(item_id: str, call_id: str, text: str) -> list[dict[str, Any]]:
+        return send(session, type="conversation.item.create", item={
+            "type": "function_call_output", "id": item_id, "call_id": call_id,
+            "output": text})
+
+    assert [e["type"] for e in output("f1", "c" * 64, "o" * 120)] == [
+        "conversation.item.added", "conversation.item.done"]  # 2 + 64 + 120 = 186
+    [error] = output("f2", "d" * 10, "o" * 3)  # 186 + 2 + 10 + 3 = 201 > 200
+    assert error["error"]["code"] == "history_limit_exceeded"
+    assert "186 characters" in error["error"]["message"]
+    called = send(session, type="conversation.item.create", item={
+        "type": "function_call", "id": "f3", "call_id": "e", "name": "n" * 9,
+        "arguments": "{}"})  # 186 + 2 + 1 + 9 + 2 = 200
+    assert [e["type"] for e in called] == ["conversation.item.added", "conversation.item.done"]
+

@@ -5,11 +5,12 @@ its own session.update with 0 `error` events, a text turn (`update_chat_ctx` +
 `generate_reply`) with audio, a spoken turn through `push_audio` (real Piper audio of a question;
 the server's VAD and faster-whisper), an interruption through `interrupt()` + `truncate()` at
 the position the "player" reached, kept exactly there by the server, and a second turn whose
-prompt knows the cut."""
+prompt knows the cut; and its tool path, with an LLM behind the server."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -20,7 +21,10 @@ from livekit.plugins import openai as lk_openai
 
 from server.realtime.openai_schema import response_errors
 from tests import speech_fixtures
+from tests.llm_proxy import RecordingProxy
 from tests.test_agents_js import QUESTION, heard_prefix, recalled
+from tests.test_function_calls import STREAMED_CALL
+from tests.test_llm_stream_faults import NO_UPSTREAM, scripted_server
 from tests.test_server_vad import mic_pcm16
 
 RATE_HZ = 24_000
@@ -183,3 +187,48 @@ def test_the_response_object_of_generate_reply_is_accepted() -> None:
                             "metadata": {"client_event_id": "response_create_1"}}) == []
     [error] = response_errors({"instructions": 3, "metadata": None})
     assert (error.param, error.code) == ("response.instructions", "invalid_type")
+
+
+async def test_livekit_runs_the_tool_the_model_calls(start_server) -> None:
+    """LiveKit's tool path with an LLM behind the server (the recording proxy's scripted
+    stream): `update_tools` offers its function tool, the model's call arrives on the
+    generation's `function_stream`, its output goes back as `AgentSession` sends it (the chat
+    context with a `FunctionCallOutput`, then `generate_reply()`), and the answer is spoken;
+    0 `error` events."""
+
+    @llm.function_tool
+    async def get_weather(city: str) -> str:
+        """The weather forecast for a city."""
+        return f"Sunny and 21 degrees in {city}."
+
+    with RecordingProxy(NO_UPSTREAM) as proxy:
+        proxy.mode = "script"
+        proxy.scripts = [STREAMED_CALL, ["It is sunny in Paris, ", "twenty one degrees."]]
+        server = await scripted_server(start_server, proxy)
+        client = LiveKitClient(server.http_url + "/v1")
+        try:
+            await client.wait_for("session.updated")
+            await client.session.update_tools([get_weather])
+            generation = await client.say("What is the weather in Paris?")
+            [call] = [call async for call in generation.function_stream]
+            output = await get_weather(**json.loads(call.arguments))
+            chat_ctx = client.session.chat_ctx.copy()
+            chat_ctx.items.append(llm.FunctionCallOutput(
+                call_id=call.call_id, name=call.name, output=output, is_error=False))
+            await client.session.update_chat_ctx(chat_ctx)
+            _, answer, audio_ms = await play(await client.session.generate_reply())
+        finally:
+            await client.session.aclose()
+            await client.model.aclose()
+        requests = [request.body for request in proxy.wait_requests(2)]
+    assert client.errors == []
+    assert client.of_type("error") == []
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+    assert [tool["function"]["name"] for tool in requests[0]["tools"]] == ["get_weather"]
+    assert requests[1]["messages"][-2:] == [
+        {"role": "assistant", "content": "", "tool_calls": [{
+            "id": call.call_id, "type": "function",
+            "function": {"name": "get_weather", "arguments": call.arguments}}]},
+        {"role": "tool", "content": output, "tool_call_id": call.call_id}]
+    assert answer == "It is sunny in Paris, twenty one degrees."
+    assert audio_ms > 1000

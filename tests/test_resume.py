@@ -233,3 +233,19 @@ async def test_a_strict_openai_client_validates_the_token_and_never_sees_resumed
         assert adapter.validate_python(created, strict=True).type == "session.created"
         await client.drain(0.3)
     assert {event["type"] for event in client.events} == {"session.created"}
+
+
+async def test_a_route_key_from_the_proxy_prefixes_the_token_and_bad_ones_are_ignored(
+        start_server) -> None:
+    server = await start_server(tts="uniform", calibration="marks")
+    route = "0123456789abcdef0123456789abcdef"
+    for headers, prefix in (([("X-Duplex-Route", route)], f"{route}."),
+                            ([("X-Duplex-Route", route), ("X-Duplex-Route", route)], None),
+                            ([("X-Duplex-Route", "not-hex!")], None)):
+        async with RealtimeClient.connect(server.ws_url, additional_headers=headers) as client:
+            token = token_of(client)
+            assert token.startswith(prefix) if prefix else "." not in token
+            drop(client)
+        again = await resume(server.ws_url, token)
+        await again.wait_for("session.resumed")
+        await again.websocket.close()

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
 from websockets.asyncio.client import connect
 
 from tests.browser import chromium, open_demo
@@ -23,17 +23,23 @@ from tests.realtime_client import RealtimeClient
 from tests.scale_stack import REPLICAS, ScaleStack, scale_stack
 from tests.test_browser import wait_playing
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+"""One stack (and event loop) for the module's tests: starting it takes half a minute."""
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[ScaleStack]:
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ScaleStack]:
     # The profile's replicas as compose would start them, with the deterministic test voice
     # (DUPLEX_TTS, as a shell would set it): three Piper voices would load for minutes here.
-    async with scale_stack(tmp_path, {"DUPLEX_TTS": "uniform"}) as running:
+    async with scale_stack(tmp_path_factory.mktemp("nginx"),
+                           {"DUPLEX_TTS": "uniform"}) as running:
         yield running
 
 
 async def test_sessions_spread_over_the_replicas(stack: ScaleStack) -> None:
     sessions = 24
+    async with httpx.AsyncClient() as http:
+        before = [await replica_sessions(http, port) for port in stack.replica_ports]
     for index in range(sessions):
         async with connect(f"{stack.ws_url}?probe=spread{index}") as websocket:
             await websocket.recv()  # session.created
@@ -41,7 +47,8 @@ async def test_sessions_spread_over_the_replicas(stack: ScaleStack) -> None:
     replicas = Counter(stack.replica_of(f"probe=spread{index}") for index in range(sessions))
     assert set(replicas) == {f"127.0.0.1:{port}" for port in stack.replica_ports}, replicas
     async with httpx.AsyncClient() as http:
-        opened = [await replica_sessions(http, port) for port in stack.replica_ports]
+        opened = [await replica_sessions(http, port) - already
+                  for port, already in zip(stack.replica_ports, before, strict=True)]
     assert sum(opened) == sessions and all(opened), opened
 
 
@@ -113,6 +120,7 @@ async def test_a_page_through_nginx_stays_on_its_replica_across_a_reload(
     """Headless Chromium opens the page through nginx, prompts, and reloads mid-reply: the
     page, every file it loads and both of its WebSockets (the first and the resuming one) go
     to one replica, and the page shows its session given back."""
+    logged = len(stack.routes())
     async with chromium() as browser, open_demo(browser, stack.http_url) as demo:
         response_id = await demo.prompt("say: The tide turns at noon and the ferry waits.")
         await wait_playing(demo, response_id, 800)
@@ -122,7 +130,7 @@ async def test_a_page_through_nginx_stays_on_its_replica_across_a_reload(
         assert resumed["session_id"] == demo.of_type("session.created")[0]["session"]["id"]
         assert resumed["heard"][0]["interrupted"] is True
     await asyncio.sleep(0.3)
-    routes = stack.routes()
+    routes = stack.routes()[logged:]
     sockets = [uri for _, uri, _ in routes if uri.startswith("/v1/realtime")]
     assert len(sockets) == 2 and sockets[1].startswith("/v1/realtime?resume="), sockets
     assert len(routes) > 10 and len({upstream for _, _, upstream in routes}) == 1, routes

@@ -59,7 +59,23 @@ SPOKEN_FORMS = [
      "It is Pneumonoultramicroscopicsilicovolcanoconiosis."),
     ("Pneumonoultramicroscopicsilicovolcanoconiosis is a word.",
      "Pneumonoultramicroscopicsilicovolcanoconiosis is a word."),
-    ("It costs $5 or $10.", "It costs $5 or $10."),
+    # money, ordinals and regnal numbers said as meant (calibration.spoken_numbers, num2words)
+    ("It costs $5 or $10.", "It costs five dollars or ten dollars."),
+    ("Rent is $1,200.50 a month.",
+     "Rent is one thousand two hundred dollars and fifty cents a month."),
+    ("A coffee is \u20ac5 here.", "A coffee is five euro here."),
+    ("Tea costs \u00a33.20, milk \u00a31.", "Tea costs three pounds sterling and twenty pence, "
+     "milk one pound sterling."),
+    ("Only $0.99 today.", "Only ninety-nine cents today."),
+    ("The bowl was \u00a5500.", "The bowl was five hundred yen."),
+    ("The 1st, 2nd, 3rd and 21st.", "The first, second, third and twenty-first."),
+    ("Henry VIII had six wives.", "Henry the eighth had six wives."),
+    ("Louis XIV built it.", "Louis the fourteenth built it."),
+    ("After World War II it grew.", "After World War two it grew."),
+    ("Read Chapter IV first.", "Read Chapter four first."),
+    ("Queen Elizabeth I.", "Queen Elizabeth the first."),
+    ("Then I went home, and Henry V was king.", "Then I went home, and Henry V was king."),
+    ("Version 1.200 costs $5M.", "Version 1.200 costs $5M."),
     ("See https://docs.python.org/3/library for more.", "See docs.python.org for more."),
 ]
 
@@ -69,6 +85,32 @@ def test_the_spoken_form_of_each_written_form(written: str, spoken: str) -> None
     assert make_speakable(written).text == spoken
 
 
+LOCALE_FORMS = [
+    ("de", "Das kostet 1.200,50 \u20ac im Monat.",
+     "Das kostet eintausendzweihundert Euro und fünfzig Cent im Monat."),
+    ("de", "Wir treffen uns am 2. Mai, der 3. Platz geht an Anna.",
+     "Wir treffen uns am zweiten Mai, der dritte Platz geht an Anna."),
+    ("de", "Ich habe 2. Dann ging ich.", "Ich habe 2. Dann ging ich."),
+    ("fr", "Le 3e jour, le 1er mai, Louis XIV paya 1 200,50 \u20ac.",
+     "Le troisième jour, le premier mai, Louis quatorze paya mille deux cents euros et "
+     "cinquante centimes."),
+    ("es", "Es la 2\u00aa vez y cuesta 5 \u20ac.", "Es la segunda vez y cuesta cinco euros."),
+    ("it", "Il 1\u00ba premio costa 3,50 \u20ac.",
+     "Il primo premio costa tre euro e cinquanta centesimi."),
+    ("nl", "Voor de 2e keer: \u20ac 12,50.",
+     "Voor de tweede keer: twaalf euro en vijftig cent."),
+    ("cmn", "\u4ef7\u683c\u662f $5\u3002", "\u4ef7\u683c\u662f $5\u3002"),
+]
+"""(voice language, written, spoken): the writer's locale decides the separators ("1.200,50"
+is 1200.50 in German, French groups thousands with a space) and the words are the language's
+(num2words); a language without a converter keeps the written form for its voice."""
+
+
+@pytest.mark.parametrize(("language", "written", "spoken"), LOCALE_FORMS)
+def test_numbers_are_said_in_the_writers_locale(language: str, written: str, spoken: str) -> None:
+    assert make_speakable(written, language).text == spoken
+
+
 @pytest.mark.parametrize(("text", "heard_whole"), [
     ("Docs at https://docs.python.org/3/library are good.", "https://docs.python.org/3/library"),
     ("Go left \u2192 then right.", "\u2192"),
@@ -76,6 +118,9 @@ def test_the_spoken_form_of_each_written_form(written: str, spoken: str) -> None
      "3f786850e387550fdab836ed7e6dc881de23001b"),
     ("```python\nimport os\nprint(os.getcwd())\n```\n",
      "```python\nimport os\nprint(os.getcwd())\n```"),
+    ("Rent is $1,200.50 a month.", "$1,200.50"),
+    ("Henry VIII had six wives.", "VIII"),
+    ("The 21st time.", "21st"),
 ])
 def test_a_written_token_whose_spoken_form_played_has_a_mark_to_its_end(
     text: str, heard_whole: str,

@@ -71,3 +71,22 @@ async def test_one_text_response_in_an_audio_session(start_server) -> None:
     said = [(t.role, t.text, t.interrupted) for t in server.responder.prompts[-1].turns]
     assert said[:2] == [("user", f"say: {REPLY}", False), ("assistant", REPLY, False)]
     assert recall["response"]["status"] == "completed"
+
+
+async def test_a_bad_output_modalities_is_refused_and_the_session_goes_on(start_server) -> None:
+    """Found by `benchmarks.fuzz_protocol` (issue 26's "nothing a client sends kills a
+    session"): `session.update` with `output_modalities: 1.5` ended its session with 1011 and
+    a `TypeError` (the value was read before the schema's refusal was raised). Every such
+    value now gets one `error` naming the field, and the session still speaks."""
+    server = await start_server()
+    async with RealtimeClient.connect(server.ws_url) as client:
+        for bad in (1.5, "audio", {"audio": True}, [1], ["audio", None]):
+            event_id = await client.send({"type": "session.update",
+                                          "session": {"output_modalities": bad}})
+            error = (await client.wait_for("error", timeout=10))["error"]
+            assert error["event_id"] == event_id
+            assert error["param"].startswith("session.output_modalities"), error
+        await client.prompt("say: Still speaking.")
+        done = await client.wait_for("response.done")
+        assert done["response"]["status"] == "completed"
+        assert client.of_type("response.output_audio.delta")

@@ -57,7 +57,7 @@ const state = {
   mic: {
     enabled: false,
     error: null, // message shown in [data-testid=mic-error], or null
-    vadState: 'idle', // client VAD: 'idle' | 'speech' | 'echo' | 'fired'
+    vadState: 'idle', // client VAD: 'idle' | 'speech' | 'echo' | 'room' | 'fired'
     levelDb: null, // loudest 10 ms frame of the latest 50 ms report, dBFS
     noiseFloorDb: null, // dBFS
     onsetDb: null, // current onset threshold, dBFS
@@ -66,8 +66,8 @@ const state = {
     framesSent: 0, // input_audio_buffer.append events sent (40 ms each)
     contextRate: null, // capture AudioContext rate in Hz (resampled to inputRate in the worklet)
   },
-  vadEvents: [], // {type: 'onset'|'echo'|'fired'|'released', t: performance.now(), playing,
-  //                  likeness}: client VAD transitions (vad.js)
+  vadEvents: [], // {type: 'onset'|'echo'|'room'|'fired'|'released', t: performance.now(),
+  //                  playing, likeness, unexplained, echoLagMs}: client VAD transitions (vad.js)
   bargeInTimings: timings.list, // per interruption, see barge-in-timings.js
   userTranscripts: [], // {item_id, transcript} from input_audio_transcription.completed
   speechStarted: [], // input_audio_buffer.speech_started events
@@ -128,6 +128,7 @@ const handlers = {
   'input_audio_buffer.speech_started': (event) => {
     state.speechStarted.push(event);
     levelMeter.markServerSpeech(event);
+    mic.onSpeechStarted();
   },
   'input_audio_buffer.speech_stopped': (event) => {
     status.log('info', `Server VAD: speech ended at ${event.audio_end_ms} ms of input`);

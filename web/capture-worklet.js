@@ -15,14 +15,21 @@
  *                                       message; see playback-worklet.js); when the VAD fires,
  *                                       this worklet posts {type: 'barge-in'} on it, and the
  *                                       playback worklet stops the reply the person hears
+ *   {type: 'server-vad', on}            whether the server's VAD judges the person's turns
+ *   {type: 'speech-started'}            the server's VAD took the latest speech for the person
+ *                                       (both for the room's background: room-background.js)
  *
  * Posts to the main thread (times are seconds on this context's clock, `currentTime`):
  *   {type: 'audio', pcm: ArrayBuffer}   FRAME_MS of PCM16 LE mono at targetRate (transferred)
- *   {type: 'vad', event: 'onset'|'echo'|'fired'|'released', time, onsetTime, playing, likeness}
+ *   {type: 'vad', event: 'onset'|'echo'|'room'|'fired'|'released', time, onsetTime, playing,
+ *    likeness, unexplained, echoLagMs}
  *       time: start of the frame that caused it; onsetTime: start of the candidate's first
- *       frame (null once released); likeness: the candidate's echo likeness (vad.js), or null
+ *       frame (null once released); likeness: the candidate's echo likeness (vad.js), or null;
+ *       unexplained: the share of its frames the echo path does not explain (echo-path.js), or
+ *       null; echoLagMs: the echo path's lag (ms), null while none is established
  *   {type: 'level', time, levelDb, noiseFloorDb, onsetDb, playbackDb, state, playing}
- *       (state: 'idle'|'speech'|'echo'|'fired'; 'echo': a candidate held back as echo)
+ *       (state: 'idle'|'speech'|'echo'|'room'|'fired'; 'echo' / 'room': a candidate held
+ *       back as the assistant's echo / the room's background)
  *       every LEVEL_MS; levelDb is the loudest frame since the previous report
  */
 import { Resampler } from './resampler.js';
@@ -58,6 +65,10 @@ class CaptureProcessor extends AudioWorkletProcessor {
   handle(message) {
     if (message.type === 'rate' && message.targetRate !== this.targetRate) {
       this.setRate(message.targetRate);
+    } else if (message.type === 'server-vad') {
+      this.vad.room.confirmTurns = message.on;
+    } else if (message.type === 'speech-started') {
+      this.vad.room.personSpoke(currentTime);
     } else if (message.type === 'playback-port') {
       this.playbackPort?.close();
       this.playbackPort = message.port;
@@ -101,7 +112,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
       if (event === 'fired') this.playbackPort?.postMessage({ type: 'barge-in' });
       this.port.postMessage({
         type: 'vad', event, time, onsetTime: vad.onsetTime, playing: vad.playing,
-        likeness: vad.likeness,
+        likeness: vad.likeness, unexplained: vad.unexplained, echoLagMs: vad.path.lagMs,
       });
     }
     this.loudestDb = Math.max(this.loudestDb, vad.levelDb);
@@ -114,7 +125,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
       noiseFloorDb: vad.noiseFloorDb,
       onsetDb: vad.onsetDb,
       playbackDb: vad.echo.levelAt(time),
-      state: vad.heldAsEcho ? 'echo' : vad.state,
+      state: vad.held ?? vad.state,
       playing: vad.playing,
     });
     this.sinceLevel = 0;

@@ -5,7 +5,8 @@ const MAX_DB = 0;
 const TRACE_MS = 6000;
 
 const STATE_LABELS = {
-  off: 'mic off', idle: 'idle', speech: 'speech', echo: 'echo (ignored)', fired: 'fired',
+  off: 'mic off', idle: 'idle', speech: 'speech', echo: 'echo (ignored)', room: 'room (ignored)',
+  fired: 'fired',
 };
 
 /**
@@ -73,7 +74,7 @@ export class LevelMeter {
   }
 
   /**
-   * Show one level report of the capture worklet (dBFS values; state 'idle'|'speech'|'echo'|'fired').
+   * Show one level report of the capture worklet (dBFS values; state 'idle'|'speech'|'echo'|'room'|'fired').
    * @param {{levelDb: number, noiseFloorDb: number, onsetDb: number, state: string,
    *   playing: boolean}} level
    */

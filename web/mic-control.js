@@ -131,6 +131,14 @@ export class MicControl {
     }
   }
 
+  /**
+   * A server `input_audio_buffer.speech_started`: the server's VAD took the latest speech for
+   * the person (the page's VAD then keeps it out of the room's background, room-background.js).
+   */
+  onSpeechStarted() {
+    this.#microphone.tellVad({ type: 'speech-started' });
+  }
+
   /** A server `error`: one naming our server VAD request means this server has none. */
   onError(error) {
     if (this.#requestId === null || error.event_id !== this.#requestId) return;
@@ -168,6 +176,7 @@ export class MicControl {
 
   #setServerVad(mode) {
     this.#state.mic.serverVad = mode;
+    this.#microphone.tellVad({ type: 'server-vad', on: mode === 'on' });
     this.#meter.setNote(SERVER_VAD_NOTES[mode], mode === 'unsupported' ? 'warn' : '');
   }
 
@@ -178,11 +187,13 @@ export class MicControl {
     if (this.#client.send(event)) this.#state.mic.framesSent += 1;
   }
 
-  #onVad({ event, t, onsetT, playing, likeness }) {
+  #onVad({ event, t, onsetT, playing, likeness, unexplained, echoLagMs }) {
     const { vadEvents, mic } = this.#state;
-    vadEvents.push({ type: event, t, playing, likeness });
+    vadEvents.push({ type: event, t, playing, likeness, unexplained, echoLagMs });
     if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
-    mic.vadState = { onset: 'speech', echo: 'echo', fired: 'fired', released: 'idle' }[event];
+    mic.vadState = {
+      onset: 'speech', echo: 'echo', room: 'room', fired: 'fired', released: 'idle',
+    }[event];
     this.onsetT = event === 'released' ? null : onsetT;
     if (event === 'fired') this.#meter.markFired(t);
   }

@@ -24,12 +24,15 @@ export class Microphone {
   /**
    * @param {object} callbacks
    * @param {(pcm: ArrayBuffer) => void} callbacks.onAudio 40 ms of PCM16 LE mono at the rate
-   * @param {(event: {event: 'onset'|'echo'|'fired'|'released', t: number,
-   *   onsetT: number|null, playing: boolean, likeness: number|null}) => void} callbacks.onVad
+   * @param {(event: {event: 'onset'|'echo'|'room'|'fired'|'released', t: number,
+   *   onsetT: number|null, playing: boolean, likeness: number|null,
+   *   unexplained: number|null, echoLagMs: number|null}) => void} callbacks.onVad
    *   a VAD transition; t and onsetT are performance.now() times of the frame that caused it
-   *   and of the candidate's first frame; likeness is the candidate's echo likeness (vad.js)
+   *   and of the candidate's first frame; likeness is the candidate's echo likeness (vad.js),
+   *   unexplained the share of its frames the echo path does not explain (echo-path.js),
+   *   echoLagMs the echo path's lag (null: none established)
    * @param {(level: {levelDb: number, noiseFloorDb: number, onsetDb: number, playbackDb: number,
-   *   state: 'idle'|'speech'|'fired', playing: boolean}) => void} callbacks.onLevel every 50 ms
+   *   state: 'idle'|'speech'|'echo'|'room'|'fired', playing: boolean}) => void} callbacks.onLevel every 50 ms
    * @param {(message: string) => void} callbacks.onEnded the device stopped delivering audio
    */
   constructor({ onAudio, onVad, onLevel, onEnded }) {
@@ -118,6 +121,12 @@ export class Microphone {
     this.#node?.port.postMessage({ type: 'rate', targetRate: rate });
   }
 
+  /** Pass `message` to the capture worklet's VAD ({type: 'server-vad', on} or
+   * {type: 'speech-started'}: see capture-worklet.js); nothing while no capture runs. */
+  tellVad(message) {
+    this.#node?.port.postMessage(message);
+  }
+
   /** Hand the worklet the port on which the playback worklet reports its output level. */
   linkPlaybackLevel(port) {
     if (this.#node) this.#node.port.postMessage({ type: 'playback-port', port }, [port]);
@@ -135,6 +144,8 @@ export class Microphone {
           : performanceTimeOf(this.#context, message.onsetTime),
         playing: message.playing,
         likeness: message.likeness,
+        unexplained: message.unexplained,
+        echoLagMs: message.echoLagMs,
       });
     }
   }

@@ -46,58 +46,36 @@
  *   threshold is `playingOnsetMarginDb` above the floor instead of `onsetMarginDb`, and at least
  *   `echoCouplingDb + echoMarginDb` above the assistant's own output level (peak-held for
  *   `echoHoldMs`, then decaying at `echoDecayDbPerS` like a room's reverberation tail);
- * - echo guard, shape: the browser's automatic gain control lifts a quiet echo by 10 dB and more
- *   (measured in Chromium: Piper echo at -30 dBFS peak reached -28 to -35 dBFS frames), so a
- *   level alone cannot tell the assistant's voice leaking into the microphone from the person.
- *   While the assistant plays, a candidate that is due to fire is held back as long as the
- *   band envelope of the microphone (band-envelope.js: five bands, 10 ms frames, from
- *   `echoLeadMs` before the candidate's onset, at most `echoWindowMs`) follows the band
- *   envelope of the assistant's output at some delay up to `echoMaxLagMs`. At the delay with
- *   the largest correlation (Pearson's r over all bands and frames, each band's mean removed,
- *   levels floored `echoDynamicRangeDb` below the loudest), the candidate's echo likeness is
- *   the mean of that correlation and the correlation of the frames' spectral shapes (each
- *   frame's mean over the bands removed as well); `echoLikeness` or more is echo (a candidate
- *   held as echo stays so down to `echoReleaseLikeness`: browser processing makes a real echo
- *   dip just below the first). Both terms and the long lead are needed in the browser: its
- *   echo suppressor and auto gain move every band of the microphone with the output's level,
- *   so over the 500 ms around an onset a person's envelope alone followed the output up to
- *   0.94 (echo: 0.93 and more), while the shape of their spectrum does not, and 800 ms of lead
- *   (the quiet before a person's onset, the echo itself before an echo's) dilute what a person
- *   shares with the output by chance. Replayed from the benchmark's Chromium runs (both
- *   envelopes as the capture worklet had them; 24 utterances, 13 echo onsets), the first
- *   check gave persons / echo: envelope only with a 300 ms lead 0.94 / 0.93 and more, both
- *   terms with 300 ms 0.86 / 0.90, with 800 ms 0.49 / 0.92; a held echo stayed at 0.85 and more.
- *   Measured with these settings: fed directly (node, the benchmark's recordings), the reply's
- *   own echo at 0 to -10 dB and 40-450 ms late reached 0.95-1.0 (42 checks), 24 utterances over
- *   the reply 0.10-0.26, over its echo 24 dB down 0.27-0.77. In Chromium with a fake
- *   microphone (echo cancellation, noise suppression and auto gain on) that hears the playing
- *   reply 90-240 ms late from the moment it is switched on (benchmarks/bench_microphone.py;
- *   the browser's echo canceller does not remove a file's echo), the echo's checks reached
- *   0.86-0.99 at -36, -30 and -12 dBFS peak and it never fired, and a person over a reply
- *   -0.10-0.58: none was held back (four runs: 63 echo checks, 96 utterances). The server's echo detector,
- *   which compares with the exact audio sent, held every such echo (0.90-0.98). Removing each
- *   band's mean makes the measure blind to gain, which AGC changes.
- *   The comparison starts no earlier than `echoSettleMs` after the capture started (unless the
- *   candidate itself does): Chromium's auto gain, noise and echo suppressors converge over the
- *   first half second, the echo reaching the page 25-35 dB below the output at first and
- *   12 dB below later, and with those frames in the lead the reply's echo heard from the moment
- *   the microphone was switched on (-30 dBFS peak, 230-310 ms late) reached only 0.68 and 0.73
- *   and fired (benchmark, issue 13); without them 0.88, with 700 ms 0.93. The guard stays on for
- *   `echoTailMs` (= `echoMaxLagMs`) after the output fell silent (`EchoReference.playingAt`):
- *   the echo of the last audio rendered before a reply stalls, pauses or stops reaches the
- *   microphone up to that much later; with 200 ms (`echoHoldMs`, as before issue 13) an echo
- *   held back 350 ms late fired while the output stalled (tests/test_client_vad.py).
- *   This is the cross-correlation double-talk detector of echo
- *   cancellers (J. Benesty, D. R. Morgan, J. H. Cho, "A new class of doubletalk detectors
- *   based on cross-correlation", IEEE TSAP 8(2), 2000) on band envelopes instead of waveforms,
- *   which no longer match after the browser's echo canceller and noise suppressor; the server
- *   does the same with the audio it sent (server/listening/echo.py). One broadband envelope is not
- *   enough: over a few hundred ms, any two stretches of speech correlate at some delay
- *   (measured: up to 0.99), five bands tell voices and words apart. The person talking over
- *   the echo breaks the correlation: the candidate then starts over and fires if it holds
- *   `minSpeechMs` without looking like echo again.
+ * - echo guard, what the echo explains (issue 24; echo-path.js): the browser's automatic gain
+ *   control lifts a quiet echo by 10 dB and more (measured in Chromium: Piper echo at -30 dBFS
+ *   peak reached -28 to -35 dBFS frames), so a level alone cannot tell the assistant's voice
+ *   leaking into the microphone from the person. While the assistant plays, a candidate that
+ *   is due to fire is held back only while the echo path (the lag and the gain per band of
+ *   the output in the microphone, learned from stretches that were clearly echo and held)
+ *   explains its energy: fewer than `echoUnexplainedShare` of its frames rise `echoExcessDb`
+ *   above the output at that lag and gain plus the room's floor. Speech energy the echo does
+ *   not explain is the person, whatever the envelopes' correlation; with no echo path
+ *   established, nothing is echo. Before issue 24 a band-envelope correlation of 0.8 and more
+ *   (`echoLikeness`, the cross-correlation double-talk detector of J. Benesty, D. R. Morgan,
+ *   J. H. Cho, IEEE TSAP 8(2), 2000, on band envelopes) held a candidate back whatever it
+ *   added; a correlation (`echoLikeness` below, reported as `likeness`) now only picks the lag
+ *   of a stretch that may set the path. Both envelopes are compared from `echoSettleMs` after
+ *   the capture started (Chromium's auto gain, noise and echo suppressors converge over the
+ *   first half second), over at most `echoWindowMs`, at delays up to `echoMaxLagMs`; the guard
+ *   stays on for `echoTailMs` after the output fell silent (`EchoReference.playingAt`): the
+ *   echo of the last audio rendered before a reply stalls reaches the microphone that late.
+ *   A candidate held back as echo is judged again on every frame over its last
+ *   `echoShareSpanMs`; when the echo stops explaining it (the person talks over the echo) it
+ *   starts over from its first unexplained frame and fires once that holds `minSpeechMs`.
+ * - the room (issue 24; room-background.js): a candidate fires only when one of its frames
+ *   holds `roomAboveDb` more energy than the room's background (babble, a TV, a fan, learned
+ *   outside the person's turns and the assistant's playback, and from the turns the server's
+ *   VAD did not take for the person) explains; otherwise it is held back as the room ('room')
+ *   and judged again on every frame.
  */
 import { BANDS, BandEnvelope } from './band-envelope.js';
+import { EchoPath, alignedRows } from './echo-path.js';
+import { RoomBackground } from './room-background.js';
 import { Voicing } from './voicing.js';
 
 
@@ -136,6 +114,28 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoLikeness: 0.8, // likeness at or above which a candidate is the assistant's echo
   echoReleaseLikeness: 0.75, // a candidate held as echo starts over below this likeness
   echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
+  // issue 24: echo is what the echo path explains (echo-path.js)
+  echoPathLikeness: 0.85, // a stretch correlating this well may set the echo path ...
+  echoPathMinMs: 150, // ... when this much of it is audible ...
+  echoPathConsistent: 0.7, // ... this share of it within echoConsistentDb of the prediction
+  echoConsistentDb: 8, // a frame within this (mean absolute band difference) fits the path
+  echoAudibleDb: 6, // a band this far above the room's floor is audible
+  echoGainRangeDb: 20, // output frames within this of the band's loudest set the gain
+  echoGainMinFrames: 5, // a band with fewer such frames heard no echo
+  echoSlackMs: 30, // the output's loudest within this of the lag predicts a frame
+  echoExcessDb: 6, // a frame this far above echo + floor is unexplained (the person)
+  echoUnexplainedShare: 0.1, // a candidate with this share unexplained is not echo
+  echoShareSpanMs: 250, // a held echo candidate is judged on at least its last this much
+  echoLearnMs: 500, // the echo path is learned this often while the assistant plays ...
+  echoRelearnMs: 100, // ... and at most this often while a candidate is judged
+  // the room's background (room-background.js)
+  roomHistoryMs: 10000, // background frames kept
+  roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
+  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
+  roomPercentile: 90, // the background's loud levels: this percentile per band
+  roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
+  roomFloorMs: 4000, // the room's floor is taken over this much of every frame ...
+  roomFloorPercentile: 10, // ... at this percentile per band
 });
 
 /** Floor of every level in dBFS (digital silence). */
@@ -289,6 +289,19 @@ export class LevelHistory {
     }
   }
 
+  /** The entries from `fromS` to `toS` (times included): {times, rows}. */
+  between(fromS, toS) {
+    const times = [];
+    const rows = [];
+    this.times.forEach((t, i) => {
+      if (t >= fromS - 1e-6 && t <= toS + 1e-6) {
+        times.push(t);
+        rows.push(this.levels[i]);
+      }
+    });
+    return { times, rows };
+  }
+
   /** The value of the latest entry at or before `timeS`; null before the first one kept. */
   at(timeS) {
     let low = 0;
@@ -358,44 +371,36 @@ function centred(rows, rangeDb, shape) {
  * largest `bandCorrelation` (the envelopes move together), the mean of that correlation and of
  * the spectral-shape correlation (`bandCorrelation` with `shape`: the frames sound alike).
  * A delay counts when the two overlap on at least `minSpeechMs` of frames (the output
- * envelope starts when the microphone does); null when no delay does.
+ * envelope starts when the microphone does). Returns {likeness, lagMs}, or null when no delay
+ * counts. Measured before issue 24 (node and Chromium, the benchmark's recordings): the
+ * reply's own echo at 0 to -10 dB and 40-450 ms late 0.95-1.0, through Chromium's processing
+ * 0.86-0.99; a person over the reply -0.10-0.58.
  */
 export function echoLikeness(mic, echo, fromS, nowS, config) {
-  const frameS = config.frameMs / 1000;
-  const span = Math.min(config.echoWindowMs, (nowS - fromS) * 1000 + config.frameMs);
-  const count = Math.round(span / config.frameMs);
   const needed = Math.max(2, Math.round(config.minSpeechMs / config.frameMs));
   let best = null;
-  let bestRows = null;
   for (let lag = 0; lag <= config.echoMaxLagMs; lag += config.frameMs) {
-    const micRows = [];
-    const output = [];
-    for (let i = count - 1; i >= 0; i -= 1) {
-      const row = mic.at(nowS - i * frameS);
-      const played = echo.envelope.at(nowS - i * frameS - lag / 1000);
-      if (row === null || played === null) continue;
-      micRows.push(row);
-      output.push(played);
-    }
-    if (micRows.length < needed) continue;
-    const r = bandCorrelation(micRows, output, config.echoDynamicRangeDb);
-    if (best === null || r > best) {
-      best = r;
-      bestRows = [micRows, output];
-    }
+    const rows = alignedRows(mic, echo, fromS, nowS, lag, config);
+    if (rows.mic.length < needed) continue;
+    const r = bandCorrelation(rows.mic, rows.output, config.echoDynamicRangeDb);
+    if (best === null || r > best.r) best = { r, lagMs: lag, rows };
   }
   if (best === null) return null;
-  return (best + bandCorrelation(...bestRows, config.echoDynamicRangeDb, true)) / 2;
+  const shape = bandCorrelation(best.rows.mic, best.rows.output, config.echoDynamicRangeDb, true);
+  return { likeness: (best.r + shape) / 2, lagMs: best.lagMs };
 }
 
 /**
  * The detector. Feed it consecutive frames of `config.frameMs`; it returns the transitions each
  * frame caused, in order (usually none; 'onset' and 'fired' together when minSpeechMs <= frameMs):
  *   'onset'    a candidate started on this frame (state 'speech');
- *   'echo'     the candidate was due to fire while the assistant played but its envelope
- *              follows the assistant's output (`echoLikeness`); it stays a candidate, checked
- *              again on every frame; when it stops looking like echo, it starts over with a
- *              new 'onset' on that frame;
+ *   'echo'     the candidate was due to fire while the assistant played but the echo path
+ *              explains it (echo-path.js); it stays a candidate, judged again on every frame;
+ *              when the echo stops explaining it, it starts over with a new 'onset' at its
+ *              first unexplained frame;
+ *   'room'     the candidate was due to fire but the room's background explains it
+ *              (room-background.js); it stays a candidate, judged again on every frame, and
+ *              starts over ('onset') at the first frame clearly above the room;
  *   'fired'    the candidate held `minSpeechMs` (state 'fired'): a barge-in, if the assistant
  *              is speaking;
  *   'released' speech (a candidate or fired speech) ended after `hangoverMs` below release
@@ -403,7 +408,7 @@ export function echoLikeness(mic, echo, fromS, nowS, config) {
  */
 export class EnergyVad {
   #config;
-  /** 'idle' | 'speech' | 'fired' ('speech' also while a candidate is held back as echo) */
+  /** 'idle' | 'speech' | 'fired' ('speech' also while a candidate is held back) */
   state = 'idle';
   noiseFloorDb = null;
   levelDb = SILENCE_DB;
@@ -411,21 +416,27 @@ export class EnergyVad {
   playing = false;
   /** start time (s) of the frame that began the current candidate, or null */
   onsetTime = null;
-  /** echo likeness of the latest check of the current candidate (null: none or unknown) */
+  /** echo likeness (`echoLikeness`) of the latest check of the current candidate, or null */
   likeness = null;
-  /** the current candidate is held back as the assistant's echo */
-  heldAsEcho = false;
+  /** share of the current candidate's frames the echo path does not explain, or null */
+  unexplained = null;
+  /** the current candidate is held back: null | 'echo' | 'room' */
+  held = null;
   #gapMs = 0;
   #voicedMs = 0;
   /** loudest frame (dBFS) of the current candidate */
   #peakDb = SILENCE_DB;
   /** start time (s) of the first frame analysed (the capture's start) */
   #firstTime = null;
+  /** time (s) of the latest attempt to learn the echo path */
+  #learnedAt = -Infinity;
 
   /** @param {typeof DEFAULT_VAD_CONFIG} config */
   constructor(config) {
     this.#config = config;
     this.echo = new EchoReference(config);
+    this.path = new EchoPath(config);
+    this.room = new RoomBackground(config);
     /** band rows of the last echoWindowMs of microphone frames, by frame start time */
     this.levels = new LevelHistory((config.echoWindowMs + 2 * config.frameMs) / 1000);
     this.bands = null;
@@ -433,10 +444,15 @@ export class EnergyVad {
     this.highPass = null;
   }
 
+  /** The current candidate is held back as the assistant's echo. */
+  get heldAsEcho() {
+    return this.held === 'echo';
+  }
+
   /**
    * Analyse one frame that started at `timeS` (seconds).
    * @param {Float32Array} samples
-   * @returns {Array<'onset'|'echo'|'fired'|'released'>}
+   * @returns {Array<'onset'|'echo'|'room'|'fired'|'released'>}
    */
   process(samples, timeS) {
     const c = this.#config;
@@ -449,15 +465,21 @@ export class EnergyVad {
     }
     const level = rmsDb(this.highPass.filter(samples));
     this.levelDb = level;
-    for (const row of this.bands.push(samples)) this.levels.push(timeS, row);
+    this.playing = this.echo.playingAt(timeS);
+    for (const row of this.bands.push(samples)) {
+      this.levels.push(timeS, row);
+      this.room.push(timeS, row, this.playing);
+    }
     this.voicingMeter.push(samples);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
-    this.playing = this.echo.playingAt(timeS);
     const margin = this.playing ? c.playingOnsetMarginDb : c.onsetMarginDb;
     const echoDb = this.echo.levelAt(timeS) + c.echoCouplingDb + c.echoMarginDb;
     const onset = Math.max(this.noiseFloorDb + margin, c.minOnsetDb, echoDb);
     this.onsetDb = onset;
     this.#trackFloor(level);
+    if (this.playing && this.state !== 'fired' && timeS - this.#learnedAt >= c.echoLearnMs / 1000) {
+      this.#learn(timeS);
+    }
     return this.#step(level, onset, onset - c.hysteresisDb, timeS);
   }
 
@@ -470,6 +492,22 @@ export class EnergyVad {
     this.noiseFloorDb = clamp(next, c.minNoiseFloorDb, c.maxNoiseFloorDb);
   }
 
+  /**
+   * Try to learn the echo path from the microphone frames up to `timeS` (echo-path.js): the
+   * last `echoWindowMs`, from `echoSettleMs` after the capture started (or the current
+   * candidate's onset, if earlier).
+   */
+  #learn(timeS) {
+    const c = this.#config;
+    this.#learnedAt = timeS;
+    const settledS = Math.max(this.#firstTime + c.echoSettleMs / 1000,
+      timeS - c.echoWindowMs / 1000);
+    const fromS = Math.min(settledS, this.onsetTime ?? settledS);
+    if (fromS >= timeS) return;
+    this.path.learn(this.levels, this.echo, fromS, timeS, this.room.floor(),
+      (from, now) => echoLikeness(this.levels, this.echo, from, now, c));
+  }
+
   #step(level, onset, release, timeS) {
     const c = this.#config;
     if (this.state === 'idle') {
@@ -478,9 +516,10 @@ export class EnergyVad {
       this.#peakDb = level;
       this.onsetTime = timeS;
       this.likeness = null;
+      this.unexplained = null;
       this.#gapMs = 0;
       this.#voicedMs = 0;
-      this.heldAsEcho = false;
+      this.held = null;
       this.#countVoiced(c);
       return ['onset', ...this.#hold(c, timeS)];
     }
@@ -496,8 +535,10 @@ export class EnergyVad {
       const closure = this.#gapMs <= c.closureMs && this.#voicedMs >= c.minVoicedMs;
       return this.state === 'speech' && closure ? this.#hold(c, timeS) : [];
     }
+    if (this.state === 'fired') this.room.turnEnded(timeS);
     this.state = 'idle';
     this.onsetTime = null;
+    this.held = null;
     return ['released'];
   }
 
@@ -508,34 +549,52 @@ export class EnergyVad {
 
   /**
    * A frame of a candidate (at or above the release threshold, or in a stop closure) starting at
-   * `timeS`: ['fired'] once minSpeechMs passed since the onset, unless the assistant plays and
-   * the candidate looks like its echo. A candidate held back as echo whose likeness falls below
-   * the release likeness (someone talks over the echo) starts over from this frame (['onset']):
-   * that speech must hold minSpeechMs on its own, so a cough over the echo does not fire.
+   * `timeS`: ['fired'] once minSpeechMs passed since the onset, unless the room's background
+   * explains the candidate (['room']) or, while the assistant plays, the echo path does
+   * (['echo']). A candidate held back whose newest frames the room or the echo no longer
+   * explains starts over from the first such frame (['onset']): that speech must hold
+   * minSpeechMs on its own, so a cough over the echo does not fire.
    */
   #hold(c, timeS) {
     const heldMs = (timeS - this.onsetTime) * 1000 + c.frameMs;
     if (heldMs < c.minSpeechMs - 1e-6) return []; // frame times are float seconds
+    const fromS = this.held === null ? this.onsetTime
+      : Math.min(this.onsetTime, timeS - (c.echoShareSpanMs - c.frameMs) / 1000);
+    const { times, rows } = this.levels.between(fromS, timeS);
+    const room = this.room.isBackground(this.onsetTime, times, rows);
+    if (room.background) return this.#holdBack('room');
+    if (this.held === 'room') return this.#restart(c, room.firstS, timeS);
     if (this.playing) {
-      const settledS = this.#firstTime + c.echoSettleMs / 1000;
-      const fromS = Math.min(this.onsetTime,
-        Math.max(this.onsetTime - c.echoLeadMs / 1000, settledS));
-      this.likeness = echoLikeness(this.levels, this.echo, fromS, timeS, c);
-      const threshold = this.heldAsEcho ? c.echoReleaseLikeness : c.echoLikeness;
-      if (this.likeness !== null && this.likeness >= threshold) {
-        if (this.heldAsEcho) return [];
-        this.heldAsEcho = true;
-        return ['echo'];
+      if (!this.path.established || timeS - this.#learnedAt >= c.echoRelearnMs / 1000) {
+        this.#learn(timeS);
       }
-      if (this.heldAsEcho) {
-        this.heldAsEcho = false;
-        this.onsetTime = timeS;
-        this.#voicedMs = 0;
-        return ['onset', ...this.#hold(c, timeS)];
-      }
+      this.likeness = this.path.lastCheck?.likeness ?? null;
+      const { share, firstS } = this.path.unexplained(this.levels, this.echo, fromS, timeS,
+        this.room.floor());
+      this.unexplained = share;
+      if (share < c.echoUnexplainedShare) return this.#holdBack('echo');
+      if (this.held === 'echo') return this.#restart(c, firstS ?? timeS, timeS);
     }
     this.state = 'fired';
+    this.held = null;
+    this.room.turnStarted(this.onsetTime);
     return ['fired'];
+  }
+
+  /** Hold the candidate back as `kind` ('echo' | 'room'): the event on the first frame only. */
+  #holdBack(kind) {
+    if (this.held === kind) return [];
+    this.held = kind;
+    return [kind];
+  }
+
+  /** The held candidate starts over at `fromS` (its first frame the room or echo leaves
+   * unexplained) and is judged from there. */
+  #restart(c, fromS, timeS) {
+    this.held = null;
+    this.onsetTime = fromS;
+    this.#voicedMs = 0;
+    return ['onset', ...this.#hold(c, timeS)];
   }
 }
 

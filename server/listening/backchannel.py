@@ -33,17 +33,32 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    and one syllable of a vowel ("uh", "oh": espeak-ng en-us and en-029 "uh-uh" can be one
    nucleus, its glottal stop too short to split it), are an interruption. A question mark
    makes any of them a question.
-5. Anything else: an interruption, whatever it sounds like. Words the ASR wrote are never
-   overruled by the sound: a rule that took any three words sounding like a two-syllable /h/
-   murmur for one (tiny.en writes "And then boom." or "in the meantime." for espeak-ng's
-   "mm-hmm") also took "how come?" (read "Hot comb."), "how so?", "he said what?" and,
-   read right, "Let me...", "I hope.", "Anyhow." and "Is it?" for backchannels, and threw
-   the person's words away. A murmur misread as words is answered instead.
+4a. Other words, but a hum misread: the recogniser itself finds a hum
+   reading of the audio ("Mm-hmm.") plausible beside its words (`calibration.asr_readings`:
+   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), the ASR wrote no question mark, and the
+   sound is a murmur: two voiced syllables joined by an /h/, the second a repeat of the first
+   (`MAX_REPEAT_CHANGE_DB`). tiny.en writes "And then boom.", "It may end time.", "In a
+   game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Words of `NEVER` in such a
+   reading ("It's not the same." for espeak-ng en-029's "mm-hmm" in the server, "And
+   again" for en-gb-x-rp's "mhm") decide only when whisper finds them likelier than the
+   hum: a real "no", "wait", "stop" or "hold on" is one syllable, or two that differ or are
+   split by a closure, never this murmur. Both tests are needed: whisper
+   finds a hum reading as plausible for "mom", "ma'am", "name", "nine", "Emma", "me too" and
+   "and then" (one syllable, or two that differ), which stay interruptions; and the sound
+   alone took "how come?" (read "Hot comb."), "I hope.", "Let me..." and "Anyhow." for
+   murmurs, while whisper's hum readings of them are unlikely (below
+   `MIN_HUM_READING_LOGPROB`, or far below their words: `HUM_READING_MARGIN`). One
+   syllable is never taken here: Piper's "mm" read "Amen." and espeak-ng en-029's read "in"
+   sound, to whisper and to `prosody`, like "mom" and "him", and are answered.
+5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
+   (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
+   wrote are never overruled by the sound.
 
-`NEVER` always wins: "uh-uh", "no", "wait" and "stop" are never backchannels, whatever the
-prosody. Prior art: LiveKit Agents' false-interruption handling (`resume_false_interruption`,
-`false_interruption_timeout`, `min_interruption_words`) resumes after an interruption that
-produced no words; this adds the words and sounds a listener uses to say "go on".
+`NEVER` wins, but over a hum misread as words (rule 4a): "uh-uh", "no", "wait" and "stop" are
+never backchannels, whatever the prosody. Prior art: LiveKit Agents' false-interruption
+handling (`resume_false_interruption`, `false_interruption_timeout`,
+`min_interruption_words`) resumes after an interruption that produced no words; this adds the
+words and sounds a listener uses to say "go on".
 """
 
 from __future__ import annotations
@@ -55,6 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibration.asr import Transcript
+from calibration.asr_readings import MurmurReading
 from server.listening.prosody import Prosody, analyse
 
 MAX_WORDS = 3
@@ -78,6 +95,24 @@ MAX_HUM_MS = 600
 """Longest one-syllable hum taken for "mm" (rule 4): espeak-ng "mm" and "hmm" last 370-540 ms
 and Piper's "mm-hmm" (one nucleus) 520 ms, while espeak-ng's "mm-mm" (no), one nucleus with
 no closure, lasts 650-770 ms."""
+MIN_HUM_READING_LOGPROB = -2.2
+"""Rule 4a: a hum reading whose mean token log probability (`calibration.asr_readings`) is at
+least this is plausible. Measured (tiny.en, the person's 15 s window) on
+`benchmarks/bench_backchannel.py`'s recordings as the server decides them: -0.9 to -2.05 on the
+hums tiny.en wrote as words or as hums; -2.2 to -3.9 on every other word and phrase ("wait",
+"no", "hang on", "what?", "thanks", "perfect", "okay"), -3.1 and -3.2 on the interruptions it
+misread ("with" for "wait", "Fan Yang" for "hang on")."""
+HUM_READING_MARGIN = 1.0
+"""Rule 4a: a hum reading less likely than the transcript's own words by more than this (mean
+token log probability, natural log) is not taken: the words were heard. Piper's "mm", read
+"Amen." at -0.60, has its hum reading at -1.46; espeak-ng's "perfect", read at -0.47 to
+-0.75, at -2.9 to -3.9."""
+MAX_REPEAT_CHANGE_DB = 5.0
+"""Rule 4a: two syllables whose sound changes by at most this (`Prosody.syllable_change_db`)
+are one sound said twice, as in "mm-hmm". Measured on espeak-ng and Piper: "mm-hmm", "mhm",
+"uh-huh" and laughter 1-5 dB; "okay", "perfect", "I hope", "let me", "my turn", "anyhow"
+5.9-16 dB; of the two-syllable /h/ words whose hum reading is plausible, "and then" and
+"me too" 6-10 dB in three voices (espeak-ng en-us's "me too", 4 dB, passes)."""
 NOISE_VOICED_SHARE = 0.15
 """Audio with no words and less than this share voiced is noise, not speech."""
 
@@ -170,15 +205,18 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "noise", "other_words").
+            "murmur", "murmur_closure", "hum_reading", "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
+        reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), None when the
+            transcript's own words were.
     """
 
     verdict: Verdict
     rule: str
     words: tuple[str, ...]
     prosody: Prosody
+    reading: str | None = None
 
 
 def normalise(transcript: str) -> tuple[str, ...]:
@@ -243,22 +281,47 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     def decided(verdict: Verdict, rule: str) -> Decision:
         return Decision(verdict, rule, words, prosody)
 
-    if prosody.duration_ms > max_ms or _word_count(words) > MAX_WORDS:
+    if prosody.duration_ms > max_ms:
         return decided(Verdict.INTERRUPTION, "too_long")
-    if _phrases(words) & vocabulary.never:
+    hum = _hum_reading(transcript, prosody)
+    if _phrases(words) & vocabulary.never and not (hum and hum.murmur_logprob
+                                                   >= hum.text_logprob):
         return decided(Verdict.INTERRUPTION, "never_word")
     spoken = vocabulary.backchannels | vocabulary.interjections
     said = tuple(word for word in words
                  if not vocabulary.murmur(word) or word in vocabulary.negative_murmurs)
-    if (said and _covered(said, spoken) and not _covered(said, vocabulary.interjections)
+    few = _word_count(words) <= MAX_WORDS
+    if (few and said and _covered(said, spoken) and not _covered(said, vocabulary.interjections)
             and not any(vocabulary.murmur(word) for word in said)):
         if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
-    if all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
+    if few and all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
             tuple(word for word in words if not vocabulary.murmur(word)), spoken):
         return _by_sound(words, transcript, prosody, vocabulary, decided)
-    return decided(Verdict.INTERRUPTION, "other_words")
+    if hum is not None:
+        return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum.murmur)
+    return decided(Verdict.INTERRUPTION, "other_words" if few else "too_long")
+
+
+def _murmured(prosody: Prosody) -> bool:
+    """Rule 4a's sound: two voiced syllables joined by an /h/ (`MIN_ASPIRATED_GAP_MS`), the
+    second a repeat of the first (`MAX_REPEAT_CHANGE_DB`)."""
+    return (len(prosody.nuclei) == 2 and _aspirated(prosody)
+            and prosody.syllable_change_db <= MAX_REPEAT_CHANGE_DB)
+
+
+def _hum_reading(transcript: str, prosody: Prosody) -> MurmurReading | None:
+    """Rule 4a: the recogniser's scores of `transcript` when it found the hum reading
+    ("Mm-hmm.") plausible beside its own words (`MIN_HUM_READING_LOGPROB`,
+    `HUM_READING_MARGIN`), wrote no question mark, and the sound is a murmur (`_murmured`);
+    else None (also for a transcript without scores: `calibration.asr.Transcript.murmur`)."""
+    reading = transcript.murmur if isinstance(transcript, Transcript) else None
+    if reading is None or reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
+        return None
+    if reading.murmur_logprob < reading.text_logprob - HUM_READING_MARGIN:
+        return None
+    return reading if _murmured(prosody) and "?" not in transcript else None
 
 
 def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabulary: Vocabulary,

@@ -45,6 +45,10 @@ ASPIRATION_RANGE_DB = 30.0
 espeak-ng and Piper "uh-huh" / "uh-uh", see `tests/test_backchannel.py`)."""
 MIN_F0_HZ = 60.0
 MAX_F0_HZ = 400.0
+ENVELOPE_EDGES_HZ = tuple(float(f) for f in np.geomspace(100.0, 4000.0, 13))
+"""Edges of the 12 log-spaced bands (100-4000 Hz) of a nucleus's spectral envelope."""
+ENVELOPE_FLOOR_DB = -40.0
+"""Bands more than this below a nucleus's loudest band count as this (noise, not shape)."""
 FINAL_MS = 120
 """The end of an utterance whose pitch, against the utterance's median, is its final rise
 (a question's terminal rise: J. Pierrehumbert, "The phonology and phonetics of English
@@ -83,6 +87,12 @@ class Prosody:
         final_rise_st: median pitch of the last `FINAL_MS` of voiced frames of the last
             nucleus minus the median pitch of all nuclei, in semitones (0.0 without nuclei):
             a question's terminal rise is positive.
+        syllable_change_db: how much the sound changes from one nucleus to the next: the
+            largest, over consecutive nuclei, mean absolute difference (dB) of their spectral
+            envelopes (power in the `ENVELOPE_EDGES_HZ` bands over the nucleus, relative to its
+            loudest band, floored at `ENVELOPE_FLOOR_DB`); 0.0 with fewer than two nuclei. A
+            murmur repeats one sound ("mm-hmm", "uh-huh", "ha ha": 1-5 dB on espeak-ng and
+            Piper), words change it ("okay", "I hope", "let me": 6-16 dB).
     """
 
     duration_ms: int
@@ -93,6 +103,7 @@ class Prosody:
     level_dbfs: float
     sound_end_ms: int = 0
     final_rise_st: float = 0.0
+    syllable_change_db: float = 0.0
 
     @property
     def voiced_share(self) -> float:
@@ -151,7 +162,34 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
         nuclei=tuple((a * HOP_MS, b * HOP_MS + FRAME_MS - HOP_MS) for a, b in nuclei),
         gaps=gaps, pitch_change_st=change, level_dbfs=peak,
         sound_end_ms=last * HOP_MS + FRAME_MS, final_rise_st=rise,
+        syllable_change_db=_syllable_change_db(pcm, sample_rate_hz, nuclei, frame, hop),
     )
+
+
+def _envelope_db(pcm: np.ndarray, sample_rate_hz: int, run: tuple[int, int], frame: int,
+                 hop: int) -> np.ndarray:
+    """Spectral envelope of the frames [start, end) of `run`: band powers (`ENVELOPE_EDGES_HZ`)
+    of the Hann-windowed frames summed, in dB relative to the loudest band, floored at
+    `ENVELOPE_FLOOR_DB`; shape (12,)."""
+    frequencies = np.fft.rfftfreq(frame, 1.0 / sample_rate_hz)
+    band = np.searchsorted(ENVELOPE_EDGES_HZ, frequencies, side="right") - 1
+    inside = (band >= 0) & (band < len(ENVELOPE_EDGES_HZ) - 1)
+    window = np.hanning(frame)
+    power = np.zeros(len(ENVELOPE_EDGES_HZ) - 1)
+    for index in range(run[0], run[1]):
+        samples = pcm[index * hop:index * hop + frame]
+        spectrum = np.abs(np.fft.rfft((samples - samples.mean()) * window)) ** 2
+        power += np.bincount(band[inside], spectrum[inside], minlength=power.size)
+    level = 10.0 * np.log10(power + 1e-20)
+    return np.maximum(level - level.max(), ENVELOPE_FLOOR_DB)
+
+
+def _syllable_change_db(pcm: np.ndarray, sample_rate_hz: int, nuclei: list[tuple[int, int]],
+                        frame: int, hop: int) -> float:
+    """`Prosody.syllable_change_db` of the frame runs `nuclei`."""
+    envelopes = [_envelope_db(pcm, sample_rate_hz, run, frame, hop) for run in nuclei]
+    return max((float(np.mean(np.abs(after - before)))
+                for before, after in itertools.pairwise(envelopes)), default=0.0)
 
 
 def _runs(flags: np.ndarray, offset: int) -> list[tuple[int, int]]:

@@ -125,8 +125,10 @@ class ConversationItems:
                 "item_not_found", f"No item '{after}' to insert after.",
                 param="previous_item_id", event_id=event.event_id,
             )
-        self.check_room(len(item_id) + len(event.text), event.event_id)
         function = event.function
+        self.check_room(len(item_id) + len(event.text) + (
+            0 if function is None else len(function.call_id) + len(function.name)),
+            event.event_id)
         self.add(HistoryItem(id=item_id, role=event.role, text=event.text)
                  if function is None else
                  HistoryItem(id=item_id, role="tool", text=function.text, kind=function.kind,

@@ -96,8 +96,10 @@ def rate_limit_error(frame: str | bytes, limiter: EventRateLimiter) -> protocol.
 
 def item_chars(item: HistoryItem) -> int:
     """Characters an item holds: its id and a user item's text or an assistant item's whole
-    reply (ids count: a client may choose them, up to `protocol.MAX_ID_CHARS`)."""
-    return len(item.id) + max(len(item.text), len(item.full_text))
+    reply, or a function item's arguments or output, `call_id` and `name` (ids count: a client
+    may choose them, up to `protocol.MAX_ID_CHARS`)."""
+    return (len(item.id) + len(item.call_id) + len(item.name)
+            + max(len(item.text), len(item.full_text)))
 
 
 def history_limit_error(

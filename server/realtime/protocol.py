@@ -26,12 +26,13 @@ from server.listening.server_vad_settings import (
 )
 from server.realtime.audio_formats import parse_format
 from server.realtime.extensions import ExtensionSettings
-from server.realtime.function_items import (
+from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.item_create import (
     FUNCTION_ITEM_TYPES,
     FunctionItem,
+    message_text,
     parse_function_item,
 )
-from server.realtime.interruption_settings import InterruptionSettings
 from server.realtime.modalities import parse_modalities
 from server.realtime.openai_schema import response_errors, session_errors
 
@@ -118,12 +119,15 @@ class ItemCreate:
 class ResponseCreate:
     """`response.create`; `instructions` overrides the session's for this response only;
     `metadata` (up to 16 string pairs, OpenAI's `Metadata`) is echoed in its response object;
-    `output_modalities` (`modalities.AUDIO` / `TEXT`) overrides the session's, None keeps it."""
+    `output_modalities` (`modalities.AUDIO` / `TEXT`), `tools` and `tool_choice` (OpenAI's
+    shapes) override the session's, None keeps them."""
 
     event_id: str | None
     instructions: str | None = None
     metadata: dict[str, str] | None = None
     output_modalities: tuple[str, ...] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +417,8 @@ def _parse_session(fields: _Fields) -> SessionUpdate:
                                           if k in standard}}
     if "instructions" in standard:
         changes["instructions"] = standard["instructions"]
-    if standard.get("output_modalities"):
+    if standard.get("output_modalities") and not any(
+            p.startswith("session.output_modalities") for p in refused):
         changes["output_modalities"] = parse_modalities(standard["output_modalities"])
     audio = standard.get("audio") if isinstance(standard.get("audio"), dict) else {}
     for direction in ("input", "output"):
@@ -551,53 +556,17 @@ def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetect
     return TurnDetection(threshold=float(threshold), idle_timeout_ms=idle, **durations, **flags)
 
 
-_ITEM_STATUSES = frozenset({"completed", "incomplete", "in_progress"})
-
-
 def _parse_item_create(fields: _Fields) -> ItemCreate:
     item = fields.data.get("item")
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
-    if item.get("type") in FUNCTION_ITEM_TYPES:
-        function = parse_function_item(item, fields.error)
-        item_id = _item_id(fields, item)
-        return ItemCreate(fields.event_id, function.text, item_id,
-                          fields.string("previous_item_id", required=False), "tool", function)
-    if item.get("type") != "message" or item.get("role") not in ("user", "system"):
-        raise fields.error(
-            "invalid_value", "Only user and system messages with input_text can be created.",
-            "item.role")
-    unknown = set(item) - {"type", "role", "content", "id", "object", "status"}
-    if unknown:
-        name = sorted(unknown)[0]
-        raise fields.error("unknown_parameter", f"Unknown item field '{name}'.", f"item.{name}")
-    if item.get("object", "realtime.item") != "realtime.item":
-        raise fields.error("invalid_value", "item.object must be 'realtime.item'.", "item.object")
-    status = item.get("status", "completed")
-    if not isinstance(status, str) or status not in _ITEM_STATUSES:
-        raise fields.error("invalid_value", "item.status must be one of "
-                           f"{', '.join(sorted(_ITEM_STATUSES))}.", "item.status")
-    content = item.get("content")
-    if not isinstance(content, list) or not content:
-        raise fields.error("invalid_type", "item.content must be a non-empty list.", "item.content")
-    texts = []
-    for index, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") != "input_text" or (
-            set(part) - {"type", "text"}
-        ):
-            raise fields.error(
-                "invalid_value", "Only input_text content (type, text) is supported.",
-                f"item.content.{index}",
-            )
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise fields.error(
-                "invalid_type", "input_text.text must be a string.", f"item.content.{index}.text"
-            )
-        texts.append(text)
-    previous_item_id = fields.string("previous_item_id", required=False)
-    return ItemCreate(fields.event_id, "".join(texts), _item_id(fields, item), previous_item_id,
-                      item["role"])
+    function = (parse_function_item(item, fields.error)
+                if isinstance(item.get("type"), str) and item["type"] in FUNCTION_ITEM_TYPES
+                else None)
+    text = message_text(item, fields.error) if function is None else function.text
+    return ItemCreate(fields.event_id, text, _item_id(fields, item),
+                      fields.string("previous_item_id", required=False),
+                      "tool" if function is not None else item["role"], function)
 
 
 def _item_id(fields: _Fields, item: dict[str, Any]) -> str | None:
@@ -635,7 +604,8 @@ def _parse_response_create(fields: _Fields) -> ResponseCreate:
         raise _refusal(errors, fields.event_id)
     modalities = response.get("output_modalities")
     return ResponseCreate(fields.event_id, instructions, response.get("metadata"),
-                          parse_modalities(modalities) if modalities else None)
+                          parse_modalities(modalities) if modalities else None,
+                          response.get("tools"), response.get("tool_choice"))
 
 
 def _parse_audio_append(fields: _Fields) -> InputAudioAppend:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from calibration.word_marks import WordMark
 from server.realtime.modalities import AUDIO
@@ -100,6 +101,7 @@ class ResponseState:
         metadata: `response.create`'s `response.metadata`, echoed in the response object.
         function_calls: the function calls the responder made (`ToolCall`s), in order; they
             become `function_call` items when the response completes.
+        tools, tool_choice: `response.create`'s own (OpenAI's shapes), None: the session's.
         output_modalities: `modalities.AUDIO` or `modalities.TEXT` (no speech).
     """
 
@@ -124,6 +126,8 @@ class ResponseState:
     prompted_items: frozenset[str] | None = None
     metadata: dict[str, str] | None = None
     function_calls: list[ToolCall] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     output_modalities: tuple[str, ...] = AUDIO
 
     @property

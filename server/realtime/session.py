@@ -566,25 +566,28 @@ class Session:
                 event_id=event.event_id,
             )
         self.items.check_room(1, event.event_id)
-        self._start_response(event.instructions, event.metadata, event.output_modalities)
+        response = self._start_response(event.instructions, event.metadata,
+                                        event.output_modalities)
+        response.tools, response.tool_choice = event.tools, event.tool_choice
 
     def _start_response(self, instructions: str | None,
                         metadata: dict[str, str] | None = None,
-                        output_modalities: tuple[str, ...] | None = None) -> None:
+                        output_modalities: tuple[str, ...] | None = None) -> ResponseState:
         previous = self.lifecycle.latest()
         if previous is not None and not previous.cursor.fully_played and (
             self.items.reports_playback
         ):
             self.interruptions.mark_interrupted(previous)
-        self.lifecycle.start(instructions, metadata,
-                             output_modalities or self.output_modalities)
+        return self.lifecycle.start(instructions, metadata,
+                                    output_modalities or self.output_modalities)
 
     def build_prompt(self, response_id: str) -> Prompt | None:
         """The responder's prompt for `response_id`: history before its item, as heard.
 
         Returns None when the response is no longer active (it was cancelled while waiting).
-        The turns are `prompt_turns.conversation_turns`'; the session's function `tools` and
-        `tool_choice` are offered in the chat-completions shape.
+        The turns are `prompt_turns.conversation_turns`'; the function `tools` and
+        `tool_choice` (`response.create`'s, else the session's) are offered in the
+        chat-completions shape.
         """
         response = self.responses.get(response_id)
         if response is None or not response.active:
@@ -597,8 +600,11 @@ class Session:
             interruption_note=self.config.interruption_note,
             max_output_tokens=None if self.stored["max_output_tokens"] == "inf"
             else self.stored["max_output_tokens"],
-            tools=tuple(chat_tools(self.stored["tools"] or ())),
-            tool_choice=chat_tool_choice(self.stored["tool_choice"]),
+            tools=tuple(chat_tools(self.stored["tools"] if response.tools is None
+                                   else response.tools)),
+            tool_choice=chat_tool_choice(self.stored["tool_choice"]
+                                         if response.tool_choice is None
+                                         else response.tool_choice),
         )
 
     # ------------------------------------------------------------------ generation output

@@ -265,7 +265,7 @@ class EspeakSynthesizer:
         Marks: char offsets into `text`, ms from the chunk's first sample. `stop` is checked
         once, before synthesis: one call is short (measured: 15 ms for a 27-word sentence).
         """
-        speakable = make_speakable(text)
+        speakable = make_speakable(text, self._voice.split("-")[0])
         if speakable.is_silent or (stop is not None and stop.is_set()):
             return
         output = self._engine.synthesize(speakable.text, self._voice)

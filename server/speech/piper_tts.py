@@ -17,16 +17,18 @@ clause split gluing two words, a "-" read as "dash") costs only the words around
 First audio early: the voice's ONNX graph is split in two at the input of its HiFi-GAN decoder
 (the `/dec/` nodes): the encoder part (text encoder, duration predictor, flow) gives the
 latent frames `z` (192 x frames, one per `hop_length` samples) and the phoneme durations, the
-decoder part turns frames into samples. A sentence's head (its written words up to the first
-word end after HEAD_MIN_MS of audio) is decoded first and yielded as its own chunk, the rest
-after it, each with DECODER_CONTEXT_FRAMES of `z` beyond its ends as context (the decoder is
-convolutional: with 16 frames the samples equal whole-sentence decoding to 1e-6 of the peak,
-measured; 8 frames left 1e-3). Measured on this machine under shared load (load average 10-14),
-"Your meeting with the design team has moved to Thursday afternoon." (3.4 s of audio): the
-encoder part took 37 % of the whole run, the decoder 63 %, a 20-frame head 140 ms against
-1.5 s for the whole decoder; so the first chunk of a 3-4 s sentence comes after about 45 % of
-its synthesis time, and a long first sentence costs little more first-audio time than a
-short one. The output is the model's samples times OUTPUT_GAIN, not peak-normalized per
+decoder part turns frames into samples. A sentence is decoded and yielded in parts
+(`server.speech.sentence_parts`): its head (at least HEAD_MIN_MS of audio, up to the first
+written word end after it, or cut inside a long word), then parts that grow geometrically, so
+that no part holds the voice whatever one word's length; each with DECODER_CONTEXT_FRAMES of `z`
+beyond its ends as context (the decoder is convolutional: with 16 frames the samples equal
+whole-sentence decoding to 1e-6 of the peak, measured; 8 frames left 1e-3). Measured on this
+machine under shared load (load average 10-14), "Your meeting with the design team has moved to
+Thursday afternoon." (3.4 s of audio): the encoder part took 37 % of the whole run, the decoder
+63 %, a 20-frame head 140 ms against 1.5 s for the whole decoder; so the first chunk of a 3-4 s
+sentence comes after about 45 % of its synthesis time, and a long first sentence costs little
+more first-audio time than a short one.
+The output is the model's samples times OUTPUT_GAIN, not peak-normalized per
 sentence as `PiperVoice.synthesize` does (the sentence's peak is not known before its head is
 sent).
 
@@ -59,6 +61,7 @@ from piper.voice import PhonemeAlignment
 
 from calibration.speakable import make_speakable
 from server.speech.espeak_tts import espeak_engine
+from server.speech.sentence_parts import split_sentence
 from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
 from server.speech.word_alignment import PhonemeWord, align_words
 
@@ -242,8 +245,8 @@ class EncoderSession:
 
 
 class PiperSynthesizer:
-    """`SpeechSynthesizer` "piper": Piper neural voice, each sentence as its head and its rest
-    (two chunks; one when short), word marks."""
+    """`SpeechSynthesizer` "piper": Piper neural voice, each sentence in growing parts
+    (`sentence_parts`; one chunk when short), word marks."""
 
     name = "piper"
 
@@ -286,13 +289,14 @@ class PiperSynthesizer:
             pass
 
     def synthesize(self, text: str, stop: StopSignal | None = None) -> Iterator[SpeechChunk]:
-        """Yield the chunks of each sentence of `text` in order: its head, then its rest (one
-        chunk when it has no word boundary after HEAD_MIN_MS); nothing when it has nothing
-        speakable.
+        """Yield the chunks of each sentence of `text` in order: its parts
+        (`sentence_parts.split_sentence`: a head of at least HEAD_MIN_MS, then parts at most
+        `PART_GROWTH` times the audio before them); nothing when it has nothing speakable.
 
-        Marks: char offsets into `text`, ms from the chunk's first sample, each inside its
-        chunk; exact where Piper's phoneme words align with espeak-ng's words
-        (`word_alignment.align_words`), `estimated` between such anchors.
+        Marks: char offsets into `text`, ms from the chunk's first sample, each in the chunk
+        where its unit starts (a unit cut by a part boundary ends in a later chunk); exact where
+        Piper's phoneme words align with espeak-ng's words (`word_alignment.align_words`),
+        `estimated` between such anchors.
         `stop`: checked before each ONNX run; setting it terminates the run in progress and the
         generator ends, voice lock released.
 
@@ -343,15 +347,12 @@ class PiperSynthesizer:
                 next_word = first + aligned
                 spans = [(t.start, t.end) for t in timings]
                 guesses = [not t.exact for t in timings]
-                head = self._head_words(units, spans, samples)
-                cut = len(spans) if head is None else head
-                boundary = samples if head is None else self._boundary(spans[head - 1][1])
-                parts = [(boundary, locator.timed_marks(units[:cut], spans[:cut],
-                                                        guesses[:cut], self.sample_rate_hz))]
-                if head is not None:
-                    parts.append((samples, locator.timed_marks(
-                        units[cut:], [(a - boundary, b - boundary) for a, b in spans[cut:]],
-                        guesses[cut:], self.sample_rate_hz)))
+                parts = [(part.end, locator.timed_marks(
+                    units[part.first : part.stop],
+                    [(a - part.start, b - part.start) for a, b in spans[part.first : part.stop]],
+                    guesses[part.first : part.stop], self.sample_rate_hz))
+                    for part in split_sentence(units, spans, samples, self._hop,
+                                               HEAD_MIN_MS * self.sample_rate_hz // 1000)]
             start_frame = 0
             for part_end, marks in parts:
                 stop_frame = part_end // self._hop
@@ -362,24 +363,6 @@ class PiperSynthesizer:
                     return
                 yield SpeechChunk(pcm=pcm, marks=marks)
                 start_frame = stop_frame
-
-    def _head_words(self, units: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
-                    samples: int) -> int | None:
-        """Number of words of a sentence's head: the first words whose last one ends at or
-        after HEAD_MIN_MS, where the next word starts on another written unit no earlier than
-        that end's frame boundary and some audio follows; None when there is no such boundary
-        (the sentence is one chunk)."""
-        least = HEAD_MIN_MS * self.sample_rate_hz // 1000
-        for count in range(1, len(spans)):
-            end = self._boundary(spans[count - 1][1])
-            if (end >= least and units[count][0] != units[count - 1][0]
-                    and end <= spans[count][0] and end < samples):
-                return count
-        return None
-
-    def _boundary(self, sample: int) -> int:
-        """`sample` rounded up to a latent frame boundary (a multiple of the hop length)."""
-        return -(-sample // self._hop) * self._hop
 
     def _decode(self, frames: np.ndarray, start: int, stop: int) -> np.ndarray:
         """Samples of latent frames [start, stop) of `frames` (float32, OUTPUT_GAIN applied,

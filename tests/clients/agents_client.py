@@ -3,7 +3,8 @@ holding the conversation of `tests/clients/script.py` with a server on loopback.
 
 Runs in its own venv (`make clients`: `.venv/clients/agents`, `tests/clients/
 requirements-agents.txt`): openai-agents pins websockets<17, the server runs 17.x. Started by
-`tests/test_python_clients.py` as `python agents_client.py WS_URL SPEECH_PCM RECALL_PCM`; it
+`tests/test_python_clients.py` as `python agents_client.py WS_URL SPEECH_PCM RECALL_PCM`
+(`benchmarks/bench_clients.py`: `WS_URL --replies N TEXT`, `script.run_arguments`); it
 writes one JSON object a line to stdout (`script.Report`): every raw server event the SDK
 received, every `error` the session raised (server errors and events the SDK failed to
 validate), every ERROR log record, and the steps it took.
@@ -18,7 +19,7 @@ from pathlib import Path
 from agents.realtime import RealtimeAgent, RealtimeRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from script import Conversation, Report, run_script
+from script import Conversation, Report, run_arguments
 
 
 class AgentsConversation(Conversation):
@@ -45,15 +46,14 @@ class AgentsConversation(Conversation):
         await self.session.interrupt()
 
 
-async def main(url: str, speech: Path, recall: Path) -> None:
+async def main(url: str, arguments: list[str]) -> None:
     report = Report()
     agent = RealtimeAgent(name="Assistant", instructions="You are a helpful voice assistant.")
     runner = RealtimeRunner(agent)
     session = await runner.run(model_config={"url": url, "api_key": "unused"})
     async with session:
-        await run_script(AgentsConversation(session, report), speech.read_bytes(),
-                         recall.read_bytes())
+        await run_arguments(AgentsConversation(session, report), arguments)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], sys.argv[2:]))

@@ -5,7 +5,7 @@ audio by `input_audio_buffer.append` under the default server VAD, and an interr
 `conversation.item.truncate` at the real-time position of the playing reply, then
 `response.cancel` (OpenAI's documented interruption). Run in the main venv (which holds the
 SDK) by `tests/test_python_clients.py` as `python -m tests.clients.openai_sdk_client WS_URL
-SPEECH_PCM RECALL_PCM`."""
+SPEECH_PCM RECALL_PCM` (`benchmarks/bench_clients.py`: `WS_URL --replies N TEXT`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import base64
 import json
 import sys
 import time
-from pathlib import Path
 
 from openai import AsyncOpenAI
 
-from tests.clients.script import Conversation, Report, run_script
+from tests.clients.script import Conversation, Report, run_arguments
 
 
 class SdkConversation(Conversation):
@@ -54,17 +53,16 @@ class SdkConversation(Conversation):
         await self.connection.response.cancel()
 
 
-async def converse(ws_url: str, speech: Path, recall: Path) -> None:
-    """Hold the script's conversation with the server at `ws_url` (`ws://HOST:PORT/v1/
-    realtime`); the report goes to stdout (`script.Report`)."""
+async def converse(ws_url: str, arguments: list[str]) -> None:
+    """Hold the script `arguments` name (`script.run_arguments`) with the server at `ws_url`
+    (`ws://HOST:PORT/v1/realtime`); the report goes to stdout (`script.Report`)."""
     sdk = AsyncOpenAI(api_key="unused", websocket_base_url=ws_url.removesuffix("/realtime"))
     async with sdk.realtime.connect(model="gpt-realtime") as connection:
         await connection.session.update(session={
             "type": "realtime", "instructions": "You are a helpful voice assistant.",
             "audio": {"output": {"voice": "alloy"}}})
-        await run_script(SdkConversation(connection, Report()), speech.read_bytes(),
-                         recall.read_bytes())
+        await run_arguments(SdkConversation(connection, Report()), arguments)
 
 
 if __name__ == "__main__":
-    asyncio.run(converse(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))
+    asyncio.run(converse(sys.argv[1], sys.argv[2:]))

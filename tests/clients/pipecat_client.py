@@ -4,8 +4,9 @@ holding the conversation of `tests/clients/script.py` with a server on loopback.
 
 Runs in its own venv (`make clients`: `.venv/clients/pipecat`, `tests/clients/
 requirements-pipecat.txt`). Started by `tests/test_python_clients.py` as `python
-pipecat_client.py WS_URL SPEECH_PCM RECALL_PCM`. Pipecat's way of each step: the typed turn is
-the context's first user message and an `LLMRunFrame` (a bot that speaks first); audio goes in
+pipecat_client.py WS_URL SPEECH_PCM RECALL_PCM` (`benchmarks/bench_clients.py`: `WS_URL
+--replies N TEXT`). Pipecat's way of each step: the typed turn is the context's first user
+message and an `LLMRunFrame` (a bot that speaks first); audio goes in
 as `InputAudioRawFrame`s; the interruption is an `InterruptionWorkerFrame` queued on the task
 (the service truncates the playing item at its wall-clock position); later turns are spoken
 (`LLMMessagesAppendFrame`s become `system` items in this service, instructions, not turns).
@@ -40,7 +41,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from script import TYPED, Conversation, Report, run_script, stream
+from script import TYPED, Conversation, Report, run_arguments, stream
 
 
 class RecordingWebSocket:
@@ -87,16 +88,19 @@ class ErrorFrames(FrameProcessor):
 class PipecatConversation(Conversation):
     """The script's steps through a Pipecat pipeline task."""
 
-    def __init__(self, task: PipelineTask, report: Report) -> None:
+    def __init__(self, task: PipelineTask, report: Report, first: str) -> None:
         super().__init__(report)
         self.task = task
+        self.first = first
         self.events_done = asyncio.Event()
 
     async def pump(self) -> None:
         await self.events_done.wait()
 
     async def say(self, text: str) -> None:
-        assert text == TYPED, "later typed turns are spoken in Pipecat (module docstring)"
+        """Run the context's first user message (`first`, which must be `text`): later typed
+        turns would be `system` items in this service (module docstring)."""
+        assert text == self.first, "later typed turns are spoken in Pipecat"
         await self.task.queue_frames([LLMRunFrame()])
 
     async def send_audio(self, pcm16: bytes) -> None:
@@ -110,25 +114,36 @@ class PipecatConversation(Conversation):
         await stream(self, recall_pcm16)
 
 
-async def main(url: str, speech: Path, recall: Path) -> None:
-    report = Report()
-    logger.remove()
-    logger.add(lambda message: report.write(log=str(message).strip()), level="WARNING")
-    context = LLMContext(messages=[{"role": "user", "content": TYPED}])
+async def converse(url: str, report: Report, first: str, arguments: list[str]) -> None:
+    """One pipeline (one connection) whose context opens with the user message `first`,
+    running the script `arguments` name (`script.run_arguments`)."""
+    context = LLMContext(messages=[{"role": "user", "content": first}])
     user, assistant = LLMContextAggregatorPair(context)
     service = ObservedService(api_key="unused", base_url=url)
     pipeline = Pipeline([ErrorFrames(report), user, service, assistant])
     task = PipelineTask(pipeline)
-    conversation = PipecatConversation(task, report)
+    conversation = PipecatConversation(task, report, first)
     service.on_message = conversation.received
-    runner = PipelineRunner(handle_sigint=False)
-    running = asyncio.create_task(runner.run(task))
+    running = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
     try:
-        await run_script(conversation, speech.read_bytes(), recall.read_bytes())
+        await run_arguments(conversation, arguments)
     finally:
         await task.cancel()
         await running
 
 
+async def main(url: str, arguments: list[str]) -> None:
+    """`WS_URL SPEECH_PCM RECALL_PCM`: the test's conversation; `WS_URL --replies N TEXT`: N
+    pipelines one after the other, each answering TEXT once (the benchmark)."""
+    report = Report()
+    logger.remove()
+    logger.add(lambda message: report.write(log=str(message).strip()), level="WARNING")
+    if arguments[0] != "--replies":
+        await converse(url, report, TYPED, arguments)
+        return
+    for _ in range(int(arguments[1])):
+        await converse(url, report, arguments[2], ["--replies", "1", arguments[2]])
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], sys.argv[2:]))

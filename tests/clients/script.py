@@ -14,9 +14,13 @@ A client module subclasses `Conversation` with its own API (`say`, `send_audio`,
 5. "Where did you stop?", answered from the history the cut left: typed, or spoken
    (`RECALL_PCM`, Piper) by a client whose typed messages are not user turns (Pipecat's).
 
-Every line of stdout is one JSON object (`Report`): `{"event": ...}` for each server event the
-client received, `{"error": ...}` for each error its API raised, `{"log": ...}` for each ERROR
-log record, `{"step": ...}` for each step.
+`run_replies` is the benchmark's other script (`benchmarks/bench_clients.py`): the same typed
+reply asked for again and again, each played out before the next.
+
+Every line of stdout is one JSON object (`Report`): `{"event": ..., "at": ...}` for each server
+event the client received (`at`: the client's monotonic clock, s, when it got it),
+`{"error": ...}` for each error its API raised, `{"log": ...}` for each ERROR log record,
+`{"step": ...}` for each step.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 FRAME_MS = 40
@@ -35,7 +40,7 @@ INTERRUPT_AFTER_S = 1.5
 """When the client interrupts the spoken turn's reply: seconds after its first audio delta."""
 TYPED = "say: It is sunny today."
 RECALL = "Where did you stop?"
-STEP_TIMEOUT_S = 60.0
+STEP_TIMEOUT_S = 90.0
 """Longest wait (s) for any one event of the script (Piper and whisper on a busy machine)."""
 
 
@@ -68,7 +73,7 @@ class Conversation:
         """Record one server event (a JSON object) the client received."""
         self.events.append(event)
         self.arrived.append(time.monotonic())
-        self.report.write(event=event)
+        self.report.write(event=event, at=self.arrived[-1])
         asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
@@ -125,6 +130,35 @@ async def _answered(conversation: Conversation, after: int, step: str) -> str:
     response_id = done["response"]["id"]
     conversation.report.write(step=step, response_id=response_id)
     return response_id
+
+
+async def run_replies(conversation: Conversation, text: str, count: int) -> None:
+    """After the client's setup, ask `count` times for a reply to the typed `text`, each
+    played out (real time) before the next; each reply's `response.done` is reported as a
+    `{"step": "reply"}` line.
+
+    Raises:
+        TimeoutError: an awaited event did not come within STEP_TIMEOUT_S.
+    """
+    pump = asyncio.create_task(conversation.pump())
+    try:
+        await conversation.wait_for("session.updated")
+        for _ in range(count):
+            mark = len(conversation.events)
+            await conversation.say(text)
+            await conversation.played_out(await _answered(conversation, mark, "reply"))
+    finally:
+        pump.cancel()
+
+
+def run_arguments(conversation: Conversation, arguments: list[str]) -> Any:
+    """The script a client's command line asks for, as a coroutine on `conversation`:
+    `SPEECH_PCM RECALL_PCM` (`run_script` on those files) or `--replies N TEXT`
+    (`run_replies`)."""
+    if arguments[0] == "--replies":
+        return run_replies(conversation, arguments[2], int(arguments[1]))
+    speech, recall = (Path(name).read_bytes() for name in arguments[:2])
+    return run_script(conversation, speech, recall)
 
 
 async def stream(conversation: Conversation, pcm16: bytes) -> None:
