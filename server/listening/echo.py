@@ -83,6 +83,15 @@ LAG_DRIFT_MS = 150
 """How far (ms) the lag may drift from the held path's within a reply (`_searched_echo`):
 measured, 100 ms while a client waited for audio without ACKs."""
 
+FOLLOWED_CORRELATION = 0.9
+"""Where an echo was heard and its lag held, a candidate correlating this well within
+`LAG_DRIFT_MS` of that lag is the echo whatever its level (`_searched_echo`): a page's own echo
+through Chromium's fake microphone, its gain lifted by auto gain and its file running on while
+the page's playback stalled, correlated 0.93-0.94 with 31-35 % of its frames 6 dB over the held
+echo, and paused the reply (tests/test_browser_microphone.py). A person over a heard echo
+correlated at most 0.81 (benchmarks/bench_interruptions.py); with no echo heard (the issue's
+"Stop.", 0.81-0.92) this never applies."""
+
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
 the longest lag searched."""
@@ -334,7 +343,9 @@ class EchoDetector:
         frames from `share_from_ms` are `EXCESS_DB` above the reverberant reference at the held
         gain plus the noise; or, if that lag correlates at least `ECHO_CORRELATION`, at the
         stretch's own gain (`echo_gain`) when it rose at most `AGC_RISE_DB` over the held gain
-        in every band where both are known (an AGC lifted the echo). Never without a held lag.
+        in every band where both are known (an AGC lifted the echo); or it follows the reply
+        within `LAG_DRIFT_MS` of the held lag as closely as `FOLLOWED_CORRELATION`. Never
+        without a held lag: with no echo heard, no correlation makes speech the echo.
         (Over the whole lag range a person at -6 dBFS over a 0 dB echo lined up with a reply
         word 680 ms off the held lag and was taken for it; with the dry reference, a -10 dB
         echo in a 400 ms RT60 room started a turn.)"""
@@ -358,6 +369,8 @@ class EchoDetector:
             return True
         if correlation < ECHO_CORRELATION:
             return False
+        if correlation >= FOLLOWED_CORRELATION:
+            return True
         gain, _, _ = echo_gain(stretch.mic, aligned, stretch.floor)
         both = np.isfinite(gain) & np.isfinite(path.gain_db)
         return not np.any(gain[both] - path.gain_db[both] > AGC_RISE_DB) and explained(gain)
