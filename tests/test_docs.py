@@ -1,7 +1,8 @@
 """The documentation a newcomer reads: README.md as a short front door with its picture, every
 page under docs/ reachable from it in one click, no link in them that leads nowhere, the
 README's clients table the same as docs/clients.md's, every server flag in the flags table, and
-every `make` target, `python -m` module and repository path the pages name present."""
+every `make` target, `python -m` module and repository path the pages name present, and every
+row of the benchmarks' results table with a date, a commit and a command."""
 
 from __future__ import annotations
 
@@ -132,7 +133,24 @@ def test_every_command_module_and_path_the_pages_name_exists() -> None:
         for module in re.findall(r"-m (benchmarks|docs)\.(\w+)", text):
             if module[1] != "NAME" and not (ROOT / module[0] / f"{module[1]}.py").exists():
                 missing.append(f"{page.name}: python -m {'.'.join(module)}")
+        for name in re.findall(r"`((?:bench|fuzz)_[a-z_]+)", text):
+            if not (ROOT / "benchmarks" / f"{name}.py").exists():
+                missing.append(f"{page.name}: {name}")
         for path in REPO_PATH.findall(text):
             if not (ROOT / path).exists():
                 missing.append(f"{page.name}: {path}")
     assert not missing, missing
+
+
+def test_every_benchmark_result_has_a_date_a_commit_and_a_command() -> None:
+    page = ROOT / "benchmarks" / "README.md"
+    rows = [line for line in page.read_text(encoding="utf-8").split("## Methods")[0].splitlines()
+            if line.startswith("| ") and not line.startswith("| measure |")]
+    assert len(rows) >= 30
+    bad = []
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        if (len(cells) != 6 or not re.fullmatch(r"\d{4}-\d\d-\d\d, \*?[0-9a-f]{7,40}\*?", cells[3])
+                or not re.match(r"`(?:bench|fuzz)_\w+", cells[5])):
+            bad.append(row[:80])
+    assert not bad, bad

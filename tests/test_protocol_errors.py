@@ -116,3 +116,30 @@ async def test_foreign_origin_is_refused_unless_allowed(start_server) -> None:
     allowed = await start_server(tts="uniform", allow_origin=("http://demo.example",))
     async with RealtimeClient.connect(allowed.ws_url, origin="http://demo.example") as client:
         assert client.events[0]["type"] == "session.created"
+
+
+FUZZ_FINDINGS = [
+    ({"type": "conversation.item.create", "item": {"type": ["function_call"]}}, "item.role"),
+    ({"type": "conversation.item.create", "item": {"type": {"a": 1}, "role": "user"}},
+     "item.role"),
+    ({"type": "session.update",
+      "session": {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000.0}}}}},
+     "session.audio.input.format"),
+    ({"type": "session.update", "session": {"audio": {"output": {"format": {"type": ["x"]}}}}},
+     "session.audio.output.format"),
+]
+"""Shapes `benchmarks.fuzz_protocol` found (2026-12-05): an item `type` that is a list or an
+object ended the session with 1011 (`TypeError: unhashable type`, the function item check);
+a rate of 24000.0 (not the integer OpenAI's schema names) was taken without an error."""
+
+
+@pytest.mark.parametrize(("event", "param"), FUZZ_FINDINGS)
+async def test_fuzzed_shapes_get_one_error_and_the_session_goes_on(
+        start_server, event: dict[str, Any], param: str) -> None:
+    server = await start_server()
+    async with RealtimeClient.connect(server.ws_url) as client:
+        event_id = await client.send(event)
+        error = (await client.wait_for("error", timeout=10))["error"]
+        assert (error["event_id"], error["param"]) == (event_id, param)
+        await client.prompt("say: Still here.")
+        assert (await client.wait_for("response.done"))["response"]["status"] == "completed"

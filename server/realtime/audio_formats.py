@@ -39,11 +39,11 @@ def parse_format(value: Any) -> dict[str, Any]:
         ValueError: anything else (the message says what is accepted).
     """
     kind = value.get("type", "audio/pcm") if isinstance(value, dict) else None
-    if kind in g711.LAWS and set(value) <= {"type"}:
+    if isinstance(kind, str) and kind in g711.LAWS and set(value) <= {"type"}:
         return {"type": kind}
+    rate = value.get("rate", PCM_RATE_HZ) if isinstance(value, dict) else None
     if kind == "audio/pcm" and set(value) <= {"type", "rate"} and (
-            value.get("rate", PCM_RATE_HZ) == PCM_RATE_HZ
-            and not isinstance(value.get("rate"), bool)):
+            type(rate) is int and rate == PCM_RATE_HZ):  # not 24000.0 nor True: an integer
         return {"type": "audio/pcm", "rate": PCM_RATE_HZ}
     raise ValueError("The audio format must be audio/pcm at 24000 Hz, audio/pcmu or "
                      "audio/pcma.")

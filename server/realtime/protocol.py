@@ -561,7 +561,8 @@ def _parse_item_create(fields: _Fields) -> ItemCreate:
     if not isinstance(item, dict):
         raise fields.error("invalid_type", "'item' must be an object.", "item")
     function = (parse_function_item(item, fields.error)
-                if item.get("type") in FUNCTION_ITEM_TYPES else None)
+                if isinstance(item.get("type"), str) and item["type"] in FUNCTION_ITEM_TYPES
+                else None)
     text = message_text(item, fields.error) if function is None else function.text
     return ItemCreate(fields.event_id, text, _item_id(fields, item),
                       fields.string("previous_item_id", required=False),
