@@ -168,7 +168,8 @@ def report_false(echoes: Sequence[Outcome], rooms: Sequence[Outcome], load: str)
     false = sum(o.page_barge_in for o in [*echoes, *rooms] if not o.void)
     print_table(f"G3. Nobody speaking: the page's own echo, the room ({load}); "
                 f"false barge-ins by the page VAD {false} (target 0: {verdict(false == 0)})",
-                ["case", "rendered at mic on ms", "plays", "VAD fired while playing",
+                ["case", "rendered at mic on ms", "plays",
+                 "VAD fired while playing (to the end: after the file too)",
                  "page barge-in", "server barge-in", "held as echo", "held as room",
                  "echo path lag ms"], rows)
     return [false == 0]

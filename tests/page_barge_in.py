@@ -101,7 +101,9 @@ class Case:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What a case did on the page: `page_barge_in` (the page's VAD stopped the reply: a
-    bargeInTimings entry with source 'vad'), `server_barge_in` (the server's VAD did),
+    bargeInTimings entry with source 'vad'; without a person, only a VAD `fired` before the
+    file's end counts: Chromium's fake device falls silent there while the reply plays on, and
+    the end of its echo is no case), `server_barge_in` (the server's VAD did),
     `onset_to_silence_ms` (bargeInTimings.onsetToSilenceMs of the page's barge-in),
     `fired_ms` (the first VAD `fired` while the reply played, ms after the person's onset on
     the WAV timeline, None: none), `rendered_at_click_ms` (reply ms rendered when the mic was
@@ -230,7 +232,10 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
     events = [{**e, "t": e["t"] - clicked} for e in state["events"]]
     onset = person_onset_ms(case) if case.person is not None else 0.0
     fired = [e["t"] - onset for e in events if e["type"] == "fired" and e["playing"]
-             and (case.person is None or -50 <= e["t"] - onset <= FIRED_WITHIN_MS)]
+             and (-50 <= e["t"] - onset <= FIRED_WITHIN_MS if case.person is not None
+                  else e["t"] <= end_ms)]
+    if case.person is None and not fired:
+        page = None  # stopped after the file ended (the fake device's end), or not at all
     decided = clicked + (fired[0] + onset if fired else end_ms)
     started = clicked if case.room is None else next((t for t, r in log if r > 0), decided)
     behind = behind_ms(log, started, decided)

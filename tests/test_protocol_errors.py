@@ -127,9 +127,13 @@ FUZZ_FINDINGS = [
      "session.audio.input.format"),
     ({"type": "session.update", "session": {"audio": {"output": {"format": {"type": ["x"]}}}}},
      "session.audio.output.format"),
+    ({"type": "session.update",
+      "session": {"audio": {"input": {"turn_detection": {"type": {"server_vad": 1}}}}}},
+     "session.audio.input.turn_detection"),
 ]
 """Shapes `benchmarks.fuzz_protocol` found (2026-12-05): an item `type` that is a list or an
-object ended the session with 1011 (`TypeError: unhashable type`, the function item check);
+object ended the session with 1011 (`TypeError: unhashable type`, the function item check),
+and so did a `turn_detection.type` that is an object;
 a rate of 24000.0 (not the integer OpenAI's schema names) was taken without an error."""
 
 

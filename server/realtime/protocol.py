@@ -510,7 +510,7 @@ def _parse_turn_detection(fields: _Fields, value: Any, param: str) -> TurnDetect
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in _TURN_DETECTION_FIELDS:
+    if not isinstance(kind, str) or kind not in _TURN_DETECTION_FIELDS:
         raise fields.error("invalid_value",
                            "turn_detection type must be 'server_vad' or 'semantic_vad'.", param)
     unknown = set(value) - _TURN_DETECTION_FIELDS[kind]
