@@ -108,11 +108,8 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoTailMs: 500, // the echo guard stays on this long after the output fell silent
   echoDecayDbPerS: 40, // then decays at this rate (reverberation tail)
   echoWindowMs: 1000, // longest span of microphone envelope compared with the output's
-  echoLeadMs: 800, // microphone frames before the candidate's onset compared too
-  echoSettleMs: 500, // ... but none of the capture's first ms (its processing converging)
+  echoSettleMs: 500, // the capture's first ms are not compared (its processing converging)
   echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
-  echoLikeness: 0.8, // likeness at or above which a candidate is the assistant's echo
-  echoReleaseLikeness: 0.75, // a candidate held as echo starts over below this likeness
   echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
   // issue 24: echo is what the echo path explains (echo-path.js)
   echoPathLikeness: 0.85, // a stretch correlating this well may set the echo path ...
