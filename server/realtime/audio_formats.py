@@ -7,9 +7,9 @@ decoded, then resampled 8 -> 24 kHz as one stream), and `WireAudio.encode_output
 audio delta into the output format (resampled 24 -> 8 kHz as one stream per response, then
 G.711 encoded). Positions (`audio_end_ms`, marks, ACKs, truncates) stay in ms, so nothing else
 changes. Resampling is soxr's streaming HQ resampler (`StreamResampler`), which keeps back
-about 21 ms at the end of each chunk until the next one (measured, 8 <-> 24 kHz): a G.711
-reply's audio ends that much short of its `audio_end_ms`, and the last 21 ms of each append
-reach the input buffer with the next one.
+the end of each chunk until the next one: at most `MAX_HELD_MS`. A G.711 reply's audio ends up
+to that much short of its `audio_end_ms`, and the end of each append reaches the input buffer
+with the next one.
 Sans-I/O.
 """
 
@@ -28,6 +28,9 @@ PCM_RATE_HZ = 24000
 """The rate of `audio/pcm`, the only one OpenAI's GA schema allows for it."""
 G711_RATE_HZ = 8000
 """The rate of `audio/pcmu` and `audio/pcma` (G.711)."""
+MAX_HELD_MS = 75
+"""Most audio (ms) the 24 -> 8 kHz stream keeps back at any time: measured 73.1 ms over 600
+chunks of 50 to 7,200 samples each (soxr 1.0, HQ), whatever the chunk size."""
 
 
 def parse_format(value: Any) -> dict[str, Any]:
