@@ -53,6 +53,8 @@ from server.listening.echo_path import (
     ECHO_CORRELATION,
     EXCESS_DB,
     EXCESS_SLACK_FRAMES,
+    FOLLOWED_CORRELATION,
+    LAG_DRIFT_MS,
     LEARN_GUARD_MS,
     LEARN_STEP_MS,
     LEARN_WINDOW_MS,
@@ -79,18 +81,7 @@ the position the session estimated for each append's capture): the estimate
 (the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
 of it by up to 200 ms when an ACK was late."""
 
-LAG_DRIFT_MS = 150
-"""How far (ms) the lag may drift from the held path's within a reply (`_searched_echo`):
-measured, 100 ms while a client waited for audio without ACKs."""
 
-FOLLOWED_CORRELATION = 0.9
-"""Where an echo was heard and its lag held, a candidate correlating this well within
-`LAG_DRIFT_MS` of that lag is the echo whatever its level (`_searched_echo`): a page's own echo
-through Chromium's fake microphone, its gain lifted by auto gain and its file running on while
-the page's playback stalled, correlated 0.93-0.94 with 31-35 % of its frames 6 dB over the held
-echo, and paused the reply (tests/test_browser_microphone.py). A person over a heard echo
-correlated at most 0.81 (benchmarks/bench_interruptions.py); with no echo heard (the issue's
-"Stop.", 0.81-0.92) this never applies."""
 
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):

@@ -114,6 +114,21 @@ AGC_RISE_DB = 10.0
 path's gain within a candidate (`EchoDetector.is_echo`): Chromium's lifts a quiet echo by about
 10 dB and keeps changing its gain."""
 
+LAG_DRIFT_MS = 150
+"""How far (ms) the lag may drift from the held path's within a reply
+(`server.listening.echo.EchoDetector._searched_echo`): measured, 100 ms while a client waited
+for audio without ACKs."""
+
+FOLLOWED_CORRELATION = 0.9
+"""Where an echo was heard and its lag held, a candidate correlating this well within
+`LAG_DRIFT_MS` of that lag is the echo whatever its level (`EchoDetector._searched_echo`): a
+page's own echo through Chromium's fake microphone, its gain lifted by auto gain and its file
+running on while the page's playback stalled, correlated 0.93-0.94 with 31-35 % of its frames
+6 dB over the held echo, and paused the reply (tests/test_browser_microphone.py). A person over
+a heard echo correlated at most 0.81 (benchmarks/bench_interruptions.py); with no echo heard (the issue's
+"Stop.", 0.81-0.92) this never applies."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class EchoPath:
     """The held echo path: what the microphone hears of the playing reply.
