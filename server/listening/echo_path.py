@@ -125,8 +125,8 @@ FOLLOWED_CORRELATION = 0.9
 page's own echo through Chromium's fake microphone, its gain lifted by auto gain and its file
 running on while the page's playback stalled, correlated 0.93-0.94 with 31-35 % of its frames
 6 dB over the held echo, and paused the reply (tests/test_browser_microphone.py). A person over
-a heard echo correlated at most 0.81 (benchmarks/bench_interruptions.py); with no echo heard (the issue's
-"Stop.", 0.81-0.92) this never applies."""
+a heard echo correlated at most 0.81 (benchmarks/bench_interruptions.py); with no echo heard
+(the issue's "Stop.", 0.81-0.92) this never applies."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
