@@ -133,9 +133,10 @@ async def test_asr_keeps_the_last_heard_word_the_recogniser_wrote_its_own_way(
     ("Good morning! It looks like a bright day with a light breeze from the west. You might want "
      "a jacket for the evening, though, because the temperature drops quickly after sunset.",
      3_750, "You"),
-    # "... approved on Monday." and no "It"
+    # "... approved on Monday." and no "It" ("$42.75" said as "forty-two dollars and seventy-five
+    # cents": "It" is played whole from 4516 ms)
     ("Your refund of $42.75 was approved on Monday. It usually takes 3 to 5 business days to "
-     "appear on your card, and you will get an email once it has been sent.", 4_200, "It"),
+     "appear on your card, and you will get an email once it has been sent.", 4_600, "It"),
 ])
 async def test_asr_refuses_when_the_recogniser_drops_a_word_played_whole(
     text: str, played_ms: int, dropped: str
