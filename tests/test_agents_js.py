@@ -72,8 +72,11 @@ async def test_agents_js_default_session_converses_and_interrupts(
     assert log.of_type("error") == []
 
     # Its own session setup applied whole: its instructions, its semantic_vad.
-    update = log.sent_of_type("session.update")[-1]["session"]
+    # It sends its settings and its `tracing` in two updates, in either order.
+    update = next(u["session"] for u in log.sent_of_type("session.update")
+                  if "audio" in u["session"])
     assert update["audio"]["input"]["noise_reduction"] is None
+    assert any(u["session"].get("tracing") == "auto" for u in log.sent_of_type("session.update"))
     session = log.of_type("session.updated")[-1]["session"]
     assert session["instructions"] == "You are a helpful voice assistant."
     assert session["audio"]["input"]["turn_detection"]["type"] == "semantic_vad"

@@ -27,7 +27,7 @@ def decided(text: str, engine: str, voice: str | None) -> Decision | None:
 
 
 @pytest.mark.parametrize(("text", "engine", "voice"), [
-    ("mm-hmm", "espeak", "en-us"), ("mm", "espeak", "en-us"), ("hmm", "espeak", "en-gb-x-rp"),
+    ("mm-hmm", "espeak", "en-us"), ("mm", "espeak", "en-us"),
     ("ha ha ha ha", "piper", None), ("ha ha ha ha", "espeak", "en-us"),
     ("makes sense", "espeak", "en-us+f3"), ("gotcha", "espeak", "en-029"),
     ("perfect", "piper", None), ("thanks", "espeak", "en")])
@@ -39,7 +39,8 @@ def test_issue_24_murmurs_laughter_and_acknowledgments_resume(text: str, engine:
     `tests/test_backchannel_hums.py`; one-syllable ones - Piper's "mm" read "Amen.", its
     "mhm" "and make an" - are still answered. tiny.en's reading of a hum can change from run
     to run - espeak-ng en-gb-x-rp's "mm-hmm" read "M-M-M" and "And then boom." in one
-    process -, so these examples are ones read the same in every run.)"""
+    process -, so these examples are ones read the same in every run. espeak-ng en-gb-x-rp's
+    "hmm" is not: its audio differs from take to take, and tiny.en read one take "That's.")"""
     decision = decided(text, engine, voice)
     assert decision is not None and decision.verdict is Verdict.BACKCHANNEL, decision
 
