@@ -38,23 +38,6 @@ SPEED = 4.0
 LOUD_BABBLE_DBFS = -25.0
 MAX_TURN_MS = 4000
 
-CHROMIUM_AGC_DB = ((0, 10.0), (500, 13.0), (1000, 16.5), (2000, 18.5), (2600, 19.5),
-                   (3600, 21.0), (4600, 22.5))
-"""(ms from the microphone's first sample, gain dB): the gain Chromium's auto gain control
-applied to a TV talker at -45 dBFS RMS on its fake microphone, as the demo page asks for it
-(`autoGainControl: true`, web/microphone.js); measured by comparing what the server received
-with the file, 500 ms spans of the file's louder half (median), 2026-12-05 on Debian's
-Chromium. After 4.6 s it stays at +21 to +23.5 dB."""
-
-
-def with_agc(pcm_16k: np.ndarray, rise: float = 1.0) -> np.ndarray:
-    """`pcm_16k` with `CHROMIUM_AGC_DB`'s gain applied, its rise after the first point times
-    `rise`, interpolated linearly in dB between its points and held after the last one."""
-    times_ms = np.arange(pcm_16k.size) * 1000.0 / fx.RATE_HZ
-    first_db = CHROMIUM_AGC_DB[0][1]
-    gain_db = np.interp(times_ms, [t for t, _ in CHROMIUM_AGC_DB],
-                        [first_db + (g - first_db) * rise for _, g in CHROMIUM_AGC_DB])
-    return (pcm_16k * 10.0 ** (gain_db / 20.0)).astype(np.float32)
 
 
 async def turns_over_the_protocol(start_server, mic_16k: np.ndarray, turns: int,
@@ -108,25 +91,25 @@ async def test_the_person_is_heard_at_once_after_loud_babble_stops(
 def test_the_room_lifted_by_the_page_s_auto_gain_never_starts_a_turn(kind: str, dbfs: float
                                                                       ) -> None:
     """The issue's kind: babble or a TV from the session's first sample, lifted by the gain
-    Chromium's auto gain applies (`CHROMIUM_AGC_DB`: +10 dB at once, +22 dB after 4.6 s),
-    and rising a quarter faster (+25 dB after 4.6 s): no turn in 15 s, three seeds. (Before, the
-    room's first words were a turn: +10 dB lifted them over the person's level rule with no
-    background heard yet, and the rising gain lifted later words 12 dB over the background
-    learned at a lower gain.)"""
+    Chromium's auto gain applies (`tests.room_sounds.CHROMIUM_AGC_DB`: +10 dB at once, +22 dB
+    after 4.6 s), and rising a quarter faster (+25 dB after 4.6 s): no turn in 15 s, three
+    seeds. (Before, the room's first words were a turn: +10 dB lifted them over the person's
+    level rule with no background heard yet, and the rising gain lifted later words 12 dB
+    over the background learned at a lower gain.)"""
     for rise in (1.0, 1.25):
         for seed in (0, 1, 2):
-            events = server_vad_events(with_agc(room(kind, dbfs, 15_000, seed), rise))
+            events = server_vad_events(rs.with_agc(room(kind, dbfs, 15_000, seed), rise))
             assert starts(events) == [], (rise, seed, events)
 
 
 @pytest.mark.parametrize("kind", ["babble", "tv"])
 def test_the_person_over_the_auto_gained_room_is_heard_at_once(kind: str) -> None:
     """The person at -20 dBFS RMS 2 s and 6 s into a room at -45 dBFS RMS, everything lifted
-    by `CHROMIUM_AGC_DB`: one turn each, from their voice."""
+    by `tests.room_sounds.CHROMIUM_AGC_DB`: one turn each, from their voice."""
     voice = person()
     for at_ms in (2000, 6000):
         onset_ms = at_ms + fx.active_span_ms(voice)[0]
-        mic = with_agc(with_person(room(kind, -45.0, at_ms + 5000), voice, at_ms))
+        mic = rs.with_agc(with_person(room(kind, -45.0, at_ms + 5000), voice, at_ms))
         events = server_vad_events(mic)
         assert len(starts(events)) == 1, (at_ms, events)
         assert onset_ms - EARLIEST_START_MS <= starts(events)[0] <= onset_ms, (at_ms, events)

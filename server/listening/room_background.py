@@ -82,8 +82,13 @@ FALL_FLOOR_MS = 3000
 
 RECENT_MS = 1000
 """The background's loud band levels are the louder, band by band, of those of all of it and
-of its last second: a room whose gain rises (an auto gain converging) is as loud as it is now,
-not as it was on average over `HISTORY_MS`."""
+of its last second before `RECENT_GAP_MS` ahead of the candidate: a room whose gain rises (an
+auto gain converging) is as loud as it is now, not as it was on average over `HISTORY_MS`."""
+
+RECENT_GAP_MS = 500
+"""The windows right before a candidate are left out of its last second of background: the
+person's own first word may be there, outside the candidate (Silero scored Piper's "Actually,"
+at -10 dBFS 0.01-0.05), and would then explain the rest of what they say."""
 
 ABOVE_DB = 12.0
 """Energy above what the background explains, over that background (dB), that one window of
@@ -109,7 +114,7 @@ within `COLD_NEAR_DB` of the person's level: a few windows' percentile underesti
 the room gets, and an auto gain converges over the first seconds. Measured, Chromium's (the
 demo page's `autoGainControl`) on a TV talker at -45 dBFS RMS through its fake microphone:
 +10 dB at the first window, +17 dB after 1 s, +20 dB after 2.6 s, +22 dB after 4.6 s, where it
-stays (`tests/test_room_changes.py`'s `CHROMIUM_AGC_DB`)."""
+stays (`tests/room_sounds.py`'s `CHROMIUM_AGC_DB`)."""
 
 YOUNG_ABOVE_DB = 8.0
 """The most `ABOVE_DB` is raised in a young room (nothing heard yet): at 1.2 s in, the auto gain
@@ -324,9 +329,13 @@ class RoomBackground:
             background = self._turn.before
         if not background:
             return False
-        loud_db = np.maximum(
-            np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0),
-            np.percentile(np.stack(background[-_RECENT_WINDOWS:]), LOUD_PERCENTILE, axis=0))
+        recent = list(self._background) + [
+            w.bands_db for w in self._recent if w.end_ms <= start_ms - RECENT_GAP_MS
+            and not w.in_turn and not w.playing]
+        loud_db = np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0)
+        if recent:
+            loud_db = np.maximum(loud_db, np.percentile(
+                np.stack(recent[-_RECENT_WINDOWS:]), LOUD_PERCENTILE, axis=0))
         loud = 10.0 ** (loud_db / 10.0)
         powers = 10.0 ** (np.stack([w.bands_db for w in candidate]) / 10.0)
         excess = np.maximum(powers - loud, 0.0).sum(axis=1).max()
