@@ -25,7 +25,7 @@ from server.listening.backchannel import VOCABULARIES, Verdict
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import TurnDetection
-from server.realtime import modalities, protocol
+from server.realtime import event_parser, modalities, protocol
 from server.realtime.arrival import ArrivalLateness
 from server.realtime.audio_formats import WireAudio
 from server.realtime.effects import CancelGeneration, Effect, WakeSender
@@ -56,7 +56,7 @@ OPENAI_SESSION_DEFAULTS: dict[str, Any] = {
     "tracing": None, "max_output_tokens": "inf", "prompt": None, "truncation": "auto",
 }
 """OpenAI session fields this server stores and reports back, at OpenAI's defaults (as in
-OpenAI's `session.created`); `session.update` replaces them (`protocol.STORED_SESSION_FIELDS`,
+OpenAI's `session.created`); `session.update` replaces them (`session_update.STORED_SESSION_FIELDS`,
 `noise_reduction` and `transcription`)."""
 
 
@@ -251,7 +251,7 @@ class Session:
         self.heard_text.settle_unreported(self._clock_ms)
         event = None
         try:
-            event = protocol.parse_client_event(frame)
+            event = event_parser.parse_client_event(frame)
             self._dispatch(event)
         except protocol.ProtocolError as exc:
             if event is not None:
