@@ -122,7 +122,8 @@ class Session:
         # callbacks holding the session itself would put it, and all it holds, in reference
         # cycles, which only a full collection of the cyclic GC frees (on the event loop,
         # 50-250 ms at 200 sessions: benchmarks/README.md, "Load benchmark"). Each callback
-        # is a lambda: a bound method taken from the proxy holds the session again.
+        # is a lambda or a function closing over the proxy: a bound method taken from the
+        # proxy holds the session again.
         me = weakref.proxy(self)
 
         def clock() -> float:
@@ -215,8 +216,7 @@ class Session:
 
     def close(self) -> None:
         """Mark the session closed: generation is cancelled, calibration stops, and the
-        session lets go of its calibration (which holds the session: a reference cycle; a
-        closed calibration does nothing anyway)."""
+        session lets go of its calibration (a closed calibration does nothing anyway)."""
         self.closed = True
         for response in self.responses.values():
             if response.active:
