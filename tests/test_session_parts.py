@@ -23,9 +23,9 @@ from server.realtime.user_transcripts import UserTranscripts
 from tests.test_session import start_reply, types
 
 
-def send(session: Session, **event: Any) -> list[dict[str, Any]]:
-    session.receive(json.dumps(event))
-    return session.take_events()
+def send(target: Session, **event: Any) -> list[dict[str, Any]]:
+    target.receive(json.dumps(event))
+    return target.take_events()
 
 
 def started(session: Session) -> list[str]:
