@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.listening.echo import (
     BAND_EDGES_HZ,
     ECHO_CORRELATION,

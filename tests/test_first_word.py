@@ -11,7 +11,7 @@ import functools
 import numpy as np
 import pytest
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.listening.vad import SileroStreamingVad, SpeechStarted, TurnDetector
 from tests import speech_fixtures as fx
 from tests.echo_room import words

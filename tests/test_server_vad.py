@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import person_transcriber
+from calibration.local_asr import person_transcriber
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
