@@ -40,14 +40,9 @@ from calibration.local_asr import LocalWhisperTranscriber, person_transcriber
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
-from server.listening.vad import (
-    SileroStreamingVad,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetector,
-    TurnEvent,
-    resample_to_16k,
-)
+from server.listening.silero_vad import SileroStreamingVad, resample_to_16k
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import TurnDetector
 from server.speech.resampling import resample
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx

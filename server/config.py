@@ -29,7 +29,7 @@ from server.app import (
 )
 from server.connection import Services
 from server.listening import smart_turn
-from server.listening.vad import load_vad_model
+from server.listening.silero_vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings

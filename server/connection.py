@@ -31,8 +31,8 @@ from calibration.local_asr import foreground_work
 from calibration.word_marks import WordMark
 from server.input_work import SessionInput, wait_through_cancellation
 from server.listening.pcm16 import float_to_pcm16
+from server.listening.silero_vad import resample_to_16k
 from server.listening.smart_turn import end_of_turn_probability
-from server.listening.vad import resample_to_16k
 from server.outbound import send_events
 from server.realtime import modalities
 from server.realtime.drop import cut_at_drop

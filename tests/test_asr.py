@@ -26,7 +26,7 @@ from calibration.whisper_window import PERSON_WINDOW_S, WINDOW_PADDING_S, decode
 from server.listening.backchannel import Verdict, classify
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import DECISION_TAIL_MS, TurnDetection
-from server.listening.vad import SpeechGap, SpeechStarted
+from server.listening.turn_events import SpeechGap, SpeechStarted
 from tests import speech_fixtures
 from tests.pausing_page import FRAME_MS, INPUT_RATE_HZ, mic_pcm16
 from tests.transcription_endpoint import TranscriptionEndpoint

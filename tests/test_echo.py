@@ -29,7 +29,8 @@ from server.listening.echo import (
 )
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
-from server.listening.vad import VOICE_ONSET_MARGIN_MS, SpeechStarted, SpeechStopped
+from server.listening.turn_events import SpeechStarted, SpeechStopped
+from server.listening.vad import VOICE_ONSET_MARGIN_MS
 from server.realtime.arrival import ArrivalLateness
 from server.realtime.response_state import QueuedAudio, ResponseState
 from server.realtime.session import Session, SessionConfig

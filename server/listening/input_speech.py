@@ -33,15 +33,9 @@ from server.listening.server_vad_settings import (
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
-from server.listening.vad import (
-    SAMPLE_RATE_HZ,
-    SileroStreamingVad,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
-    TurnEvent,
-)
+from server.listening.silero_vad import SAMPLE_RATE_HZ, SileroStreamingVad
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 
 
 class InputSpeechDetector:
