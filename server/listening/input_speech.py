@@ -24,7 +24,8 @@ from dataclasses import replace
 import numpy as np
 import soxr
 
-from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
+from server.listening.band_envelope import FRAME_MS, EchoReference
+from server.listening.echo import EchoDetector
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.room_background import RoomBackground
