@@ -24,24 +24,24 @@ if TYPE_CHECKING:
 WHISPER_RATE_HZ = 16_000
 """Input rate of whisper models."""
 
-
 WHISPER_WINDOW_S = 30
 """Whisper's input window (s): faster-whisper pads every segment's log-mel features to 30 s
 (3000 frames) before the encoder."""
 
 PERSON_WINDOW_S = 15
-"""Encoder window (s) for the person's turns (`person_transcriber`): their audio, padded to 15 s
-instead of 30, when it leaves `WINDOW_PADDING_S` of it. The encoder's cost is nearly all of a
-short utterance's transcription, and CTranslate2 encodes a shorter input. Measured (`python -m
-benchmarks.bench_asr_window`, tiny.en int8, 2 threads, quiet 2-core machine): on the 24
-`tests/test_vad.py` sentences by Piper and four espeak-ng voices (120 utterances, 300 ms of
-silence each side), word error rate 18.38 % at 30 s, 16.62 % at 15 s, 15.41 % at 20 s, 14.19 %
-at 10 s, wall time p50 415 / 149 / 248 / 107 ms; on `benchmarks/bench_backchannel.py`'s 50
-murmurs and words plus 75 short questions and refusals ("how come?", "mm-mm", "huh?"), the
-backchannel rule (`server.listening.backchannel.classify`) took 22 / 24 / 24 / 23 of the 25
-backchannels for backchannels and 1 / 0 / 0 / 1 of the 100 others. Shorter windows break
-down: at 7 s and 5 s tiny.en repeated words to the token limit ("Right. Right. Right. ...")
-and misread murmurs (18 and 14 of 25). 15 s keeps a margin from that edge."""
+"""Encoder window (s) for the person's turns (`calibration.local_asr.person_transcriber`): their
+audio, padded to 15 s instead of 30, when it leaves `WINDOW_PADDING_S` of it. The encoder's cost
+is nearly all of a short utterance's transcription, and CTranslate2 encodes a shorter input.
+Measured (`python -m benchmarks.bench_asr_window`, tiny.en int8, 2 threads, quiet 2-core
+machine): on the 24 `tests/test_vad.py` sentences by Piper and four espeak-ng voices (120
+utterances, 300 ms of silence each side), word error rate 18.38 % at 30 s, 16.62 % at 15 s,
+15.41 % at 20 s, 14.19 % at 10 s, wall time p50 415 / 149 / 248 / 107 ms; on
+`benchmarks/bench_backchannel.py`'s 50 murmurs and words plus 75 short questions and refusals
+("how come?", "mm-mm", "huh?"), the backchannel rule (`server.listening.backchannel.classify`)
+took 22 / 24 / 24 / 23 of the 25 backchannels for backchannels and 1 / 0 / 0 / 1 of the 100
+others. Shorter windows break down: at 7 s and 5 s tiny.en repeated words to the token limit
+("Right. Right. Right. ...") and misread murmurs (18 and 14 of 25). 15 s keeps a margin from
+that edge."""
 
 WINDOW_PADDING_S = 5
 """Least padding (s) a short window keeps after the audio: longer audio takes the 30 s path.
