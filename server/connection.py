@@ -25,13 +25,14 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from calibration.asr import Transcriber, foreground_work
+from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from calibration.local_asr import foreground_work
 from calibration.word_marks import WordMark
 from server.input_work import SessionInput, wait_through_cancellation
 from server.listening.pcm16 import float_to_pcm16
+from server.listening.silero_vad import resample_to_16k
 from server.listening.smart_turn import end_of_turn_probability
-from server.listening.vad import resample_to_16k
 from server.outbound import send_events
 from server.realtime import modalities
 from server.realtime.drop import cut_at_drop
@@ -741,7 +742,8 @@ class Connection:
         `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another reply's first piece before its
         first chunk and is synthesized again after it, so a first piece waits for at most a segment
         of a reply that has little audio buffered; while a first piece waits or is synthesized,
-        in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
+        in-process background ASR (calibration) does not start
+        (`calibration.local_asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped). A reply of
         text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
