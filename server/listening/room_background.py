@@ -13,7 +13,7 @@ follows the same 512-sample windows as `server.listening.silero_vad.SileroStream
 - the person's level: the `LOUD_PERCENTILE` level of the windows of the person's recent turns
   (`PERSON_HISTORY_MS`), `PERSON_PRIOR_DBFS` before the first one.
 
-The background falls when the room falls: once a second outside turns stays `FALL_DB` below
+The background falls when the room falls: once `FALL_SPAN_MS` outside turns stay `FALL_DB` below
 the floor of what was learned (loud babble stopped), what was learned is forgotten and the room
 is learned anew, so the person is heard at once after loud noise, not `HISTORY_MS` later.
 
@@ -68,7 +68,7 @@ R. Martin, IEEE TSAP 2001, over the whole history rather than sub-windows)."""
 
 FALL_DB = 10.0
 """The room fell (loud babble stopped, a fan was switched off) when even the loud windows
-(`LOUD_PERCENTILE`) of the last `SETTLE_MS` outside turns stay this far (dB) below the floor
+(`LOUD_PERCENTILE`) of the last `FALL_SPAN_MS` outside turns stay this far (dB) below the floor
 (`FLOOR_PERCENTILE`) of the last `FALL_FLOOR_MS` of background learned before them: that
 background is then forgotten, and the room is learned anew from that second on. A room that
 only pauses (a TV between sentences) has its pauses in that floor already and never falls so.
@@ -76,6 +76,11 @@ Measured on `tests/room_sounds.py`'s backgrounds (30 s, three seeds, 3 s spans e
 a TV talker's floor is the -70 dBFS RMS pink floor under it (-72 to -66 dBFS) at -25 and -45
 dBFS RMS, and every second of it has loud windows (90th percentile at least -47 dBFS at -45);
 babble's floor is -34 to -31 dBFS at -25 dBFS RMS, -54 to -51 dBFS at -45."""
+
+FALL_SPAN_MS = 640
+"""How long the room must have stayed down to have fallen (ms): a person who speaks a second
+after loud babble stopped is over it by then (with a second, espeak-ng's questions 1 s after
+were missed 2 of 5: their first windows were still outside the turn, and loud)."""
 
 FALL_FLOOR_MS = 3000
 """The background whose floor a fall is measured from: its last 3 s (see `FALL_DB`)."""
@@ -169,7 +174,7 @@ class _Window:
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
 _PERSON_WINDOWS = PERSON_HISTORY_MS // WINDOW_MS
-_FALL_WINDOWS = SETTLE_MS // WINDOW_MS
+_FALL_WINDOWS = FALL_SPAN_MS // WINDOW_MS
 _RECENT_WINDOWS = RECENT_MS // WINDOW_MS
 _FALL_FLOOR_WINDOWS = FALL_FLOOR_MS // WINDOW_MS
 _YOUNG_WINDOWS = YOUNG_ROOM_MS // WINDOW_MS
@@ -269,12 +274,13 @@ class RoomBackground:
 
     def _forget_a_fallen_room(self) -> None:
         """Forget the background learned so far when the room fell (`FALL_DB`): the windows
-        of the last `SETTLE_MS` the turn detector took are all outside turns (the reply's echo
+        of the last `FALL_SPAN_MS` the turn detector took are all outside turns (the reply's echo
         may be in them: it only makes them louder) and their loud level stays `FALL_DB`
-        below the floor of the last `FALL_FLOOR_MS` of that background."""
+        below the floor of the last `FALL_FLOOR_MS` of that background. The windows before
+        them not learned yet are forgotten too."""
         if len(self._background_dbfs) < _FALL_WINDOWS:
             return
-        heard = [w for w in self._recent if w.in_turn is not None]
+        heard = [w for w in self._recent if w.in_turn is not None][-_FALL_WINDOWS:]
         if len(heard) < _FALL_WINDOWS or any(w.in_turn for w in heard):
             return
         loud = np.percentile(total_dbfs(np.stack([w.bands_db for w in heard])),
@@ -284,6 +290,8 @@ class RoomBackground:
         if loud <= floor - FALL_DB:
             self._background.clear()
             self._background_dbfs.clear()
+            while self._recent[0] is not heard[0]:
+                self._recent.popleft()
 
     def turn_started(self, start_ms: int) -> None:
         """A turn started at `start_ms` (its speech start, ms): its windows from there on are
