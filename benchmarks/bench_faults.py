@@ -50,7 +50,7 @@ from benchmarks.bench_server import (
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
 from tests.test_faults import ABORTED_REPLY, SHORT_REPLY, WatchedSynthesizer

@@ -39,9 +39,10 @@ from benchmarks.tables import print_table
 from calibration.asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services, wait_set
 from server.realtime.session import SessionConfig
 from server.responders.demo_topics import TOPICS
+from server.sending import wait_set
+from server.services import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 HOST = "127.0.0.1"

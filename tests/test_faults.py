@@ -27,7 +27,8 @@ from websockets.protocol import State
 
 from calibration.history_calibration import HistoryCalibration
 from server.app import SHUTDOWN_GRACE_S, WEBSOCKET_WRITE_LIMIT_BYTES
-from server.connection import STALLED_CLIENT_CLOSE_CODE, wait_set, wait_through_cancellation
+from server.input_work import wait_through_cancellation
+from server.sending import STALLED_CLIENT_CLOSE_CODE, wait_set
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests.realtime_client import RealtimeClient
 from tests.server_process import server_process
