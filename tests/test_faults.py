@@ -340,7 +340,7 @@ async def test_a_test_client_reading_in_a_loop_ends_when_cancelled_as_a_frame_ar
 
 
 async def test_a_cancelled_speaker_keeps_the_voice_until_its_worker_returns() -> None:
-    """`wait_through_cancellation` (how `_speak` holds the TTS turn): cancels, even repeated,
+    """`wait_through_cancellation` (how `Speaker.speak` holds the TTS turn): cancels, even repeated,
     wait for the worker thread, then propagate."""
     release = threading.Event()
     worker = asyncio.get_running_loop().run_in_executor(None, release.wait, 5.0)
