@@ -58,12 +58,13 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from benchmarks.tables import print_table
 from calibration import align, units
-from calibration.asr import LocalWhisperTranscriber, Transcriber
+from calibration.asr import Transcriber
 from calibration.history_calibration import (
     HeardTextSnapshot,
     HistoryCalibration,
     HistoryCalibrationPolicy,
 )
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import (
     ASR_SAFETY_MARGIN_MS,
     ASR_WINDOW_MS,

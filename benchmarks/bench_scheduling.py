@@ -62,7 +62,7 @@ from benchmarks.bench_server import (
     verdict,
 )
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

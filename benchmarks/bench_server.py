@@ -36,7 +36,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame, Opcode
 
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.realtime.session import SessionConfig

@@ -49,7 +49,7 @@ from websockets.asyncio.server import ServerConnection
 
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
-from server.listening.vad import (
+from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
     SpeechResumed,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.asr import foreground_work
+from calibration.local_asr import foreground_work
 from calibration.word_marks import WordMark
 from server.input_work import wait_through_cancellation
 from server.listening.pcm16 import float_to_pcm16
@@ -89,7 +89,7 @@ class Speaker:
         before its first chunk and is synthesized again after it, so a first piece waits for at
         most a segment of a reply that has little audio buffered; while a first piece waits or
         is synthesized, in-process background ASR (calibration) does not start
-        (`calibration.asr.foreground_work`).
+        (`calibration.local_asr.foreground_work`).
 
         Returns False when the response stopped generating (the rest is dropped). A reply of
         text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.

@@ -26,8 +26,8 @@ from typing import Any
 
 from calibration.asr import Transcriber
 from server.input_work import SessionInput
+from server.listening.silero_vad import resample_to_16k
 from server.listening.smart_turn import end_of_turn_probability
-from server.listening.vad import resample_to_16k
 from server.realtime.effects import (
     DecideTranscription,
     DetectSpeech,

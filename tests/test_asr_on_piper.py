@@ -28,8 +28,8 @@ import pytest
 
 from benchmarks.bench_calibration import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
-from calibration.asr import LocalWhisperTranscriber
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import ASR_SAFETY_MARGIN_MS, asr_policy
 from calibration.word_marks import WordMark
 from tests.conftest import loaded_synthesizer

@@ -19,14 +19,9 @@ from server.config import parse_config
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.room_background import RoomBackground
 from server.listening.server_vad_settings import TurnDetection
-from server.listening.vad import (
-    WINDOW_MS,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
-    TurnEvent,
-)
+from server.listening.silero_vad import WINDOW_MS
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 from server.realtime.session import Session, SessionConfig
 from server.speech.resampling import resample
 from tests import room_sounds as rs

@@ -11,7 +11,7 @@ import numpy as np
 
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
-from server.listening.vad import (
+from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
     SpeechResumed,

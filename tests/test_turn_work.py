@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import person_transcriber
+from calibration.local_asr import person_transcriber
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient
 from tests.test_server_vad import mic_pcm16

@@ -314,8 +314,8 @@ class InputTurns:
         (`decided`): most such turns are backchannels, never committed. Nor after a verdict
         on this speech: a backchannel's turn is dropped at its stop, and an interruption's
         commit keeps the verdict's words when it can (`_known_transcript`); a decision in the
-        person's short ASR window (`calibration.asr.PERSON_WINDOW_S`) is often back before
-        the pause, and a preparation then transcribed the same words again.
+        person's short ASR window (`calibration.whisper_window.PERSON_WINDOW_S`) is often back
+        before the pause, and a preparation then transcribed the same words again.
         """
         if self.turn_detection is None or self._speech_item is None:
             return

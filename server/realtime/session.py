@@ -377,7 +377,7 @@ class Session:
 
         The estimate is `ResponseState.estimated_played_ms`. Network and capture latencies are
         not known here: the echo detector searches a lag range around this estimate
-        (`server.listening.echo.LAG_RANGE_MS`). Their jitter is taken out: the echo detector
+        (`server.listening.mic_timeline.LAG_RANGE_MS`). Their jitter is taken out: the echo detector
         maps every microphone frame by its own position, and appends that a stalled client
         sent in one burst (300-450 ms late, measured on a loaded machine) were estimated that
         far on, so that their echo did not align with the rest and started turns. The tail
