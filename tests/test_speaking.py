@@ -26,6 +26,13 @@ RATE_HZ = 24000
 SENTENCES = 8
 LONG_REPLY = "say: " + " ".join("One two three." for _ in range(SENTENCES))
 """8 segments of 3 words: 9.6 s of audio."""
+TALKER_SENTENCES = 4
+TALKER_REPLY = "say: " + " ".join("One two three." for _ in range(TALKER_SENTENCES))
+
+
+def pcm16_bytes(words: int) -> int:
+    """Bytes of PCM16 at `RATE_HZ` that `words` words of the uniform voice take."""
+    return words * WORD_MS * RATE_HZ // 1000 * 2
 
 
 async def test_every_segments_audio_arrives_whole_at_the_sessions_rate(
@@ -36,8 +43,7 @@ async def test_every_segments_audio_arrives_whole_at_the_sessions_rate(
         response_id, _ = await client.prompt(LONG_REPLY)
         done = await play_fully(client, response_id)
     assert done["response"]["status"] == "completed"
-    words_ms = SENTENCES * 3 * WORD_MS
-    assert len(client.audio_bytes(response_id)) == words_ms * RATE_HZ // 1000 * 2
+    assert len(client.audio_bytes(response_id)) == pcm16_bytes(SENTENCES * 3)
 
 
 async def test_a_cancelled_reply_gives_the_voice_back_to_the_next(start_server: Any) -> None:
@@ -54,7 +60,7 @@ async def test_a_cancelled_reply_gives_the_voice_back_to_the_next(start_server: 
         other_id, _ = await other.prompt("say: My turn now.")
         done = await play_fully(other, other_id)
     assert done["response"]["status"] == "completed"
-    assert len(other.audio_bytes(other_id)) == 3 * WORD_MS * RATE_HZ // 1000 * 2
+    assert len(other.audio_bytes(other_id)) == pcm16_bytes(3)
 
 
 async def test_a_continuation_gives_the_voice_to_a_first_piece_and_is_redone_whole(
@@ -63,9 +69,11 @@ async def test_a_continuation_gives_the_voice_to_a_first_piece_and_is_redone_who
 ) -> None:
     monkeypatch.setattr("server.speaking.PREEMPTIBLE_AHEAD_MS", 0)  # every continuation
     caplog.set_level(logging.DEBUG, logger="server.speaking")
-    server = await start_server(tts="uniform", tts_delay_s=0.3)  # 0.3 s before each chunk
+    # 1 s before each piece's chunk, about real time: the talker's continuation pieces hold
+    # the voice, before their chunk, nearly all the time and never wait for room
+    server = await start_server(tts="uniform", tts_delay_s=1.0)
     async with RealtimeClient.connect(server.ws_url) as talker:
-        talker_id, _ = await talker.prompt(LONG_REPLY)
+        talker_id, _ = await talker.prompt(TALKER_REPLY)
         await talker.wait_audio_until(talker_id, 400, timeout=30)
         voice = server.demo.services.tts_turn
         await until(voice.locked, 5, "a continuation piece holds the voice")
@@ -76,6 +84,6 @@ async def test_a_continuation_gives_the_voice_to_a_first_piece_and_is_redone_who
     assert other_done["response"]["status"] == "completed"
     assert talker_done["response"]["status"] == "completed"
     assert "a continuation piece gave the voice to a first piece" in caplog.text
-    assert len(talker.audio_bytes(talker_id)) == SENTENCES * 3 * WORD_MS * RATE_HZ // 1000 * 2
-    assert len(other.audio_bytes(other_id)) == 3 * WORD_MS * RATE_HZ // 1000 * 2
+    assert len(talker.audio_bytes(talker_id)) == pcm16_bytes(TALKER_SENTENCES * 3)
+    assert len(other.audio_bytes(other_id)) == pcm16_bytes(3)
     assert len(served_connections) == 2
