@@ -73,7 +73,7 @@ class Connection:
         self.calibration: HistoryCalibration | None = None
         if services.policy is not None:
             self.calibration = HistoryCalibration(
-                self.session, services.policy,
+                self.session.heard_text, services.policy,
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
@@ -156,7 +156,7 @@ class Connection:
 
     def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
         """A calibration was applied: announce it, and its ASR cross-check once that ends."""
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
         cross_check = getattr(result, "cross_check", None)
         if cross_check is not None:
             task = asyncio.ensure_future(self._report_cross_check(response_id, result,
@@ -167,7 +167,7 @@ class Connection:
 
     def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
         """A calibration ended without a result: announce the text kept without it."""
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
         self.sender.wake()
 
     async def _report_cross_check(
@@ -176,5 +176,5 @@ class Connection:
     ) -> None:
         """Wait for a marks result's ASR cross-check, then let the session announce it."""
         asr_text, marks_agree = await cross_check
-        self.session.report_cross_check(response_id, result, asr_text, marks_agree)
+        self.session.heard_text.report_cross_check(response_id, result, asr_text, marks_agree)
         self.sender.wake()

@@ -3,9 +3,10 @@
 `Generations` carries out the session's `StartGeneration` and `CancelGeneration` effects. A
 reply's task waits for what its prompt needs (the transcripts of committed turns, the heard-text
 calibration of earlier replies: `HistoryCalibration.before_prompt`), builds the prompt
-(`Session.build_prompt`), and reads the responder in a task of its own while it speaks the
+(`Generation.build_prompt`), and reads the responder in a task of its own while it speaks the
 segments the text yields (`ReplyText`, `server.speaking.Speaker`), each once the reply has room
 (`Sender.wait_for_room`): a model's tokens reach the session and the voice as they arrive.
+The session's side of it, sans-I/O, is `server.realtime.generation.Generation`.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Generations:
             await self._turns.transcripts()
             if self.calibration is not None:
                 await self.calibration.before_prompt()
-            prompt = session.build_prompt(response_id)
+            prompt = session.generation.build_prompt(response_id)
             if prompt is None:
                 return
             reply = ReplyText()
@@ -112,15 +113,15 @@ class Generations:
                     self._stop_reader(response_id)
                 if reader.done() and not reader.cancelled():
                     reader.exception()
-            session.on_generation_done(response_id)
+            session.generation.on_done(response_id)
         except asyncio.CancelledError:
             raise
         except ResponderError as exc:
             log.warning("%s: the responder failed: %s", response_id, exc)
-            session.on_generation_failed(response_id, str(exc))
+            session.generation.on_failed(response_id, str(exc))
         except Exception as exc:
             log.exception("generation failed for %s", response_id)
-            session.on_generation_failed(response_id, f"{type(exc).__name__} during generation")
+            session.generation.on_failed(response_id, f"{type(exc).__name__} during generation")
         finally:
             if self._tasks.get(response_id) is asyncio.current_task():
                 del self._tasks[response_id]
@@ -141,13 +142,13 @@ class Generations:
             async with contextlib.aclosing(self.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
                     if isinstance(delta, ToolCall):
-                        self.session.on_function_call(response_id, delta)
+                        self.session.generation.on_function_call(response_id, delta)
                         continue
                     text = reply.add(delta)
-                    if text and not self.session.on_text(response_id, text):
+                    if text and not self.session.generation.on_text(response_id, text):
                         return False
             text = reply.end()
-            return not text or self.session.on_text(response_id, text)
+            return not text or self.session.generation.on_text(response_id, text)
         finally:
             reply.close()
 

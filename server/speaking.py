@@ -3,7 +3,7 @@
 `Speaker.speak` voices one segment (a span of the reply's text): the synthesizer's blocking
 generator runs on a worker thread, which also resamples the chunks to the session's rate,
 converts them to PCM16 and computes their echo envelope (`ReplyEcho`), so the event loop only
-queues them on the session (`Session.on_speech`). Sessions take turns at the voice
+queues them on the session (`Generation.on_speech`). Sessions take turns at the voice
 (`server.voice_turns.VoiceTurns`), and a continuation far ahead of playback gives the voice up
 to another reply's first piece (`PREEMPTIBLE_AHEAD_MS`).
 """
@@ -99,7 +99,7 @@ class Speaker:
         if response is None:  # its item was deleted, and the response freed with it
             return False
         if response.output_modalities == modalities.TEXT:
-            return self.session.on_speech(response_id, span[1], b"", [])
+            return self.session.generation.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
         return spoke
@@ -107,7 +107,7 @@ class Speaker:
     def _echo_for(self, response_id: str) -> ReplyEcho:
         """The reply's echo reference, which holds the envelope of its audio queued for sending
         (in reply order: the queue sends it at these positions); only the latest reply's is
-        kept, the one `Session.playback_position_ms` maps the microphone to. Computed as the
+        kept, the one `ReplyPlayback.position_ms` maps the microphone to. Computed as the
         audio is synthesized when the reply starts under server VAD, else only once server
         VAD asks for it (`ReplyEcho`)."""
         if self._reply_echo is None or self._reply_echo.response_id != response_id:
@@ -171,7 +171,7 @@ class Speaker:
                             if preemption.preempted:
                                 break
                             raise item
-                        if not self.session.on_speech(response_id, end, item.pcm16,
+                        if not self.session.generation.on_speech(response_id, end, item.pcm16,
                                                       item.marks):
                             return False
                         echo.add(item.pcm16, item.echo_levels)
@@ -182,7 +182,7 @@ class Speaker:
                     await wait_through_cancellation(worker)
         if preemption.preempted:
             return None
-        return spoke or self.session.on_speech(response_id, end, b"", [])
+        return spoke or self.session.generation.on_speech(response_id, end, b"", [])
 
 
 class _Preemption:

@@ -6,7 +6,7 @@ back to the session as soon as it is ready, then settles (`Sender.settle`):
 - `DetectSpeech`: queued for server VAD, which the receiver runs before it reads the next
   frame (`SessionInput.detect_speech`); `EndTurn`: semantic VAD's turn end, on the same input
   lane (`SessionInput.end_turn`);
-- `Transcribe`: a committed turn's transcript (`Session.on_transcription`), handed over in the
+- `Transcribe`: a committed turn's transcript (`TurnTaking.on_transcription`), handed over in the
   order the turns were spoken; `PrepareTranscription`: the transcript started at a turn's
   pause, claimed by its `Transcribe` if the turn ends there (`DiscardTranscription` drops it);
   `DecideTranscription`: the transcript that decides a paused reply;
@@ -157,17 +157,17 @@ class TurnWork:
     async def _prepared_transcription(self, item_id: str,
                                       recognition: asyncio.Future[str]) -> None:
         """Hand a prepared transcription to the session as soon as it is ready: it decides a
-        reply paused by that utterance (`Session.on_prepared_transcription`)."""
+        reply paused by that utterance (`TurnTaking.on_prepared_transcription`)."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await asyncio.shield(recognition)
             self.session.set_clock(now_ms())
-            self.session.on_prepared_transcription(item_id, transcript)
+            self.session.turn_taking.on_prepared_transcription(item_id, transcript)
             await self._sender.settle()
 
     async def _predict_turn_end(self, item_id: str, pcm16: bytes, audio_end_ms: int) -> None:
         """Run the end-of-turn model on a worker thread over a turn's audio up to its pause
         (PCM16 LE at the input rate) and hand the probability to the session
-        (`Session.on_turn_end_probability`); nothing when it fails (logged: the turn then
+        (`TurnTaking.on_turn_end_probability`); nothing when it fails (logged: the turn then
         ends after the eagerness's longest silence)."""
         try:
             probability = await asyncio.to_thread(
@@ -177,17 +177,17 @@ class TurnWork:
             log.warning("end-of-turn model failed: %s", type(exc).__name__)
             return
         self.session.set_clock(now_ms())
-        self.session.on_turn_end_probability(item_id, audio_end_ms, probability)
+        self.session.turn_taking.on_turn_end_probability(item_id, audio_end_ms, probability)
         await self._sender.settle()
 
     async def _decision_transcription(self, item_id: str, audio_end_ms: int,
                                       recognition: Awaitable[str]) -> None:
         """Hand the transcript of a turn up to its speech gap at `audio_end_ms` to the session
         as soon as it is ready: it decides the reply that turn paused
-        (`Session.on_decision_transcription`)."""
+        (`TurnTaking.on_decision_transcription`)."""
         transcript = await recognition
         self.session.set_clock(now_ms())
-        self.session.on_decision_transcription(item_id, audio_end_ms, transcript)
+        self.session.turn_taking.on_decision_transcription(item_id, audio_end_ms, transcript)
         await self._sender.settle()
 
     async def _transcribe(self, item_id: str, pcm16: bytes, start_ms: int,
@@ -203,5 +203,5 @@ class TurnWork:
         if previous is not None:
             await asyncio.wait((previous,))
         self.session.set_clock(now_ms())
-        self.session.on_transcription(item_id, transcript)
+        self.session.turn_taking.on_transcription(item_id, transcript)
         await self._sender.settle()

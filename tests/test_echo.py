@@ -379,7 +379,7 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
     every 40 ms; one in `1 / STALL_CHANCE` appends is held up to `late_ms` (uniformly, seeded)
     and those after it wait behind it (a stalled event loop, the network). Each append is
     tagged with the position the server estimated when it arrived less its lateness, as
-    `Session.playback_position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
+    `ReplyPlayback.position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
     clock ticks every 10 ms.
     """
     tts = fx.synthesizer("piper")
@@ -505,9 +505,9 @@ def test_the_session_maps_appends_to_the_playing_position() -> None:
     session.receive(json.dumps({"type": "response.create"}))
     response_id = session.current_response_id
     assert response_id is not None
-    session.on_text(response_id, "Hello there.")
-    session.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
-    session.on_generation_done(response_id)
+    session.generation.on_text(response_id, "Hello there.")
+    session.generation.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
+    session.generation.on_done(response_id)
     session.take_effects()
 
     heard = [0.0]  # ms of microphone audio appended

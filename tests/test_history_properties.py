@@ -168,7 +168,7 @@ class HistoryMachine(RuleBasedStateMachine):
             HistoryCalibrationPolicy(calibrate=self._slow(inner), requires_audio=False)
             if self.SLOW else inner
         )
-        self.controller = HistoryCalibration(self.session, policy, timeout_s=30.0,
+        self.controller = HistoryCalibration(self.session.heard_text, policy, timeout_s=30.0,
                                              on_applied=self._on_applied)
         self.session.calibration = self.controller
         self.replies: dict[str, Reply] = {}
@@ -203,7 +203,7 @@ class HistoryMachine(RuleBasedStateMachine):
                 f"{response_id}: result {int(result)} applied at cutoff {reply.cutoff_ms} ms "
                 f"where the marks allow {allowed}"
             )
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
 
     def _run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -364,7 +364,7 @@ class HistoryMachine(RuleBasedStateMachine):
         reply.prompted = True
         try:
             self._check_exact()
-            prompt = self.session.build_prompt(reply.rid)
+            prompt = self.session.generation.build_prompt(reply.rid)
             if prompt is None:
                 return
             self.prompts[reply.rid] = prompt
@@ -417,7 +417,7 @@ class HistoryMachine(RuleBasedStateMachine):
             self._emit_audio(reply, spoken)
         if finish and reply.audio_words == len(reply.words):
             def done() -> None:
-                self.session.on_generation_done(reply.rid)
+                self.session.generation.on_done(reply.rid)
                 reply.done = reply.ended = True
 
             self._call(done)
@@ -430,7 +430,7 @@ class HistoryMachine(RuleBasedStateMachine):
         delta = (" " if first else "") + " ".join(reply.words[first:last])
 
         def text() -> None:
-            assert self.session.on_text(reply.rid, delta)
+            assert self.session.generation.on_text(reply.rid, delta)
             reply.text_words = last
 
         self._call(text)
@@ -446,7 +446,7 @@ class HistoryMachine(RuleBasedStateMachine):
         text_end = reply.spans[last - 1][1]
 
         def speech() -> None:
-            assert self.session.on_speech(reply.rid, text_end, pcm, marks)
+            assert self.session.generation.on_speech(reply.rid, text_end, pcm, marks)
             reply.audio_words = last
 
         self._call(speech)
