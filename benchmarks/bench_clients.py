@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
-from benchmarks.bench_server import print_run_header
+from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
