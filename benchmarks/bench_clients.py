@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
+from benchmarks.audio_arrival import gap_beyond_real_time_ms
 from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
@@ -63,16 +64,6 @@ CUT_AFTER_MS = 1500
 
 def user_item(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-
-
-def gap_beyond_real_time_ms(arrivals: list[tuple[float, int]]) -> float:
-    """Longest wait (ms) past real time: a client playing from its first delta needs the
-    delta that starts at `audio_end_ms` of the previous one at first arrival + that; arrivals
-    are (clock s, audio_end_ms). 0 when audio always came in time."""
-    first = arrivals[0][0]
-    waits = [(arrived - first) * 1000.0 - previous_end
-             for (arrived, _), (_, previous_end) in zip(arrivals[1:], arrivals[:-1], strict=True)]
-    return max([0.0, *waits])
 
 
 def reply_gaps_ms(lines: list[dict[str, Any]]) -> list[float]:
