@@ -1,9 +1,10 @@
 """Encoder window benchmark: how long and how well the person's ASR reads short turns when
-their audio is padded to a shorter window than whisper's 30 s (`calibration.asr.PERSON_WINDOW_S`).
+their audio is padded to a shorter window than whisper's 30 s
+(`calibration.whisper_window.PERSON_WINDOW_S`).
 
 For each window (30 s: faster-whisper's own `transcribe`; shorter: `LocalWhisperTranscriber`'s
 one greedy decode of the padded features), in-process tiny.en (int8, 2 threads, greedy, no
-temperature fallback, no word timings, as `calibration.asr.person_transcriber`):
+temperature fallback, no word timings, as `calibration.local_asr.person_transcriber`):
 
 1. Sentences: the 24 `tests/test_vad.py` sentences by Piper and four espeak-ng voices (120
    utterances, 300 ms of silence each side): word error rate against the sentence, and the wall
@@ -35,12 +36,8 @@ import numpy as np
 from benchmarks.bench_backchannel import ESPEAK_VOICES, Recording, recordings
 from benchmarks.measuring import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
-from calibration.asr import (
-    PERSON_WINDOW_S,
-    WHISPER_RATE_HZ,
-    WHISPER_WINDOW_S,
-    LocalWhisperTranscriber,
-)
+from calibration.local_asr import LocalWhisperTranscriber
+from calibration.whisper_window import PERSON_WINDOW_S, WHISPER_RATE_HZ, WHISPER_WINDOW_S
 from server.listening.backchannel import Verdict, classify
 from tests import speech_fixtures
 from tests.echo_room import word_errors, words

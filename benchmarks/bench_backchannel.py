@@ -38,7 +38,7 @@ import numpy as np
 
 from benchmarks.measuring import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
-from calibration.asr import person_transcriber
+from calibration.local_asr import person_transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from tests import speech_fixtures

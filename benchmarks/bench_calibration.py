@@ -86,7 +86,8 @@ from benchmarks.calibration_scoring import (
 )
 from benchmarks.measuring import command_line, cpu_snapshot, other_load, verdict
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber, Transcriber
+from calibration.asr import Transcriber
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import ASR_SAFETY_MARGIN_MS, auto_policy, marks_policy, ratio_policy
 from server.speech.engines import create_synthesizer
 

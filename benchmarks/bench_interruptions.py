@@ -34,7 +34,7 @@ import numpy as np
 from benchmarks.tables import print_table
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import TurnDetection
-from server.listening.vad import SpeechStarted
+from server.listening.turn_events import SpeechStarted
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.echo_microphone import (

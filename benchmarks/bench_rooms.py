@@ -3,8 +3,8 @@
 Runs the server's own listening classes offline on the audio a page would append (PCM16 at
 24 kHz in 40 ms appends): `server.listening.input_speech.InputSpeechDetector` (streaming Silero,
 `TurnDetector`, the echo detector, `RoomBackground` as the room gate, `max_turn_ms` 30 s) and,
-for the person's turns, the server's ASR of them (`calibration.asr.person_transcriber`, tiny.en)
-on exactly the audio a commit takes (speech start - padding .. speech stop + the utterance
+for the person's turns, the server's ASR of them (`calibration.local_asr.person_transcriber`,
+tiny.en) on exactly the audio a commit takes (speech start - padding .. speech stop + the utterance
 tail).
 
 Backgrounds (`tests/room_sounds.py`): five-talker babble (espeak-ng and Piper voices) and one
@@ -36,18 +36,13 @@ import numpy as np
 
 from benchmarks.measuring import print_run_header, verdict
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber, person_transcriber
+from calibration.local_asr import LocalWhisperTranscriber, person_transcriber
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
-from server.listening.vad import (
-    SileroStreamingVad,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetector,
-    TurnEvent,
-    resample_to_16k,
-)
+from server.listening.silero_vad import SileroStreamingVad, resample_to_16k
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import TurnDetector
 from server.speech.resampling import resample
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx

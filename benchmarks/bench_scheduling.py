@@ -53,7 +53,7 @@ from benchmarks.measuring import cpu_snapshot, other_load, percentile, print_run
 from benchmarks.prompts import LONG_PROMPTS, SAY_PROMPTS, TOPIC_PROMPTS
 from benchmarks.session_client import BenchClient, serving
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

@@ -24,7 +24,7 @@ from benchmarks.measuring import PROJECT_ROOT, cpu_snapshot, other_load, proc_fi
 from benchmarks.server_clients import ACK_INTERVAL_S, CHILD
 from benchmarks.session_client import run_clients, serving
 from benchmarks.tables import print_table
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.connection import Services

@@ -1,12 +1,12 @@
 """Heard-text calibration: keep in history exactly the part of a spoken reply that was heard.
 
 Public API, re-exported lazily (PEP 562) so that importing the sans-I/O parts (`word_marks`,
-`units`, `align`) does not load numpy-heavy or network modules (`asr`, httpx):
+`units`, `align`) does not load numpy-heavy or network modules (`local_asr`, httpx):
 
 - `history_calibration`: HeardTextSnapshot, HistoryCalibrationPolicy, HeardCut, CalibrationView,
   CalibrationSession, HistoryCalibration;
 - `policies`: marks_policy, asr_policy, ratio_policy, auto_policy, make_policy;
-- `asr`: Transcriber, LocalWhisperTranscriber, RemoteTranscriber;
+- `asr`: Transcriber; `local_asr`: LocalWhisperTranscriber; `remote_asr`: RemoteTranscriber;
 - `word_marks`: WordMark.
 """
 
@@ -16,7 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, Transcriber
+    from calibration.asr import Transcriber
     from calibration.history_calibration import (
         CalibrationSession,
         CalibrationView,
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         HistoryCalibration,
         HistoryCalibrationPolicy,
     )
+    from calibration.local_asr import LocalWhisperTranscriber
     from calibration.policies import (
         asr_policy,
         auto_policy,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         marks_policy,
         ratio_policy,
     )
+    from calibration.remote_asr import RemoteTranscriber
     from calibration.word_marks import WordMark
 
 _EXPORTS = {
@@ -41,8 +43,8 @@ _EXPORTS = {
     "HeardTextSnapshot": "history_calibration",
     "HistoryCalibration": "history_calibration",
     "HistoryCalibrationPolicy": "history_calibration",
-    "LocalWhisperTranscriber": "asr",
-    "RemoteTranscriber": "asr",
+    "LocalWhisperTranscriber": "local_asr",
+    "RemoteTranscriber": "remote_asr",
     "Transcriber": "asr",
     "WordMark": "word_marks",
     "asr_policy": "policies",

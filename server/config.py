@@ -13,14 +13,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from calibration.asr import (
-    LocalWhisperTranscriber,
-    RemoteTranscriber,
-    Transcriber,
-    person_transcriber,
-)
+from calibration.asr import Transcriber
 from calibration.asr_queue import AsrPriority
+from calibration.local_asr import LocalWhisperTranscriber, person_transcriber
 from calibration.policies import AUTO_ASR_TIMEOUT_S, make_policy
+from calibration.remote_asr import RemoteTranscriber
 from server.app import (
     MAX_PARKED_SESSIONS,
     MAX_SESSIONS,
@@ -32,7 +29,7 @@ from server.app import (
 )
 from server.connection import Services
 from server.listening import smart_turn
-from server.listening.vad import load_vad_model
+from server.listening.silero_vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
 from server.realtime.interruption_settings import INTERRUPTION_MODES, InterruptionSettings
@@ -471,7 +468,7 @@ def build_services(
     `synthesizer` / `responder` / `input_transcriber` replace the ones the configuration names
     (tests reuse a loaded voice across servers, or wrap the demo responder or the ASR to read
     what they were given). The person's turns are transcribed by the calibration's remote ASR
-    when there is one, else in-process by `calibration.asr.person_transcriber` (no word
+    when there is one, else in-process by `calibration.local_asr.person_transcriber` (no word
     timings: not needed for a user turn; greedy decoding).
     """
     if synthesizer is None:

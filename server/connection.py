@@ -25,13 +25,14 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from calibration.asr import Transcriber, foreground_work
+from calibration.asr import Transcriber
 from calibration.history_calibration import HistoryCalibration, HistoryCalibrationPolicy
+from calibration.local_asr import foreground_work
 from calibration.word_marks import WordMark
 from server.input_work import SessionInput, wait_through_cancellation
 from server.listening.pcm16 import float_to_pcm16
+from server.listening.silero_vad import resample_to_16k
 from server.listening.smart_turn import end_of_turn_probability
-from server.listening.vad import resample_to_16k
 from server.outbound import send_events
 from server.realtime import modalities
 from server.realtime.drop import cut_at_drop
@@ -197,7 +198,7 @@ class Connection:
         self.calibration: HistoryCalibration | None = None
         if services.policy is not None:
             self.calibration = HistoryCalibration(
-                self.session, services.policy,
+                self.session.heard_text, services.policy,
                 max_bytes=services.history_audio_max_bytes,
                 timeout_s=services.calibration_timeout_s,
                 on_applied=self._on_calibrated,
@@ -469,7 +470,7 @@ class Connection:
     def _reply_echo_for(self, response_id: str) -> ReplyEcho:
         """The reply's echo reference, which holds the envelope of its audio queued for sending
         (in reply order: the queue sends it at these positions); only the latest reply's is
-        kept, the one `Session.playback_position_ms` maps the microphone to. Computed as the
+        kept, the one `ReplyPlayback.position_ms` maps the microphone to. Computed as the
         audio is synthesized when the reply starts under server VAD, else only once server
         VAD asks for it (`ReplyEcho`)."""
         if self._reply_echo is None or self._reply_echo.response_id != response_id:
@@ -480,17 +481,17 @@ class Connection:
     async def _prepared_transcription(self, item_id: str,
                                       recognition: asyncio.Future[str]) -> None:
         """Hand a prepared transcription to the session as soon as it is ready: it decides a
-        reply paused by that utterance (`Session.on_prepared_transcription`)."""
+        reply paused by that utterance (`TurnTaking.on_prepared_transcription`)."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await asyncio.shield(recognition)
             self.session.set_clock(_now_ms())
-            self.session.on_prepared_transcription(item_id, transcript)
+            self.session.turn_taking.on_prepared_transcription(item_id, transcript)
             await self._settle()
 
     async def _predict_turn_end(self, item_id: str, pcm16: bytes, audio_end_ms: int) -> None:
         """Run the end-of-turn model on a worker thread over a turn's audio up to its pause
         (PCM16 LE at the input rate) and hand the probability to the session
-        (`Session.on_turn_end_probability`); nothing when it fails (logged: the turn then
+        (`TurnTaking.on_turn_end_probability`); nothing when it fails (logged: the turn then
         ends after the eagerness's longest silence)."""
         try:
             probability = await asyncio.to_thread(
@@ -500,17 +501,17 @@ class Connection:
             log.warning("end-of-turn model failed: %s", type(exc).__name__)
             return
         self.session.set_clock(_now_ms())
-        self.session.on_turn_end_probability(item_id, audio_end_ms, probability)
+        self.session.turn_taking.on_turn_end_probability(item_id, audio_end_ms, probability)
         await self._settle()
 
     async def _decision_transcription(self, item_id: str, audio_end_ms: int,
                                       recognition: Awaitable[str]) -> None:
         """Hand the transcript of a turn up to its speech gap at `audio_end_ms` to the session
         as soon as it is ready: it decides the reply that turn paused
-        (`Session.on_decision_transcription`)."""
+        (`TurnTaking.on_decision_transcription`)."""
         transcript = await recognition
         self.session.set_clock(_now_ms())
-        self.session.on_decision_transcription(item_id, audio_end_ms, transcript)
+        self.session.turn_taking.on_decision_transcription(item_id, audio_end_ms, transcript)
         await self._settle()
 
     async def _transcribe(self, item_id: str, pcm16: bytes, start_ms: int,
@@ -526,7 +527,7 @@ class Connection:
         if previous is not None:
             await asyncio.wait((previous,))
         self.session.set_clock(_now_ms())
-        self.session.on_transcription(item_id, transcript)
+        self.session.turn_taking.on_transcription(item_id, transcript)
         await self._settle()
 
     async def _settle(self) -> None:
@@ -581,7 +582,7 @@ class Connection:
             self.websocket.transport.abort()
 
     def _on_calibrated(self, response_id: str, result: int, elapsed_ms: float) -> None:
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
         cross_check = getattr(result, "cross_check", None)
         if cross_check is not None:
             task = asyncio.ensure_future(self._report_cross_check(response_id, result,
@@ -592,7 +593,7 @@ class Connection:
 
     def _on_calibration_failed(self, response_id: str, elapsed_ms: float) -> None:
         """A calibration ended without a result: announce the text kept without it."""
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
         self._wake.set()
 
     async def _report_cross_check(
@@ -601,7 +602,7 @@ class Connection:
     ) -> None:
         """Wait for a marks result's ASR cross-check, then let the session announce it."""
         asr_text, marks_agree = await cross_check
-        self.session.report_cross_check(response_id, result, asr_text, marks_agree)
+        self.session.heard_text.report_cross_check(response_id, result, asr_text, marks_agree)
         self._wake.set()
 
     async def _send_loop(self) -> None:
@@ -636,7 +637,7 @@ class Connection:
                 await asyncio.wait(list(self._transcriptions))
             if self.calibration is not None:
                 await self.calibration.before_prompt()
-            prompt = session.build_prompt(response_id)
+            prompt = session.generation.build_prompt(response_id)
             if prompt is None:
                 return
             reply = ReplyText()
@@ -656,15 +657,15 @@ class Connection:
                     self._stop_reader(response_id)
                 if reader.done() and not reader.cancelled():
                     reader.exception()
-            session.on_generation_done(response_id)
+            session.generation.on_done(response_id)
         except asyncio.CancelledError:
             raise
         except ResponderError as exc:
             log.warning("%s: the responder failed: %s", response_id, exc)
-            session.on_generation_failed(response_id, str(exc))
+            session.generation.on_failed(response_id, str(exc))
         except Exception as exc:
             log.exception("generation failed for %s", response_id)
-            session.on_generation_failed(response_id, f"{type(exc).__name__} during generation")
+            session.generation.on_failed(response_id, f"{type(exc).__name__} during generation")
         finally:
             if self._generations.get(response_id) is asyncio.current_task():
                 del self._generations[response_id]
@@ -685,13 +686,13 @@ class Connection:
             async with contextlib.aclosing(self.services.responder.respond(prompt)) as deltas:
                 async for delta in deltas:
                     if isinstance(delta, ToolCall):
-                        self.session.on_function_call(response_id, delta)
+                        self.session.generation.on_function_call(response_id, delta)
                         continue
                     text = reply.add(delta)
-                    if text and not self.session.on_text(response_id, text):
+                    if text and not self.session.generation.on_text(response_id, text):
                         return False
             text = reply.end()
-            return not text or self.session.on_text(response_id, text)
+            return not text or self.session.generation.on_text(response_id, text)
         finally:
             reply.close()
 
@@ -741,7 +742,8 @@ class Connection:
         `PREEMPTIBLE_AHEAD_MS` buffered gives the voice up to another reply's first piece before its
         first chunk and is synthesized again after it, so a first piece waits for at most a segment
         of a reply that has little audio buffered; while a first piece waits or is synthesized,
-        in-process background ASR (calibration) does not start (`calibration.asr.foreground_work`).
+        in-process background ASR (calibration) does not start
+        (`calibration.local_asr.foreground_work`).
         Returns False when the response stopped generating (the rest is dropped). A reply of
         text only (`modalities.TEXT`) queues the segment's text and nothing is synthesized.
         """
@@ -749,7 +751,7 @@ class Connection:
         if response is None:  # its item was deleted, and the response freed with it
             return False
         if response.output_modalities == modalities.TEXT:
-            return self.session.on_speech(response_id, span[1], b"", [])
+            return self.session.generation.on_speech(response_id, span[1], b"", [])
         while (spoke := await self._synthesize(response_id, span)) is None:
             log.debug("%s: a continuation piece gave the voice to a first piece", response_id)
         return spoke
@@ -811,8 +813,8 @@ class Connection:
                             if preemption.preempted:
                                 break
                             raise item
-                        if not self.session.on_speech(response_id, end, item.pcm16,
-                                                      item.marks):
+                        if not self.session.generation.on_speech(response_id, end, item.pcm16,
+                                                                 item.marks):
                             return False
                         echo.add(item.pcm16, item.echo_levels)
                         spoke = True
@@ -822,7 +824,7 @@ class Connection:
                     await wait_through_cancellation(worker)
         if preemption.preempted:
             return None
-        return spoke or self.session.on_speech(response_id, end, b"", [])
+        return spoke or self.session.generation.on_speech(response_id, end, b"", [])
 
 
 class _Preemption:

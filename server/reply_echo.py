@@ -1,6 +1,6 @@
 """The echo reference of one reply, computed only once server VAD can use it.
 
-The band envelope of a reply's audio (`server.listening.echo.EchoReference`) is what server
+The band envelope of a reply's audio (`server.listening.band_envelope.EchoReference`) is what server
 VAD's echo guard compares the microphone with. It costs a few ms of CPU per second of audio
 (measured with the uniform voice: about 2.6 ms per second at 24 kHz, three times the voice's
 own synthesis), and most sessions never turn server VAD on: their envelopes were computed
@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from server.listening.echo import EchoReference
+from server.listening.band_envelope import EchoReference
 from server.listening.pcm16 import pcm16_to_float
 
 HOLD_MS = 20_000

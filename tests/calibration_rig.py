@@ -1,7 +1,7 @@
 """A real `Session` and a real `HistoryCalibration` driven without a network, wired as
 `server.connection` wires them: `session.calibration = controller`, `on_applied` announces the
 result, and every prompt is `await controller.before_prompt()` followed by
-`session.build_prompt(response_id)`. Used by the REFERENCE.md 6.2 / 6.6 case tests
+`session.generation.build_prompt(response_id)`. Used by the REFERENCE.md 6.2 / 6.6 case tests
 (tests/test_calibration_heard_text.py, tests/test_calibration_lifecycle.py).
 
 Standard setup (REFERENCE.md 6.2): the reply "Hello world. This part was not heard." with
@@ -89,7 +89,7 @@ class Rig:
         if calibrate is not None:
             policy = HistoryCalibrationPolicy(calibrate=calibrate, requires_audio=requires_audio)
             self.controller = HistoryCalibration(
-                self.session, policy, max_bytes=max_bytes, timeout_s=timeout_s,
+                self.session.heard_text, policy, max_bytes=max_bytes, timeout_s=timeout_s,
                 on_applied=self._on_applied,
             )
             self.session.calibration = self.controller
@@ -102,7 +102,7 @@ class Rig:
 
     def _on_applied(self, response_id: str, result: int, elapsed_ms: float) -> None:
         self.applied.append((response_id, result))
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
 
     def take(self) -> list[dict[str, Any]]:
         events = self.session.take_events()
@@ -127,7 +127,7 @@ class Rig:
         """What `Connection._generate` does before the responder runs."""
         if self.controller is not None:
             await self.controller.before_prompt()
-        prompt = self.session.build_prompt(response_id)
+        prompt = self.session.generation.build_prompt(response_id)
         assert prompt is not None
         return prompt
 
@@ -138,10 +138,11 @@ class Rig:
 
     def speak(self, response_id: str, text: str = TEXT, audio_ms: int = AUDIO_MS, *,
               done: bool = True, marks: list[WordMark] | None = None) -> None:
-        assert self.session.on_text(response_id, text)
-        assert self.session.on_speech(response_id, len(text), pcm16(audio_ms), marks or [])
+        assert self.session.generation.on_text(response_id, text)
+        assert self.session.generation.on_speech(response_id, len(text), pcm16(audio_ms),
+                                                 marks or [])
         if done:
-            self.session.on_generation_done(response_id)
+            self.session.generation.on_done(response_id)
         self.session.pull_outbound(now_ms=0.0)
         self.take()
 

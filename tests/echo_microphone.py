@@ -13,10 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from server.listening.echo import ECHO_TAIL_MS, EchoDetector, EchoReference
+from server.listening.band_envelope import EchoReference
+from server.listening.echo import ECHO_TAIL_MS, EchoDetector
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import TurnDetection
-from server.listening.vad import SpeechStarted
+from server.listening.turn_events import SpeechStarted
 from server.realtime.arrival import ArrivalLateness
 from server.realtime.response_state import QueuedAudio, ResponseState
 from server.realtime.session import SessionConfig
@@ -167,7 +168,7 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
     every 40 ms; one in `1 / STALL_CHANCE` appends is held up to `late_ms` (uniformly, seeded)
     and those after it wait behind it (a stalled event loop, the network). Each append is
     tagged with the position the server estimated when it arrived less its lateness, as
-    `Session.playback_position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
+    `ReplyPlayback.position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
     clock ticks every 10 ms.
     """
     tts = fx.synthesizer("piper")

@@ -138,7 +138,7 @@ class HistoryHarness(RuleBasedStateMachine):
             HistoryCalibrationPolicy(calibrate=self._slow(inner), requires_audio=False)
             if self.SLOW else inner
         )
-        self.controller = HistoryCalibration(self.session, policy, timeout_s=30.0,
+        self.controller = HistoryCalibration(self.session.heard_text, policy, timeout_s=30.0,
                                              on_applied=self._on_applied)
         self.session.calibration = self.controller
         self.replies: dict[str, Reply] = {}
@@ -171,7 +171,7 @@ class HistoryHarness(RuleBasedStateMachine):
                 f"{response_id}: result {int(result)} applied at cutoff {reply.cutoff_ms} ms "
                 f"where the marks allow {allowed}"
             )
-        self.session.announce_calibration(response_id, elapsed_ms)
+        self.session.heard_text.announce_calibration(response_id, elapsed_ms)
 
     def _run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)

@@ -17,21 +17,16 @@ import httpx
 import numpy as np
 import pytest
 
-from calibration import asr
-from calibration.asr import (
-    LocalWhisperTranscriber,
-    RemoteTranscriber,
-    TimedWord,
-    Transcript,
-    encode_wav,
-    load_whisper_model,
-    person_transcriber,
-)
+from calibration import local_asr, remote_asr
+from calibration.asr import TimedWord, Transcript
 from calibration.asr_queue import PriorityLimit
+from calibration.local_asr import LocalWhisperTranscriber, load_whisper_model, person_transcriber
+from calibration.remote_asr import RemoteTranscriber, encode_wav
+from calibration.whisper_window import PERSON_WINDOW_S, WINDOW_PADDING_S, decode_window
 from server.listening.backchannel import Verdict, classify
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import DECISION_TAIL_MS, TurnDetection
-from server.listening.vad import SpeechGap, SpeechStarted
+from server.listening.turn_events import SpeechGap, SpeechStarted
 from tests import speech_fixtures
 from tests.pausing_page import FRAME_MS, INPUT_RATE_HZ, mic_pcm16
 from tests.transcription_endpoint import TranscriptionEndpoint
@@ -115,7 +110,7 @@ async def test_case37_wav_and_fields_sent(
 ) -> None:
     endpoint.text_override = "Hello world again"
     transcriber = RemoteTranscriber(endpoint.url, model="tiny.en")
-    with caplog.at_level(logging.INFO, logger="calibration.asr"):
+    with caplog.at_level(logging.INFO, logger="calibration.remote_asr"):
         text = await transcriber.transcribe(sine(20_160), 24_000)
     assert text == "Hello world again"
     (request,) = endpoint.requests
@@ -151,7 +146,7 @@ def answering(payload: object) -> Callable[..., httpx.AsyncClient]:
 async def test_verbose_answer_gives_word_timings(monkeypatch: pytest.MonkeyPatch) -> None:
     payload = {"text": "Hello world.", "words": [{"word": "Hello", "start": 0.0, "end": 0.4},
                                                  {"word": "world", "start": 0.4, "end": 0.9}]}
-    monkeypatch.setattr(asr.httpx, "AsyncClient", answering(payload))
+    monkeypatch.setattr(remote_asr.httpx, "AsyncClient", answering(payload))
     transcriber = RemoteTranscriber("http://asr.test/v1/audio/transcriptions",
                                     word_timestamps=True)
     text = await transcriber.transcribe(sine(24_000), 24_000)
@@ -167,7 +162,8 @@ async def test_verbose_answer_gives_word_timings(monkeypatch: pytest.MonkeyPatch
 ])
 async def test_invalid_words_give_plain_text(monkeypatch: pytest.MonkeyPatch,
                                              words: object) -> None:
-    monkeypatch.setattr(asr.httpx, "AsyncClient", answering({"text": "Hello.", "words": words}))
+    monkeypatch.setattr(remote_asr.httpx, "AsyncClient",
+                        answering({"text": "Hello.", "words": words}))
     transcriber = RemoteTranscriber("http://asr.test/v1/audio/transcriptions",
                                     word_timestamps=True)
     text = await transcriber.transcribe(sine(24_000), 24_000)
@@ -186,7 +182,7 @@ async def test_case38_queue_timeout_never_reaches_http(
     endpoint: TranscriptionEndpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
     transcriber = RemoteTranscriber(endpoint.url, max_concurrency=1)
-    with caplog.at_level(logging.INFO, logger="calibration.asr"):
+    with caplog.at_level(logging.INFO, logger="calibration.remote_asr"):
         async with transcriber.limit.semaphore():
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.02):
@@ -201,7 +197,7 @@ async def test_case39_http_503_raises(
     endpoint.status = 503
     transcriber = RemoteTranscriber(endpoint.url)
     with (
-        caplog.at_level(logging.INFO, logger="calibration.asr"),
+        caplog.at_level(logging.INFO, logger="calibration.remote_asr"),
         pytest.raises(httpx.HTTPStatusError) as raised,
     ):
         await transcriber.transcribe(sine(24_000), 24_000)
@@ -231,7 +227,8 @@ async def test_case40_cancellation_reaches_transport_and_frees_slot(
 
 @pytest.mark.parametrize(
     ("body", "text"),
-    [("garbage", None), ("non_string", None), ("json", "x" * (asr.MAX_TRANSCRIPT_CHARS + 1))],
+    [("garbage", None), ("non_string", None),
+     ("json", "x" * (remote_asr.MAX_TRANSCRIPT_CHARS + 1))],
 )
 async def test_invalid_answers_raise_value_error(
     endpoint: TranscriptionEndpoint, body: str, text: str | None
@@ -243,9 +240,9 @@ async def test_invalid_answers_raise_value_error(
 
 
 async def test_longest_accepted_transcript(endpoint: TranscriptionEndpoint) -> None:
-    endpoint.text_override = "x" * asr.MAX_TRANSCRIPT_CHARS
+    endpoint.text_override = "x" * remote_asr.MAX_TRANSCRIPT_CHARS
     text = await RemoteTranscriber(endpoint.url).transcribe(sine(24_000), 24_000)
-    assert len(text) == asr.MAX_TRANSCRIPT_CHARS
+    assert len(text) == remote_asr.MAX_TRANSCRIPT_CHARS
 
 
 @pytest.mark.parametrize(
@@ -289,7 +286,7 @@ async def test_local_rejects_bad_audio() -> None:
 async def test_local_cancellation_holds_slot_until_thread_finishes(
     speech: tuple[np.ndarray, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(asr, "_local_limit", PriorityLimit(1))
+    monkeypatch.setattr(local_asr, "_local_limit", PriorityLimit(1))
     pcm, rate = speech
     transcriber = LocalWhisperTranscriber()
     transcriber.load()
@@ -298,7 +295,7 @@ async def test_local_cancellation_holds_slot_until_thread_finishes(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    limit = asr._local_limit
+    limit = local_asr._local_limit
     assert limit.busy() == 1, "the worker thread still runs, so its slot is still held"
     deadline = time.monotonic() + 60.0  # a bound, not a speed target: shared machines
     while limit.busy() and time.monotonic() < deadline:
@@ -353,7 +350,7 @@ def test_a_decode_that_loops_in_the_short_window_is_done_in_the_30_s_window() ->
     pcm = decision_audio(speech_fixtures.speech("mm-hmm", "espeak", "en-gb-x-rp"))
     rate = speech_fixtures.RATE_HZ
     model = load_whisper_model()
-    assert asr._decode_window(model, pcm, asr.PERSON_WINDOW_S)[0] is None
+    assert decode_window(model, pcm, PERSON_WINDOW_S)[0] is None
     full = LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False)
     assert person_transcriber().transcribe_blocking(pcm, rate) == full.transcribe_blocking(
         pcm, rate)
@@ -365,13 +362,13 @@ def test_a_turn_near_the_window_s_length_is_read_in_the_30_s_window() -> None:
     a short window that hears no speech, are decoded in the 30 s window."""
     model = load_whisper_model()
     rate = speech_fixtures.RATE_HZ
-    longest = (asr.PERSON_WINDOW_S - asr.WINDOW_PADDING_S) * rate
+    longest = (PERSON_WINDOW_S - WINDOW_PADDING_S) * rate
     sentence = speech_fixtures.speech("Please open the window in the kitchen.")
     turn = np.concatenate((sentence, np.zeros(longest - sentence.size, np.float32)))
-    assert asr._decode_window(model, turn, asr.PERSON_WINDOW_S)[0]
-    assert asr._decode_window(model, np.concatenate((turn, np.zeros(160, np.float32))),
-                              asr.PERSON_WINDOW_S)[0] is None
-    assert asr._decode_window(model, np.zeros(rate, np.float32), asr.PERSON_WINDOW_S)[0] is None
+    assert decode_window(model, turn, PERSON_WINDOW_S)[0]
+    assert decode_window(model, np.concatenate((turn, np.zeros(160, np.float32))),
+                              PERSON_WINDOW_S)[0] is None
+    assert decode_window(model, np.zeros(rate, np.float32), PERSON_WINDOW_S)[0] is None
 
 
 def test_a_short_window_needs_one_greedy_decode_without_word_timings() -> None:
@@ -381,8 +378,8 @@ def test_a_short_window_needs_one_greedy_decode_without_word_timings() -> None:
         LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False, window_s=31)
     with pytest.raises(ValueError, match="window_s"):
         LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False,
-                                window_s=asr.WINDOW_PADDING_S)
-    assert person_transcriber().window_s == asr.PERSON_WINDOW_S
+                                window_s=WINDOW_PADDING_S)
+    assert person_transcriber().window_s == PERSON_WINDOW_S
 
 
 def test_model_is_loaded_once_per_process() -> None:
@@ -390,7 +387,7 @@ def test_model_is_loaded_once_per_process() -> None:
     with pytest.raises(ValueError):
         LocalWhisperTranscriber(cpu_threads=0)
     with pytest.raises(ValueError):
-        asr.set_local_concurrency(0)
+        local_asr.set_local_concurrency(0)
 
 
 def test_encode_wav_clips_and_scales() -> None:

@@ -2,8 +2,8 @@
 
 A multi-sentence reply with numbers is synthesised as the server does it (segmenter spans ->
 deterministic Piper -> resample to 24 kHz -> concatenate; marks shifted onto the reply timeline
-by the floor-ms offset of each chunk, as `server.realtime.session.Session.on_speech` does). Ground
-truth for a cut at `played_ms`, from the marks in text order:
+by the floor-ms offset of each chunk, as `server.realtime.generation.Generation.on_speech`
+does). Ground truth for a cut at `played_ms`, from the marks in text order:
 
 - fully played: the cut after every word whose `end_ms <= played_ms`;
 - started: the cut after every word whose `start_ms < played_ms`;
@@ -28,8 +28,8 @@ import pytest
 
 from benchmarks.calibration_corpus import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
-from calibration.asr import LocalWhisperTranscriber
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import ASR_SAFETY_MARGIN_MS, asr_policy
 from calibration.word_marks import WordMark
 from tests.conftest import loaded_synthesizer

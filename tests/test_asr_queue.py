@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from calibration import asr
-from calibration.asr import LocalWhisperTranscriber
+from calibration import local_asr
 from calibration.asr_queue import AsrPriority, PriorityLimit, TranscriptionSkipped
+from calibration.local_asr import LocalWhisperTranscriber
 from server.speech.engines import create_synthesizer
 from tests.echo_room import words
 
@@ -115,10 +115,10 @@ async def test_the_persons_turn_is_transcribed_before_queued_cross_checks(
     finishes first depends on the run times: on a loaded machine the second check once
     finished before the turn.)"""
     limit = RecordingLimit(2)
-    monkeypatch.setattr(asr, "_local_limit", limit)
+    monkeypatch.setattr(local_asr, "_local_limit", limit)
     pcm, rate = speech
     calibration = LocalWhisperTranscriber(cpu_threads=1, priority=BACKGROUND)
-    person = asr.person_transcriber()
+    person = local_asr.person_transcriber()
     calibration.load()
     person.load()
 

@@ -3,7 +3,7 @@ resume the reply when whisper itself finds a hum reading plausible and the sound
 (rule 4a of `server.listening.backchannel`); nasal words whisper also finds hum-like ("mom",
 "name", "nine", "and then") stay interruptions. Real espeak-ng and Piper audio, as a pause over
 a reply decides it (`tests.test_asr.decision_audio`), through the person's real tiny.en
-transcriber (`calibration.asr.person_transcriber`), which scores the hum readings
+transcriber (`calibration.local_asr.person_transcriber`), which scores the hum readings
 (`calibration.asr_readings`)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.asr import Transcript, person_transcriber
+from calibration.asr import Transcript
 from calibration.asr_readings import MAX_SCORED_S, MURMUR_READINGS
+from calibration.local_asr import person_transcriber
 from server.listening.backchannel import MAX_REPEAT_CHANGE_DB, Decision, Verdict, classify
 from server.listening.prosody import analyse
 from tests import speech_fixtures

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.asr import person_transcriber
+from calibration.local_asr import person_transcriber
 from server.listening.backchannel import Decision, Verdict, classify
 from tests import speech_fixtures
 from tests.test_asr import decision_audio

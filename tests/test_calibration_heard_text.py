@@ -145,7 +145,7 @@ async def test_case12_stricter_truncate_clears_prefix_and_full_ack_cannot_restor
     (acknowledged,) = [e for e in events if e["type"] == "playback.acknowledged"]
     assert acknowledged["cursor"]["committed_ms"] == 500
     assert rig.cutoff(rid) == 500
-    assert rig.session.calibration_view(rid).cutoff_ms == 500
+    assert rig.session.heard_text.calibration_view(rid).cutoff_ms == 500
 
 
 # ---------------------------------------------------------------------- case 13: failures

@@ -6,7 +6,7 @@ The microphone is simulated as the page delivers it (tests/echo_microphone.py): 
 (Piper, as the server sent it at 24 kHz) delayed and scaled, over a pink noise floor, appended
 every 40 ms with the playing position the session would estimate (known to +-20 ms). Paced
 playback: tests/test_echo_paced_playback.py; the playing position:
-tests/test_echo_playing_position.py; the audio handed to ASR: tests/test_echo_for_asr.py.
+tests/test_echo_playing_position.py; the audio handed to ASR: tests/test_echo_suppression.py.
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.listening.echo import (
-    BAND_EDGES_HZ,
-    ECHO_CORRELATION,
-    ECHO_TAIL_MS,
-    BandEnvelope,
-    EchoDetector,
-)
+from server.listening.band_envelope import BAND_EDGES_HZ, BandEnvelope
+from server.listening.echo import ECHO_TAIL_MS, EchoDetector
+from server.listening.echo_path import ECHO_CORRELATION
 from tests import speech_fixtures as fx
 from tests.echo_microphone import (
     APPEND_MS,

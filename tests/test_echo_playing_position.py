@@ -19,9 +19,9 @@ def test_the_session_maps_appends_to_the_playing_position() -> None:
     session.receive(json.dumps({"type": "response.create"}))
     response_id = session.current_response_id
     assert response_id is not None
-    session.on_text(response_id, "Hello there.")
-    session.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
-    session.on_generation_done(response_id)
+    session.generation.on_text(response_id, "Hello there.")
+    session.generation.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
+    session.generation.on_done(response_id)
     session.take_effects()
 
     heard = [0.0]  # ms of microphone audio appended

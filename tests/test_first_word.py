@@ -11,8 +11,10 @@ import functools
 import numpy as np
 import pytest
 
-from calibration.asr import LocalWhisperTranscriber
-from server.listening.vad import SileroStreamingVad, SpeechStarted, TurnDetector
+from calibration.local_asr import LocalWhisperTranscriber
+from server.listening.silero_vad import SileroStreamingVad
+from server.listening.turn_events import SpeechStarted
+from server.listening.vad import TurnDetector
 from tests import speech_fixtures as fx
 from tests.echo_room import words
 

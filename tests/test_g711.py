@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.listening.pcm16 import pcm16_to_float
 from server.realtime import audio_formats, g711
 from server.speech.resampling import resample

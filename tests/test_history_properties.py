@@ -100,7 +100,7 @@ class HistoryMachine(HistoryHarness):
         reply.prompted = True
         try:
             self._check_exact()
-            prompt = self.session.build_prompt(reply.rid)
+            prompt = self.session.generation.build_prompt(reply.rid)
             if prompt is None:
                 return
             self.prompts[reply.rid] = prompt
@@ -153,7 +153,7 @@ class HistoryMachine(HistoryHarness):
             self._emit_audio(reply, spoken)
         if finish and reply.audio_words == len(reply.words):
             def done() -> None:
-                self.session.on_generation_done(reply.rid)
+                self.session.generation.on_done(reply.rid)
                 reply.done = reply.ended = True
 
             self._call(done)
@@ -166,7 +166,7 @@ class HistoryMachine(HistoryHarness):
         delta = (" " if first else "") + " ".join(reply.words[first:last])
 
         def text() -> None:
-            assert self.session.on_text(reply.rid, delta)
+            assert self.session.generation.on_text(reply.rid, delta)
             reply.text_words = last
 
         self._call(text)
@@ -182,7 +182,7 @@ class HistoryMachine(HistoryHarness):
         text_end = reply.spans[last - 1][1]
 
         def speech() -> None:
-            assert self.session.on_speech(reply.rid, text_end, pcm, marks)
+            assert self.session.generation.on_speech(reply.rid, text_end, pcm, marks)
             reply.audio_words = last
 
         self._call(speech)

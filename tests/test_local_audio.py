@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.listening.echo import EchoReference
+from server.listening.band_envelope import EchoReference
 from server.local_audio import client as client_module
 from server.local_audio.capture import MIN_SPEECH_MS, BargeInDetector, RealTimeGate
 from server.local_audio.client import TalkClient, TalkOptions

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from calibration import units
-from calibration.asr import LocalWhisperTranscriber, RemoteTranscriber, TimedWord, Transcript
+from calibration.asr import TimedWord, Transcript
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
+from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import (
     ASR_COMPLETION_MS,
     ASR_SAFETY_MARGIN_MS,
@@ -23,6 +24,7 @@ from calibration.policies import (
     next_unit_left_untranscribed,
     ratio_policy,
 )
+from calibration.remote_asr import RemoteTranscriber
 from calibration.word_marks import WordMark
 from tests.transcription_endpoint import TranscriptionEndpoint
 

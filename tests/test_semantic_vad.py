@@ -18,13 +18,9 @@ import pytest
 from server.listening import smart_turn
 from server.listening.semantic_vad import TurnEndJudge, TurnEndVerdict, transcript_unfinished
 from server.listening.server_vad_settings import TurnDetection
-from server.listening.vad import (
-    WINDOW_MS,
-    SpeechPaused,
-    SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
-)
+from server.listening.silero_vad import WINDOW_MS
+from server.listening.turn_events import SpeechPaused, SpeechStopped
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 from server.realtime.session import Session
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient

@@ -14,24 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import person_transcriber
+from calibration.local_asr import person_transcriber
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
-from server.listening.vad import (
-    WINDOW_MS,
+from server.listening.silero_vad import WINDOW_MS
+from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
     SpeechResumed,
     SpeechStarted,
     SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
     TurnEvent,
 )
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 from server.speech.resampling import resample
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from calibration.asr import LocalWhisperTranscriber, person_transcriber
 from calibration.asr_queue import AsrPriority
+from calibration.local_asr import LocalWhisperTranscriber, person_transcriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

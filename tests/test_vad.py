@@ -15,20 +15,16 @@ import numpy as np
 import pytest
 from faster_whisper.vad import get_vad_model
 
-from server.listening.vad import (
+from server.listening.silero_vad import (
     SILENCE_DBFS,
-    VOICE_ONSET_MARGIN_MS,
     WINDOW_MS,
     WINDOW_SAMPLES,
     SileroStreamingVad,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
-    TurnEvent,
     load_vad_model,
     resample_to_16k,
 )
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import VOICE_ONSET_MARGIN_MS, TurnDetectionConfig, TurnDetector
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 

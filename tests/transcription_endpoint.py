@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from tests.loopback_http import LoopbackHTTPServer
 
 PATH = "/v1/audio/transcriptions"

@@ -12,15 +12,17 @@ in dB. A gain on the path is an
 offset per band in dB, which the per-band mean removal of the Pearson correlation cancels; an
 unknown delay is searched over `LAG_RANGE_MS`. The delay is one of time, not of reply position:
 the microphone hears what played that long before, which is where the reply stood then, stalls
-and all (`EchoDetector._playing_frames`).
+and all (`MicTimeline.playing_frames`).
 
 - `server.listening.band_envelope.BandEnvelope` turns a stream of samples (any rate) into
   such frames, and `EchoReference` holds the envelope of one reply's audio, indexed by its
   position in the reply (ms), recorded by the I/O layer as the audio is queued for sending.
-- `EchoDetector` keeps the microphone's envelope at 16 kHz, each frame tagged with the reply
-  position the session estimated was playing when it arrived, learns the echo path from
-  stretches the reply alone explains and holds it (`server.listening.echo_path`), and answers
-  `is_echo` and `voice_onset_ms` against it.
+- `server.listening.mic_timeline.MicTimeline` keeps the microphone's envelope at 16 kHz, each
+  frame tagged with the reply position the session estimated was playing when it arrived, and
+  its noise floor.
+- `EchoDetector` (here) learns the echo path from stretches of that timeline the reply alone
+  explains and holds it (`server.listening.echo_path`), and answers `is_echo`,
+  `voice_onset_ms` and `echo_levels` against it.
 
 A room adds two things the reply does not hold. Its noise floor: band levels near it are the
 noise's random levels, not the echo's, so both envelopes are floored at the microphone's noise
@@ -41,24 +43,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from server.listening.band_envelope import (
-    BAND_EDGES_HZ,
-    FRAME_MS,
-    SILENCE_DB,
-    BandEnvelope,
-    EchoReference,
-)
+from server.listening.band_envelope import BAND_EDGES_HZ, FRAME_MS, EchoReference
 from server.listening.echo_path import (
     AGC_RISE_DB,
     ECHO_CORRELATION,
     EXCESS_DB,
-    EXCESS_SLACK_FRAMES,
     FOLLOWED_CORRELATION,
     LAG_DRIFT_MS,
     LEARN_GUARD_MS,
     LEARN_STEP_MS,
     LEARN_WINDOW_MS,
-    NOISE_MARGIN_DB,
     UNEXPLAINED_SHARE,
     EchoPath,
     aligned_at,
@@ -70,18 +64,13 @@ from server.listening.echo_path import (
     learn_path,
     reverberant,
 )
-
-__all__ = ["BAND_EDGES_HZ", "ECHO_CORRELATION", "FRAME_MS", "BandEnvelope", "EchoDetector",
-           "EchoMatch", "EchoReference"]
-
-LAG_RANGE_MS = (-200, 800)
-"""Delays searched (ms) of the microphone behind the moment its audio was estimated to play (by
-the position the session estimated for each append's capture): the estimate
-(`Session.playback_position_ms`) misses the client's output and capture latency, the network
-(the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
-of it by up to 200 ms when an ACK was late."""
-
-
+from server.listening.mic_timeline import (
+    LAG_RANGE_MS,
+    MIN_FRAMES,
+    NOISE_HISTORY_MS,
+    MicTimeline,
+    Stretch,
+)
 
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
@@ -95,30 +84,6 @@ stretch correlated 0.893 instead of 0.907, and a person over the echo was accept
 MAX_SPAN_MS = 1000
 """Longest stretch of microphone audio compared (ms), ending at the decision."""
 
-MIN_FRAMES = 20
-"""Fewer tagged frames than this (200 ms) are never called echo."""
-
-MIC_RATE_HZ = 16_000
-"""Rate of the microphone stream `EchoDetector` takes (the VAD's)."""
-
-NOISE_HISTORY_MS = 4000
-"""Microphone levels kept for the noise floor estimate (ms): long enough that speech, even
-dense speech, leaves pauses and closures in it."""
-
-NOISE_PERCENTILE = 5.0
-"""The microphone's noise floor in each band: this percentile of its levels over
-`NOISE_HISTORY_MS` (a minimum-statistics estimate, after R. Martin, "Noise power spectral
-density estimation based on optimal smoothing and minimum statistics", IEEE Trans. Speech and
-Audio Processing 9(5), 2001, without the bias compensation: the margin below covers it)."""
-
-NOISE_MIN_MS = 250
-"""Least microphone audio (ms) the noise floor is estimated from; before it, `SILENCE_DB`. The
-page streams its microphone from the session's start and a first reply may play within
-250 ms: its echo's first words are judged before a second was heard. Measured (a -30 dB Piper
-echo 150-400 ms late, over -60 / -50 dBFS RMS pink noise, microphone from the reply's start):
-while the floor waited for a full second, the echo correlated 0.52-0.89 there (0.99-1.0 after
-it), and over the protocol it started a turn in 1 of 12 runs on a loaded machine (CI)."""
-
 WEAK_ECHO_CORRELATION = 0.38
 """A stretch correlating at least this well with the reply is echo when nothing in it is
 unexplained (`EchoDetector.is_echo`). Measured (tests/echo_room.py rooms, offline): a -30 dB
@@ -127,7 +92,7 @@ person over it, 0.45-0.53 with 40-80 % of the frames 6 dB and more above the ech
 rejects them, not the correlation). An echo whose stretch spans a playback stall (the page's
 jitter buffer ran dry: a silence in the echo the reference did not have, when the microphone
 was mapped to the reply by one offset) correlated 0.40 with 8 % unexplained and started a turn
-at 0.5 (since then the reference follows the stall, `EchoDetector._playing_frames`). At 0.35 a
+at 0.5 (since then the reference follows the stall, `MicTimeline.playing_frames`). At 0.35 a
 person over a Piper echo in the page (tests/test_browser_microphone.py) was held back as echo
 in 2 of 3 runs; 0.38 passed both tests (echo rooms 35 of 35, that browser test 3 of 3)."""
 
@@ -150,13 +115,6 @@ one back as echo; over so few frames one stray frame above the echo made a share
 three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
 over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
 
-STALL_FRAMES = 5
-"""Frames (50 ms) a reply position must stand still for the loudspeaker to count as silent
-(`EchoDetector._playing_frames`): a client that played all it had waits for more, and a paused
-reply stops, while the session's estimate stays at the audio sent (the pause's position). The
-estimate's own jitter holds a position for shorter: its corrections (an ACK, an append arriving
-late) are tens of ms, and the echo detector's offline tests move it +-20 ms per append."""
-
 TURN_HISTORY_MS = 15_000
 """Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression
 asks for when the turn is committed: its start (where the echo overlaps the first words) and
@@ -164,7 +122,9 @@ the lead-in before it must still be there. A turn committed later than this afte
 is transcribed without echo suppression. Costs 12 KB per second kept (five float64 levels and
 one tag per 10 ms frame)."""
 
-_KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
+KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
+"""Microphone audio the detector keeps (ms): its longest comparison with the lead-in and a
+second of slack, the noise floor's history, and a turn's echo suppression."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -206,13 +166,7 @@ class EchoDetector:
     """
 
     def __init__(self) -> None:
-        self._envelope = BandEnvelope(MIC_RATE_HZ)
-        self._levels = np.zeros((0, len(BAND_EDGES_HZ) - 1))
-        self._offsets = np.zeros(0)
-        self._first = 0
-        self._received = 0
-        self._reference: EchoReference | None = None
-        self._played_ms = -np.inf
+        self._mic = MicTimeline(KEEP_MS)
         self._gain = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         self.path: EchoPath | None = None
         """The held echo path (None: no stretch of the stream taught one yet)."""
@@ -220,38 +174,10 @@ class EchoDetector:
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
-        """Append microphone samples (1-D float at 16 kHz).
-
-        Args:
-            pcm_16k: the new samples.
-            playback_ms: reply position (ms) playing when the last of these samples arrived,
-                or None when no reply plays; earlier samples map to earlier positions.
-            reference: the envelope of that reply (None: nothing to compare with; these
-                frames are untagged, the earlier ones stay comparable with the previous
-                reference: a stretch reaching back into the echo's tail is still judged).
-                Frames fed with another reference before are forgotten as comparable.
-        """
-        samples = np.asarray(pcm_16k, dtype=np.float32).reshape(-1)
-        if reference is not None and reference is not self._reference:
-            self._offsets[:] = np.nan
-            self._reference = reference
-            self._played_ms = -np.inf
-        if reference is not None and playback_ms is not None:
-            self._played_ms = max(self._played_ms, playback_ms)
-        end_ms = (self._received + samples.size) * 1000 / MIC_RATE_HZ
-        self._received += samples.size
-        rows = self._envelope.feed(samples)
-        count = len(rows)
-        if count == 0:
-            return
-        offset = np.nan if playback_ms is None or reference is None else playback_ms - end_ms
-        self._levels = np.concatenate((self._levels, rows))
-        self._offsets = np.concatenate((self._offsets, np.full(count, offset)))
-        excess = len(self._levels) - _KEEP_MS // FRAME_MS
-        if excess > 0:
-            self._levels = self._levels[excess:]
-            self._offsets = self._offsets[excess:]
-            self._first += excess
+        """Append microphone samples (1-D float at 16 kHz), with the reply position (ms)
+        playing when the last of them arrived (None: no reply plays) and that reply's envelope
+        (None: nothing to compare with); see `MicTimeline.feed`."""
+        self._mic.feed(pcm_16k, playback_ms, reference)
 
     def learn(self, until_ms: int) -> EchoPath | None:
         """Learn the echo path from every learning window not learned yet that ends by
@@ -265,11 +191,12 @@ class EchoDetector:
         or with fewer than `MIN_FRAMES` tagged frames, teaches nothing."""
         step, span = LEARN_STEP_MS // FRAME_MS, LEARN_WINDOW_MS // FRAME_MS
         end = self._next_window_end
-        last = min(until_ms // FRAME_MS, self._first + len(self._levels))
-        end = max(end, self._first + span + (step - (self._first + span) % step) % step)
+        first = self._mic.first
+        last = min(until_ms // FRAME_MS, self._mic.end)
+        end = max(end, first + span + (step - (first + span) % step) % step)
         while end <= last:
-            hi = end - self._first
-            stretch = self._stretch(hi - span, hi, 0)
+            hi = end - first
+            stretch = self._mic.stretch(hi - span, hi, 0)
             if stretch is not None:
                 correlation, lag_ms, aligned = self._search(stretch)
                 tail = aligned_at(reverberant(stretch.block), stretch.count,
@@ -317,14 +244,13 @@ class EchoDetector:
         path = self.path
         if path is None:
             return None
-        lo, hi = from_ms // FRAME_MS - self._first, end_ms // FRAME_MS - self._first
-        stretch = self._stretch(lo, hi, 0)
+        stretch = self._mic.stretch(self._mic.index(from_ms), self._mic.index(end_ms), 0)
         if stretch is None:
             return None
         aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag,
                              path.lag_ms)
         excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
-        return EchoMatch(0.0, path.lag_ms or 0, excess, (self._first + stretch.lo) * FRAME_MS)
+        return EchoMatch(0.0, path.lag_ms or 0, excess, stretch.first_ms)
 
     def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
         """The candidate is the echo at the lag it matches best now within `LAG_DRIFT_MS` of
@@ -343,13 +269,13 @@ class EchoDetector:
         path = self.path
         if path is None or path.lag_ms is None:
             return False
-        lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        stretch = self._stretch(lo, end_ms // FRAME_MS - self._first, 0)
+        lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
+        stretch = self._mic.stretch(lo, self._mic.index(end_ms), 0)
         if stretch is None:
             return False
         correlation, lag_ms, _ = self._search(stretch, path.lag_ms)
         aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag, lag_ms)
-        first_ms = (self._first + stretch.lo) * FRAME_MS
+        first_ms = stretch.first_ms
 
         def explained(gain: np.ndarray) -> bool:
             excess = excess_db(stretch.mic, aligned, gain, stretch.floor)
@@ -373,18 +299,18 @@ class EchoDetector:
         `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
         For each lag, each microphone frame is compared with the reference frame that was
-        playing that long before it (`_playing_frames`, stalls and all), dry and with a
-        reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
-        `DYNAMIC_RANGE_DB` floor and the noise floor (`noise_floor` + `NOISE_MARGIN_DB`, for
-        the reference at the level the echo has: its loudest frame per band mapped to the
-        microphone's) and lose each band's mean; the correlation is the sum of their products
-        over the root of the products of their sums of squares (Pearson's r over all bands and
-        frames with per-band means). Correlation 0.0 when fewer than `MIN_FRAMES` frames are
-        tagged, or either stretch is constant.
+        playing that long before it (`MicTimeline.playing_frames`, stalls and all), dry and
+        with a reverberant tail (`REVERB_DECAY_DB_PER_FRAME`). Both stretches get the
+        `DYNAMIC_RANGE_DB` floor and the noise floor (`MicTimeline.noise_floor` +
+        `NOISE_MARGIN_DB`, for the reference at the level the echo has: its loudest frame per
+        band mapped to the microphone's) and lose each band's mean; the correlation is the sum
+        of their products over the root of the products of their sums of squares (Pearson's r
+        over all bands and frames with per-band means). Correlation 0.0 when fewer than
+        `MIN_FRAMES` frames are tagged, or either stretch is constant.
         """
-        lo = max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0) // FRAME_MS - self._first
-        lead = start_ms // FRAME_MS - self._first - max(lo, 0)
-        return self._compare(lo, end_ms // FRAME_MS - self._first, 0,
+        lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
+        lead = self._mic.index(start_ms) - max(lo, 0)
+        return self._compare(lo, self._mic.index(end_ms), 0,
                              lead if lead >= MIN_FRAMES // 2 else None)[0]
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
@@ -437,41 +363,18 @@ class EchoDetector:
         given and earlier) or before `from_ms`; None when nothing could be compared."""
         gain = None
         if echo_until_ms is not None and echo_until_ms < from_ms:
-            clean_hi = echo_until_ms // FRAME_MS - self._first
+            clean_hi = self._mic.index(echo_until_ms)
             clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
                                                  0)
             if clean.correlation > 0.0:
                 gain = clean_gain
-        hi = from_ms // FRAME_MS - self._first
+        hi = self._mic.index(from_ms)
         lo = hi - LEAD_IN_MS // FRAME_MS
-        match, _, _ = self._compare(max(lo, 0), hi,
-                                    max(end_ms // FRAME_MS - self._first - hi, 0), gain=gain)
+        match, _, _ = self._compare(max(lo, 0), hi, max(self._mic.index(end_ms) - hi, 0),
+                                    gain=gain)
         return None if match.correlation == 0.0 else match
 
-    def _stretch(self, lo: int, hi: int, extra: int, played_only: bool = False,
-                 ) -> _Stretch | None:
-        """The kept frames [lo, hi) and the `extra` frames after them, with the reference
-        played for every lag of `LAG_RANGE_MS` (`_Stretch`); None when fewer than `MIN_FRAMES`
-        of [lo, hi) are kept and tagged. With `played_only`, the reply after the latest
-        position fed (plus `EXCESS_SLACK_FRAMES`) reads as silence: it was sent but not played
-        (a paused reply)."""
-        reference = self._reference
-        lo, hi = max(lo, 0), min(hi, len(self._levels))
-        if reference is None or hi - lo < MIN_FRAMES:
-            return None
-        offsets = self._offsets[lo:hi]
-        if int(np.count_nonzero(~np.isnan(offsets))) < MIN_FRAMES:
-            return None
-        extra = max(min(extra, len(self._levels) - hi), 0)
-        min_lag, max_lag = (lag // FRAME_MS for lag in LAG_RANGE_MS)
-        playing = self._playing_frames(lo - max_lag, hi + extra - min_lag)
-        if played_only:
-            played = int(self._played_ms // FRAME_MS) + EXCESS_SLACK_FRAMES
-            playing[playing > played] = -1
-        return _Stretch(lo, hi - lo, max_lag, self._levels[lo:hi + extra],
-                        reference.rows(playing), self.noise_floor() + NOISE_MARGIN_DB)
-
-    def _search(self, stretch: _Stretch, near_ms: int | None = None,
+    def _search(self, stretch: Stretch, near_ms: int | None = None,
                 ) -> tuple[float, int, np.ndarray]:
         """The best lag of `stretch`'s first `count` frames (over `LAG_RANGE_MS`, or within
         `LAG_DRIFT_MS` of `near_ms`), dry and with the reverberant tail (the dry reference
@@ -504,10 +407,10 @@ class EchoDetector:
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
-        yet. `played_only`: as `_stretch`. Returns the match, the echo gain used and the
+        yet. `played_only`: as `MicTimeline.stretch`. Returns the match, the echo gain used and the
         reference levels at the best lag for the frames compared and the extra ones (dB, no
         gain; empty when nothing could be compared)."""
-        stretch = self._stretch(lo, hi, extra, played_only)
+        stretch = self._mic.stretch(lo, hi, extra, played_only)
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
@@ -519,32 +422,7 @@ class EchoDetector:
             if gain_frames is not None:
                 gain = self._remember_gain(gain)
         return EchoMatch(correlation, lag_ms, excess_db(raw, aligned, gain, stretch.floor),
-                         (self._first + stretch.lo) * FRAME_MS), gain, aligned
-
-    def _playing_frames(self, start: int, stop: int) -> np.ndarray:
-        """The reference frame the loudspeaker played while each kept frame start .. stop - 1
-        was captured (indices may reach outside the kept frames), -1 where it played nothing.
-
-        From the frames' tags (reply position minus stream time), linearly interpolated over
-        untagged frames and carried on at real time beyond the first and last tagged ones.
-        Playback never runs faster than real time, so the true offset (position minus time)
-        never grows: each frame takes the largest offset tagged from it on (a later ACK that
-        found the client further on than estimated moves the frames before it on too; with
-        ACKs every 500 ms, the estimate before the first one was 140 ms behind the client's
-        start and the echo there started a turn). Nor does playback go back: the positions
-        are a running maximum (which also undoes the real-time assumption within an append
-        whose position stood still). A position held for `STALL_FRAMES` or longer is a
-        loudspeaker fallen silent (the client played all it had and waits for more, or the
-        reply is paused)."""
-        offsets = self._offsets
-        tagged = np.flatnonzero(~np.isnan(offsets))
-        frames = np.arange(min(start, 0), max(stop, len(offsets)))
-        filled = np.interp(frames, tagged, offsets[tagged])
-        latest = np.maximum.accumulate(filled[::-1])[::-1]
-        positions = frames + self._first + latest / FRAME_MS
-        playing = np.maximum.accumulate(np.round(positions).astype(np.int64))
-        playing[STALL_FRAMES:][playing[STALL_FRAMES:] == playing[:-STALL_FRAMES]] = -1
-        return playing[start - frames[0]:stop - frames[0]]
+                         stretch.first_ms), gain, aligned
 
     def echo_levels(self, start_ms: int, end_ms: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """The microphone's band levels from `start_ms` to `end_ms` (ms on this stream) and
@@ -554,16 +432,16 @@ class EchoDetector:
 
         The echo is the reference at the lag and gain of the `LEAD_IN_MS` before `start_ms`
         (a turn's audio starts at the person's voice onset: before it the microphone held the
-        echo and the noise only), mapped on as it played (`_playing_frames`: silent where
+        echo and the noise only), mapped on as it played (`MicTimeline.playing_frames`: silent where
         the position stood still, as in a pause), silent after the latest position fed
         (`_compare`'s `played_only`), each frame the loudest
         within `EXCESS_SLACK_FRAMES`. None when that lead-in is not clearly echo (it
         correlates below `ECHO_CORRELATION` with the reply: a room's noise floor alone, with
         no echo, could reach `WEAK_ECHO_CORRELATION`), or nothing could be compared (no reply,
         too few tagged frames, not kept any more: `TURN_HISTORY_MS`)."""
-        hi = start_ms // FRAME_MS - self._first
+        hi = self._mic.index(start_ms)
         lo = hi - LEAD_IN_MS // FRAME_MS
-        extra = end_ms // FRAME_MS - self._first - hi
+        extra = self._mic.index(end_ms) - hi
         if lo < 0 or extra <= 0:
             return None
         match, gain, aligned = self._compare(lo, hi, extra, gain_frames=hi - lo,
@@ -571,8 +449,8 @@ class EchoDetector:
         if match.correlation < ECHO_CORRELATION:
             return None
         count = len(aligned) - (hi - lo)
-        mic = self._levels[hi:hi + count]
-        return mic, echo_db(aligned, gain)[hi - lo:], (self._first + hi) * FRAME_MS
+        mic = self._mic.levels[hi:hi + count]
+        return mic, echo_db(aligned, gain)[hi - lo:], (self._mic.first + hi) * FRAME_MS
 
     def _remember_gain(self, gain: np.ndarray) -> np.ndarray:
         """The echo gain of a lead-in (dB per band), with the last one measured in an earlier
@@ -584,35 +462,3 @@ class EchoDetector:
         known = np.isfinite(gain)
         self._gain = np.where(known, gain, self._gain)
         return np.where(known, gain, self._gain)
-
-    def noise_floor(self) -> np.ndarray:
-        """The microphone's noise floor per band (dB): the `NOISE_PERCENTILE` percentile of
-        the levels of the last `NOISE_HISTORY_MS`; `SILENCE_DB` before `NOISE_MIN_MS` was
-        heard."""
-        recent = self._levels[-(NOISE_HISTORY_MS // FRAME_MS):]
-        if len(recent) < NOISE_MIN_MS // FRAME_MS:
-            return np.full(len(BAND_EDGES_HZ) - 1, SILENCE_DB)
-        return np.percentile(recent, NOISE_PERCENTILE, axis=0)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Stretch:
-    """Microphone frames and the reference played for every lag (`EchoDetector._stretch`).
-
-    Attributes:
-        lo: index of the first frame in the kept levels.
-        count: frames compared (the rest of `mic` are extra frames judged at the same lag).
-        max_lag: the lag (frames) of `block`'s window 0: window i is at lag max_lag - i.
-        mic: the microphone's levels (count + extra, bands; dB).
-        block: the reference's levels as played, for every lag (count + extra + lags - 1,
-            bands; dB).
-        floor: the noise floor plus `NOISE_MARGIN_DB` per band (dB).
-    """
-
-    lo: int
-    count: int
-    max_lag: int
-    mic: np.ndarray
-    block: np.ndarray
-    floor: np.ndarray
-

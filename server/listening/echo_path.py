@@ -137,8 +137,9 @@ class EchoPath:
         gain_db: per band (5), microphone level minus the reference's (dB); -inf: the reply is
             not heard in that band (the echo is below the noise floor, or there is none).
         lag_ms: how long after its estimated playing time the microphone hears the reply (ms,
-            within `server.listening.echo.LAG_RANGE_MS`); None when no band is heard (no echo
-            to align; the loudest reference over the whole lag range is taken, at -inf).
+            within `server.listening.mic_timeline.LAG_RANGE_MS`); None when no band is heard
+            (no echo to align; the loudest reference over the whole lag range is taken, at
+            -inf).
     """
 
     gain_db: np.ndarray

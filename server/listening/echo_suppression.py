@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from server.listening.echo import BAND_EDGES_HZ, FRAME_MS
+from server.listening.band_envelope import BAND_EDGES_HZ, FRAME_MS
 
 OVER_SUBTRACTION = 2.0
 """The predicted echo power is taken this many times (+3 dB) before it is subtracted: the
-echo gain is the lead-in's 25th percentile (`server.listening.echo._echo_gain`), a low
+echo gain is the lead-in's 25th percentile (`server.listening.echo_path.echo_gain`), a low
 estimate, and the prediction is only as good as its 10 ms frames."""
 
 FLOOR_GAIN = 0.1

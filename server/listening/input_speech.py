@@ -24,7 +24,8 @@ from dataclasses import replace
 import numpy as np
 import soxr
 
-from server.listening.echo import FRAME_MS, EchoDetector, EchoReference
+from server.listening.band_envelope import FRAME_MS, EchoReference
+from server.listening.echo import EchoDetector
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.room_background import RoomBackground
@@ -33,15 +34,9 @@ from server.listening.server_vad_settings import (
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
-from server.listening.vad import (
-    SAMPLE_RATE_HZ,
-    SileroStreamingVad,
-    SpeechStarted,
-    SpeechStopped,
-    TurnDetectionConfig,
-    TurnDetector,
-    TurnEvent,
-)
+from server.listening.silero_vad import SAMPLE_RATE_HZ, SileroStreamingVad
+from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 
 
 class InputSpeechDetector:

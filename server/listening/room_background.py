@@ -4,7 +4,7 @@ turns are the person. Sans-I/O: 16 kHz samples in, verdicts out.
 Silero scores any speech as speech whatever its level (five-talker babble at -65 dBFS RMS
 reaches 0.5 on 69 % of its windows, a TV talker at -45 dBFS on 89 %), so server VAD alone
 takes the room's chatter for a turn, and a turn over steady babble never ends. `RoomBackground`
-follows the same 512-sample windows as `server.listening.vad.SileroStreamingVad` and keeps:
+follows the same 512-sample windows as `server.listening.silero_vad.SileroStreamingVad` and keeps:
 
 - the background: the band levels (`BANDS_HZ`) of the last `HISTORY_MS` of windows heard
   outside turns and outside the assistant's playback (the echo is `server.listening.echo`'s
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from server.listening.vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
+from server.listening.silero_vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
 
 BANDS_HZ = ((100, 300), (300, 700), (700, 1500), (1500, 3000), (3000, 5000), (5000, 8000))
 """Bands (Hz) whose energy is compared with the background's: the voice's fundamental, first

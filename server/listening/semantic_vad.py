@@ -1,7 +1,7 @@
 """`semantic_vad`: whether the person has finished their turn, judged in the turn's first
 pause from its sound and its words. Sans-I/O.
 
-The VAD reports a pause (`server.listening.vad.SpeechPaused`, `UTTERANCE_TAIL_MS` of silence
+The VAD reports a pause (`server.listening.turn_events.SpeechPaused`, `UTTERANCE_TAIL_MS` of silence
 after the speech); two verdicts on the turn up to that pause are then computed elsewhere: the
 Smart Turn model's end-of-turn probability of its audio (`server.listening.smart_turn`) and the
 transcript of its words (the transcription prepared at the pause, or the decision's on a paused

@@ -21,13 +21,13 @@ UTTERANCE_TAIL_MS = 300
 """Audio committed for transcription after a speech stop's `audio_end_ms`: Silero scores a
 final unvoiced consonant ("t", "s") as non-speech up to about 190 ms after the last speech
 window (measured in tests/test_vad.py), and the transcript should keep it. Server VAD also
-reports a pause (`server.listening.vad.SpeechPaused`) once the silence reaches this tail, when the
-audio a commit would take is complete (`Session.on_speech_paused`)."""
+reports a pause (`server.listening.turn_events.SpeechPaused`) once the silence reaches this
+tail, when the audio a commit would take is complete (`TurnTaking.on_speech_paused`)."""
 
 DECISION_TAIL_MS = 150
 """Silence after a turn's speech at which server VAD reports a gap
-(`server.listening.vad.SpeechGap`) and a turn deciding a paused reply is transcribed for that
-decision, with this much audio after its speech end (`InputTurns.decide`): a backchannel
+(`server.listening.turn_events.SpeechGap`) and a turn deciding a paused reply is transcribed for
+that decision, with this much audio after its speech end (`InputTurns.decide`): a backchannel
 then resumes the reply 150 ms sooner than at `UTTERANCE_TAIL_MS`. Measured on
 `benchmarks/bench_backchannel.py`'s recordings (tails of 100, 150, 200 ms on the audio server
 VAD prepares, tiny.en): all 44 decisions as with 300 ms, and the words of 45 of 50 recordings

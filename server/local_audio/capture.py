@@ -17,14 +17,11 @@ from collections.abc import Callable
 import numpy as np
 import soxr
 
-from server.listening.echo import EchoDetector, EchoReference
-from server.listening.vad import (
-    SAMPLE_RATE_HZ,
-    SileroStreamingVad,
-    SpeechStarted,
-    TurnDetectionConfig,
-    TurnDetector,
-)
+from server.listening.band_envelope import EchoReference
+from server.listening.echo import EchoDetector
+from server.listening.silero_vad import SAMPLE_RATE_HZ, SileroStreamingVad
+from server.listening.turn_events import SpeechStarted
+from server.listening.vad import TurnDetectionConfig, TurnDetector
 
 MIN_SPEECH_MS = 200
 """Speech held this long stops the assistant: the page's `DEFAULT_VAD_CONFIG.minSpeechMs`

@@ -29,7 +29,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from server.listening.echo import EchoReference
+from server.listening.band_envelope import EchoReference
 from server.listening.pcm16 import pcm16_to_float
 from server.local_audio.capture import BargeInDetector, RealTimeGate
 from server.local_audio.devices import check_devices, open_stream

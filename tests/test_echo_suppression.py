@@ -1,6 +1,11 @@
-"""The person's audio handed to ASR over the echo: the echo in front of their voice onset is
-suppressed (`InputSpeechDetector.without_echo`), and with no echo the audio is the committed
-audio unchanged.
+"""Echo suppression for ASR (server/listening/echo_suppression.py, through
+`InputSpeechDetector.without_echo`): a turn committed over the reply's echo starts a little
+before the person's voice, on the echo; the audio handed to ASR has that echo taken down and is
+the committed audio unchanged from the voice on, and unchanged without an echo.
+
+The microphone is simulated as in tests/echo_microphone.py: the reply (Piper at 24 kHz) through a
+room's echo path over its noise floor, appended every 40 ms with the playing position the
+session would estimate, the reply paused as the page pauses it once the turn started.
 """
 
 from __future__ import annotations
@@ -10,14 +15,22 @@ import functools
 import numpy as np
 import pytest
 
-from calibration.asr import LocalWhisperTranscriber
+from calibration.local_asr import LocalWhisperTranscriber
 from server.listening.echo import ECHO_TAIL_MS
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS, TurnDetection
-from server.listening.vad import VOICE_ONSET_MARGIN_MS, SpeechStarted, SpeechStopped
+from server.listening.turn_events import SpeechStarted, SpeechStopped
+from server.listening.vad import VOICE_ONSET_MARGIN_MS
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
-from tests.echo_microphone import APPEND_MS, LEAD_MS, OUTPUT_RATE_HZ, REPLY, reference, reply_24k
+from tests.echo_microphone import (
+    APPEND_MS,
+    LEAD_MS,
+    OUTPUT_RATE_HZ,
+    REPLY,
+    reference,
+    reply_24k,
+)
 from tests.echo_room import Room, words
 
 PAUSE_REACTION_MS = 100
