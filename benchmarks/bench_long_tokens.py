@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable
 
-from benchmarks.bench_server import percentile, verdict
+from benchmarks.measuring import percentile, verdict
 from benchmarks.tables import print_table
 from server.speech.engines import create_synthesizer
 from server.speech.segmenter import SpeechSegmenter
