@@ -66,7 +66,7 @@ from benchmarks.tables import print_table
 from server import input_work
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 
 FIRST_AUDIO_SLACK_MS = 50.0
 """Target of table 1: flooded p95 <= idle p95 + this."""

@@ -43,7 +43,7 @@ from benchmarks.session_client import BenchClient, serving
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
 from tests.test_faults import ABORTED_REPLY, SHORT_REPLY, WatchedSynthesizer

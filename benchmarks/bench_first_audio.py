@@ -33,7 +33,7 @@ from benchmarks.tables import print_table
 from calibration.history_calibration import HistoryCalibration
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 from server.speech import piper_tts
 from server.speech.piper_tts import PiperSynthesizer
 from server.speech.synthesizer import SpeechChunk, StopSignal

@@ -57,10 +57,11 @@ from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services, wait_set
 from server.responders.demo import DemoResponder
 from server.responders.demo_topics import TOPICS
 from server.responders.prompt import ConversationTurn, Prompt
+from server.sending import wait_set
+from server.services import Services
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
 from server.voice_turns import VoiceTurns

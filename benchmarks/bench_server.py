@@ -28,8 +28,8 @@ from benchmarks.session_client import run_clients, serving
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
 from server.realtime.session import SessionConfig
+from server.services import Services
 
 TTFA_P50_MS = 200.0
 TTFA_P95_MS = 350.0

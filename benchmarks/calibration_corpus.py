@@ -93,7 +93,7 @@ class SpokenReply:
 
 
 def synthesize(synthesizer: SpeechSynthesizer, reply: Reply) -> SpokenReply:
-    """Segment, synthesise, resample to RATE_HZ and place marks as `server.connection` does."""
+    """Segment, synthesise, resample to RATE_HZ and place marks as `server.speaking` does."""
     text = reply.text
     segmenter = SpeechSegmenter()
     pieces: list[np.ndarray] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks.prompts import LONG_PROMPTS, PAUSE_S, SAY_PROMPTS, TOPIC_PROMPTS, WARM_UP_PROMPT
 from benchmarks.session_client import PLAYBACK_JITTER_MS, BenchClient
-from server.connection import wait_set
+from server.sending import wait_set
 
 CHILD = (sys.executable, "-m", "benchmarks.bench_server")
 """How the client and RSS child processes are started (with `cwd=PROJECT_ROOT`)."""

@@ -17,7 +17,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame, Opcode
 
 from server.app import DemoServer
-from server.connection import Services
+from server.services import Services
 
 
 @dataclass(slots=True)

@@ -27,8 +27,8 @@ from benchmarks.tables import print_table
 from calibration.local_asr import LocalWhisperTranscriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
 from server.responders.demo_topics import TOPICS
+from server.services import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 CPU_PCT_PER_SESSION = 1.0

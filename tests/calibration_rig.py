@@ -124,7 +124,7 @@ class Rig:
         return next(e.response_id for e in effects if isinstance(e, StartGeneration))
 
     async def prepare(self, response_id: str) -> Prompt:
-        """What `Connection._generate` does before the responder runs."""
+        """What `server.generation.Generations` does before the responder runs."""
         if self.controller is not None:
             await self.controller.before_prompt()
         prompt = self.session.generation.build_prompt(response_id)

@@ -252,7 +252,7 @@ class HistoryHarness(RuleBasedStateMachine):
     def _awaiting_prompt(self) -> Reply | None:
         """The reply whose generation would wait for calibration and build its prompt now.
 
-        As in `server.connection`: only the latest reply, before it generates anything, and
+        As in `server.generation`: only the latest reply, before it generates anything, and
         only while it runs (a reply cancelled before its prompt never gets one: its generation
         task is cancelled).
         """

@@ -26,7 +26,7 @@ commit, the tightening cap, clamping to the audio sent) and checks after every s
 and, when a prompt is built, that each ended, retained, partially heard reply holds exactly the
 marks text for its current cutoff (the prompt sees what was heard, not an older guess).
 
-Prompts happen as in `server.connection`: the latest reply, before it generates anything, waits
+Prompts happen as in `server.generation`: the latest reply, before it generates anything, waits
 for calibration (`before_prompt`; events and results may come in meanwhile) and builds its
 prompt in the same loop step as the wait ends. The model is updated in the same loop step as the
 session takes each event, so no task on the loop sees one ahead of the other, and the events
@@ -89,7 +89,7 @@ class HistoryMachine(HistoryHarness):
         self.pending = self._call(lambda: self.loop.create_task(self._prompt(reply)))
 
     async def _prompt(self, reply: Reply) -> None:
-        """`server.connection`'s generation up to the prompt: `await before_prompt()`, then
+        """`server.generation`'s reply task up to the prompt: `await before_prompt()`, then
         `build_prompt` at once, in the same loop step (no client event comes in between).
 
         Checks, at that moment, that every ended, retained, partially heard reply holds exactly
