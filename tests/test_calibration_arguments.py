@@ -17,7 +17,7 @@ def test_positive_seconds_takes_ints_and_floats() -> None:
 
 @pytest.mark.parametrize("value", [0, -1, 0.0, math.inf, math.nan, True, "1", None])
 def test_positive_seconds_refuses_what_is_not_a_duration(value: object) -> None:
-    with pytest.raises(ValueError, match="^budget_s must be a positive finite number$"):
+    with pytest.raises(ValueError, match=r"^budget_s must be a positive finite number$"):
         positive_seconds("budget_s", value)
 
 
