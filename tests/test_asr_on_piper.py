@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.bench_calibration import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
+from benchmarks.calibration_corpus import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
 from calibration.local_asr import LocalWhisperTranscriber

@@ -2,7 +2,7 @@
 the session settings kept as given.
 
 Sans-I/O like the rest of `server.realtime`: the caller passes the clock (monotonic ms) in and
-turns the verdicts into socket actions (`server.connection`). Every refusal is a
+turns the verdicts into socket actions (`server.receiving`). Every refusal is a
 `protocol.ProtocolError`, so it reaches the client as an ordinary `error` event naming the
 refused event's `event_id`, and the refused event changes nothing.
 """

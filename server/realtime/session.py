@@ -390,5 +390,9 @@ class Session:
         if response.queue:
             return output
         if response.generation_ended:
+            if tail := self.wire_audio.flush_output(response.id):  # G.711: the held end
+                self._log.emit("response.output_audio.delta", **common,
+                               delta=base64.b64encode(tail).decode("ascii"),
+                               audio_end_ms=response.cursor.sent_ms)
             self.lifecycle.finish(response, "completed", None)
         return None
