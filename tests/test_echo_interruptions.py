@@ -144,20 +144,3 @@ def test_a_short_interruption_anywhere_in_the_reply_is_heard_offline(text: str,
     runs = {played_ms: interruption(text, "piper", None, played_ms, room)
             for played_ms in POSITIONS_MS}
     assert {ms: run for ms, run in runs.items() if run != (True, 0)} == {}
-
-
-@pytest.mark.parametrize("room", [Room(None, 150, -60.0), Room(None, 150, None)],
-                         ids=Room.describe)
-@pytest.mark.parametrize("text", ["Stop.", "Wait.", "No.", "Hold on."])
-def test_an_interruption_in_the_first_reply_with_no_echo_is_heard(text: str, room: Room) -> None:
-    """Before any echo path is learned (the first 1.5 s of a session's first reply), with no
-    echo in the microphone (a headset; a pink floor and a silent one), the microphone since
-    the session's start (1 s before the reply), offline as bench_interruptions runs it: at 900
-    and 1,200 ms into the reply every word starts a turn at the voice and none starts before.
-    Before, the correlation rule took Piper's "Stop." (0.80-0.82 with a reply word) for the
-    echo at 900 ms over both floors. The microphone's past showed the reply sounding and
-    nothing of it heard, so only the noise floor may explain the candidate
-    (`server.listening.unlearned_echo`)."""
-    runs = {played_ms: interruption(text, "piper", None, played_ms, room)
-            for played_ms in (900, 1200)}
-    assert {ms: run for ms, run in runs.items() if run != (True, 0)} == {}

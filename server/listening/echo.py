@@ -71,7 +71,6 @@ from server.listening.mic_timeline import (
     MicTimeline,
     Stretch,
 )
-from server.listening.unlearned_echo import EVIDENCE_MS, heard_no_echo, reply_sounded
 
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
@@ -220,11 +219,15 @@ class EchoDetector:
         Speech energy the held echo does not explain is the person, whatever the correlation:
         with no echo in the microphone (a headset) the held path explains nothing. With no path
         yet (the first `LEARN_WINDOW_MS` of a session's first reply): `match`'s correlation
-        yet (the first `LEARN_WINDOW_MS` of a session's first reply): `_unlearned_echo`. False
-        when nothing could be compared."""
+        reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` with the unexplained share (at
+        the lead-in's gain) below `UNEXPLAINED_SHARE`. False when nothing could be compared."""
         share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
         if self.learn(start_ms - LEARN_GUARD_MS) is None:
-            return self._unlearned_echo(start_ms, end_ms, share_from_ms)
+            match = self.match(start_ms, end_ms)
+            if match.correlation >= ECHO_CORRELATION:
+                return True
+            return (match.correlation >= WEAK_ECHO_CORRELATION
+                    and match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE)
         held = self.held_excess(share_from_ms, end_ms)
         if held is None:
             return False
@@ -248,35 +251,6 @@ class EchoDetector:
                              path.lag_ms)
         excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
         return EchoMatch(0.0, path.lag_ms or 0, excess, stretch.first_ms)
-
-    def _unlearned_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
-        """`is_echo` before a path is learned (`server.listening.unlearned_echo`).
-
-        When the reply sounded in the microphone's past (`EVIDENCE_MS` ending `LEARN_GUARD_MS`
-        before `start_ms`: `reply_sounded`) and the microphone heard nothing of it there
-        (`heard_no_echo`), the candidate is echo only where the noise floor alone explains it:
-        less than `UNEXPLAINED_SHARE` of the frames over `LEAD_IN_MS` before `start_ms` to
-        `end_ms` (at most `MAX_SPAN_MS`), from `share_from_ms` on, `EXCESS_DB` above it.
-        Otherwise `match`'s correlation reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION`
-        with the unexplained share (at the lead-in's gain) below `UNEXPLAINED_SHARE`."""
-        guard_ms = start_ms - LEARN_GUARD_MS
-        evidence = self._mic.stretch(self._mic.index(max(guard_ms - EVIDENCE_MS, 0)),
-                                     self._mic.index(guard_ms), 0)
-        if (evidence is not None and reply_sounded(evidence.block)
-                and heard_no_echo(evidence.mic, evidence.floor)):
-            lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
-            stretch = self._mic.stretch(lo, self._mic.index(end_ms), 0)
-            if stretch is None:
-                return False
-            silent = np.full_like(stretch.mic, -np.inf)
-            excess = excess_db(stretch.mic, silent, np.zeros(len(stretch.floor)), stretch.floor)
-            return EchoMatch(0.0, 0, excess, stretch.first_ms).unexplained_share(
-                share_from_ms) < UNEXPLAINED_SHARE
-        match = self.match(start_ms, end_ms)
-        if match.correlation >= ECHO_CORRELATION:
-            return True
-        return (match.correlation >= WEAK_ECHO_CORRELATION
-                and match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE)
 
     def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
         """The candidate is the echo at the lag it matches best now within `LAG_DRIFT_MS` of
