@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks.bench_backchannel import ESPEAK_VOICES, Recording, recordings
-from benchmarks.bench_server import percentile, print_run_header, verdict
+from benchmarks.measuring import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
 from calibration.local_asr import LocalWhisperTranscriber
 from calibration.whisper_window import PERSON_WINDOW_S, WHISPER_RATE_HZ, WHISPER_WINDOW_S

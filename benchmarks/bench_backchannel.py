@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_server import percentile, print_run_header, verdict
+from benchmarks.measuring import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
 from calibration.local_asr import person_transcriber
 from server.app import DemoServer

@@ -39,7 +39,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from benchmarks.audio_arrival import gap_beyond_real_time_ms
-from benchmarks.bench_server import print_run_header
+from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

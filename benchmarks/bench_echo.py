@@ -36,7 +36,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from benchmarks.bench_server import print_run_header, verdict
+from benchmarks.measuring import print_run_header, verdict
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options

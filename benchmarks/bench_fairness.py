@@ -52,23 +52,21 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from benchmarks.audio_arrival import gap_beyond_real_time_ms, longest_inter_arrival_gap_ms
-from benchmarks.bench_server import (
+from benchmarks.measuring import (
     PROJECT_ROOT,
-    SAY_PROMPTS,
-    TOPIC_PROMPTS,
-    BenchClient,
     cpu_snapshot,
     other_load,
     percentile,
     print_run_header,
-    serving,
     verdict,
 )
+from benchmarks.prompts import SAY_PROMPTS, TOPIC_PROMPTS
+from benchmarks.session_client import BenchClient, serving
 from benchmarks.tables import print_table
 from server import input_work
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 
 FIRST_AUDIO_SLACK_MS = 50.0
 """Target of table 1: flooded p95 <= idle p95 + this."""

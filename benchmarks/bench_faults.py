@@ -2,7 +2,7 @@
 cancel frees the voice.
 
 Starts a real `server.app.DemoServer` with Piper (the default server: `--tts piper`,
-`--calibration auto`) in this process on 127.0.0.1 and drives it with `bench_server.BenchClient`
+`--calibration auto`) in this process on 127.0.0.1 and drives it with `session_client.BenchClient`
 sessions in the same process (the cancel and the server's reaction are timed on one clock).
 Each round runs three conditions in a random order; the next session's prompt is always
 `say: Hello there.` (one short TTS segment: its first audio measures how soon the voice is free,
@@ -38,19 +38,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from benchmarks.bench_server import (
-    BenchClient,
-    cpu_snapshot,
-    other_load,
-    percentile,
-    print_run_header,
-    serving,
-    verdict,
-)
+from benchmarks.measuring import cpu_snapshot, other_load, percentile, print_run_header, verdict
+from benchmarks.session_client import BenchClient, serving
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from server.voice_turns import VoiceTurns
 from tests.test_faults import ABORTED_REPLY, SHORT_REPLY, WatchedSynthesizer

@@ -25,13 +25,15 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from benchmarks import bench_server
-from benchmarks.bench_server import percentile, print_run_header, run_clients, serving
+from benchmarks.measuring import cpu_snapshot, other_load, percentile, print_run_header
+from benchmarks.prompts import PAUSE_S, TYPING_S
+from benchmarks.server_clients import CHILD
+from benchmarks.session_client import run_clients, serving
 from benchmarks.tables import print_table
 from calibration.history_calibration import HistoryCalibration
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services
+from server.services import Services
 from server.speech import piper_tts
 from server.speech.piper_tts import PiperSynthesizer
 from server.speech.synthesizer import SpeechChunk, StopSignal
@@ -139,10 +141,10 @@ async def bench() -> None:
     print_run_header()
     print(f"piper onnxruntime intra-op threads: {piper_tts.INTRA_OP_THREADS}")
     services = await asyncio.to_thread(build_services, ServerConfig(port=0, tts="piper"))
-    for think_s in (bench_server.TYPING_S, bench_server.PAUSE_S):
-        load = bench_server.cpu_snapshot()
+    for think_s in (TYPING_S, PAUSE_S):
+        load = cpu_snapshot()
         async with measured(services) as (clock, url):
-            result = await run_clients({"mode": "ttfa", "url": url, "think_s": think_s})
+            result = await run_clients(CHILD, {"mode": "ttfa", "url": url, "think_s": think_s})
         clock.stages["time to first audio"] = [sample["ms"] for sample in result["samples"]]
         rows = []
         for stage in STAGES:
@@ -152,7 +154,7 @@ async def bench() -> None:
         print_table(
             f"First audio by stage, piper (auto), next prompt {think_s:.2f} s after the "
             f"barge-in (ms; p50/p95 of each stage on its own); "
-            + bench_server.other_load(load),
+            + other_load(load),
             ["stage", "n", "p50 ms", "p95 ms", "max ms"], rows)
 
 

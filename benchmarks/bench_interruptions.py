@@ -2,12 +2,12 @@
 (issue 24: a real "Stop" is never taken for the echo, and the echo never interrupts).
 
 Table 1, interruptions: "Stop.", "Wait.", "No.", "Hold on." in three voices (Piper, espeak-ng
-en-us and en-us+f3) at -6 dBFS peak, at `POSITIONS_MS` into the reply of tests/test_echo.py
+en-us and en-us+f3) at -6 dBFS peak, at `POSITIONS_MS` into the reply of tests/echo_microphone.py
 (6.5 s, Piper), over a -60 dBFS RMS pink floor, once with no echo in the microphone and once
 with the reply's echo 30 dB down, 150 ms late (tests/echo_room.py `Room`). The microphone from
 `HISTORY_MS` before the person (the echo path is learned there) to `AFTER_MS` after is appended
 in 40 ms pieces to `server.listening.input_speech.InputSpeechDetector` with the playing
-position the session would estimate (+-20 ms), as tests/test_echo.py `turn_starts` does. A run
+position the session would estimate (+-20 ms), as tests/echo_microphone.py `turn_starts` does. A run
 is heard when a turn starts whose audio begins from 350 ms before the voice onset (-40 dBFS) to
 600 ms after it; a turn starting earlier is a false barge-in (the echo or the floor).
 
@@ -21,8 +21,8 @@ Table 3, the echo alone: the whole reply heard back through rooms (-30 / -20 / -
 150 / 400 ms, dry and with a 400 ms RT60 tail, over -60 / -50 dBFS pink noise or a digitally
 silent floor; and -10 dB 0-300 ms late with a 400 ms RT60 with the microphone on only 300 ms
 before the reply, `EARLY_ECHO_ROOMS`) and through a simulated automatic gain control
-(tests/test_echo.py `microphone`: the echo's gain rising 10 dB over its first second): every
-turn started is a false barge-in.
+(tests/echo_microphone.py `microphone`: the echo's gain rising 10 dB over its first second):
+every turn started is a false barge-in.
 
 Prints both tables and the missed positions; exit status 1 when any interruption is missed or
 any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
@@ -46,8 +46,7 @@ from server.listening.server_vad_settings import TurnDetection
 from server.listening.turn_events import SpeechStarted
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
-from tests.echo_room import Room
-from tests.test_echo import (
+from tests.echo_microphone import (
     APPEND_MS,
     LEAD_MS,
     OUTPUT_RATE_HZ,
@@ -57,6 +56,7 @@ from tests.test_echo import (
     reply_ms,
     room_microphone,
 )
+from tests.echo_room import Room
 
 WORDS = ("Stop.", "Wait.", "No.", "Hold on.")
 VOICES = (("piper", None), ("espeak", "en-us"), ("espeak", "en-us+f3"))
@@ -95,7 +95,7 @@ AGC_CASES = ((150, -30.0), (400, -20.0))
 def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
                 until_ms: float | None = None) -> list[int]:
     """`audio_start_ms` (ms on `mic`) of every turn the server VAD starts on `mic` (16 kHz)
-    from `from_ms` to `until_ms`, the reply playing from `LEAD_MS` (tests/test_echo.py)."""
+    from `from_ms` to `until_ms`, the reply playing from `LEAD_MS` (tests/echo_microphone.py)."""
     detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, round(from_ms))
     recorded, rng = reference(), np.random.default_rng(2)
     first = round(from_ms * fx.RATE_HZ / 1000)

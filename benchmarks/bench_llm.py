@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_server import print_run_header
+from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

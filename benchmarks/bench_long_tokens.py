@@ -4,7 +4,7 @@ Replies hold one whitespace-free token of a kind LLMs write (hex hash, base64, a
 path, a comma list, hyphen-joined words, a letter run), `--lengths` code points long, either
 first in the reply or in its middle. Each reply goes through the server's text path in this
 process: `SpeechSegmenter` spans, then the real Piper voice (deterministic, warm), one span
-after the other as one session's generation does (`server.connection._speak`). Per reply:
+after the other as one session's generation does (`server.speaking.Speaker.speak`). Per reply:
 
 - first audio: from the start of synthesis to the first chunk of the first span (ms);
 - longest gap: the playback model plays each chunk from max(its arrival, the end of the audio
@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable
 
-from benchmarks.bench_server import percentile, verdict
+from benchmarks.measuring import percentile, verdict
 from benchmarks.tables import print_table
 from server.speech.engines import create_synthesizer
 from server.speech.segmenter import SpeechSegmenter

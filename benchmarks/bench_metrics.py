@@ -47,14 +47,8 @@ from urllib.parse import urlsplit
 import httpx
 from websockets.asyncio.client import connect
 
-from benchmarks.bench_server import (
-    PROJECT_ROOT,
-    TOPIC_PROMPTS,
-    cpu_snapshot,
-    percentile,
-    print_run_header,
-    verdict,
-)
+from benchmarks.measuring import PROJECT_ROOT, cpu_snapshot, percentile, print_run_header, verdict
+from benchmarks.prompts import TOPIC_PROMPTS
 from benchmarks.tables import print_table
 
 CHILD = (sys.executable, "-m", "benchmarks.bench_metrics")

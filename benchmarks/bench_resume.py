@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benchmarks.bench_server import percentile, print_run_header, serving, verdict
+from benchmarks.measuring import percentile, print_run_header, verdict
+from benchmarks.session_client import serving
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options

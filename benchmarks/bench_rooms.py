@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_server import print_run_header, verdict
+from benchmarks.measuring import print_run_header, verdict
 from benchmarks.tables import print_table
 from calibration.local_asr import LocalWhisperTranscriber, person_transcriber
 from server.listening.input_speech import InputSpeechDetector

@@ -3,7 +3,7 @@ calibration ASR runs, and what Piper costs per speaking session.
 
 Starts real `server.app.DemoServer`s with the default services (`--tts piper --calibration
 auto`, `server.config.build_services`) in this process on 127.0.0.1 and drives them with
-`bench_server.BenchClient` sessions in the same process (one clock for every timestamp). Prints
+`session_client.BenchClient` sessions in the same process (one clock for every timestamp). Prints
 the command, the machine facts and these tables with their targets and PASS/FAIL:
 
 1. **First audio while long replies synthesize.** A session prompts `say:` and topic prompts
@@ -49,27 +49,19 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.bench_server import (
-    LONG_PROMPTS,
-    SAY_PROMPTS,
-    TOPIC_PROMPTS,
-    BenchClient,
-    cpu_snapshot,
-    other_load,
-    percentile,
-    print_run_header,
-    serving,
-    verdict,
-)
+from benchmarks.measuring import cpu_snapshot, other_load, percentile, print_run_header, verdict
+from benchmarks.prompts import LONG_PROMPTS, SAY_PROMPTS, TOPIC_PROMPTS
+from benchmarks.session_client import BenchClient, serving
 from benchmarks.tables import print_table
 from calibration.local_asr import LocalWhisperTranscriber
 from calibration.policies import auto_policy
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
-from server.connection import Services, wait_set
 from server.responders.demo import DemoResponder
 from server.responders.demo_topics import TOPICS
 from server.responders.prompt import ConversationTurn, Prompt
+from server.sending import wait_set
+from server.services import Services
 from server.speech.resampling import resample
 from server.speech.segmenter import SpeechSegmenter
 from server.voice_turns import VoiceTurns

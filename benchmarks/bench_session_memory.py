@@ -51,7 +51,7 @@ from pathlib import Path
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from benchmarks.bench_server import print_run_header
+from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.realtime.openai_schema import METADATA_LIMITS
 from server.realtime.protocol import MAX_FRAME_CHARS, MAX_ID_CHARS, MAX_INSTRUCTIONS_CHARS

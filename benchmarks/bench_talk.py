@@ -28,7 +28,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from benchmarks.bench_server import print_run_header
+from benchmarks.measuring import print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
-from benchmarks.bench_server import percentile, print_run_header, verdict
+from benchmarks.measuring import percentile, print_run_header, verdict
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

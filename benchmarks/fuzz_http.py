@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.bench_server import HOST, print_run_header
 from benchmarks.fuzz_protocol import ServerLog
+from benchmarks.measuring import HOST, print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from benchmarks.bench_server import HOST, print_run_header
+from benchmarks.measuring import HOST, print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options
-from tests.protocol_fuzz import FuzzFrame, frame_batches, run_batch
+from tests.fuzz_frames import FuzzFrame
+from tests.protocol_fuzz import frame_batches, run_batch
 from tests.realtime_client import RealtimeClient
 
 EXAMPLES_PER_RUN = 100

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_server import PROJECT_ROOT, percentile, print_run_header
+from benchmarks.measuring import PROJECT_ROOT, percentile, print_run_header
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import build_services, parse_config, server_options

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_server import cpu_snapshot, other_load, percentile, verdict
+from benchmarks.measuring import cpu_snapshot, other_load, percentile, verdict
 from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services

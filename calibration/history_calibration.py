@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from calibration.arguments import positive_seconds
 from calibration.heard_cut import HeardCut
 from calibration.units import token_cut
 from calibration.word_marks import PackedWordMarks, WordMark
@@ -195,13 +195,7 @@ class HistoryCalibration:
     ) -> None:
         if not _is_int(max_bytes) or max_bytes <= 0:
             raise ValueError("max_bytes must be a positive int")
-        if (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
-            or not math.isfinite(timeout_s)
-            or timeout_s <= 0
-        ):
-            raise ValueError("timeout_s must be a positive finite number")
+        positive_seconds("timeout_s", timeout_s)
         self.session = session
         self.calibrate = policy.calibrate
         self.requires_audio = policy.requires_audio

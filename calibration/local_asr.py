@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import soxr
 
+from calibration.arguments import positive_seconds
 from calibration.asr import TimedWord, Transcript, mono_float
 from calibration.asr_queue import AsrPriority, PriorityLimit
 from calibration.whisper_window import (
@@ -163,8 +163,8 @@ class LocalWhisperTranscriber:
             raise ValueError(f"window_s must be {WINDOW_PADDING_S + 1}-{WHISPER_WINDOW_S}")
         if window_s < WHISPER_WINDOW_S and (word_timestamps or temperature_fallback):
             raise ValueError("a shorter window decodes once, greedily, without word timings")
-        if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
-            raise ValueError("budget_s must be a positive finite number")
+        if budget_s is not None:
+            positive_seconds("budget_s", budget_s)
         self.model_path = model_path
         self.cpu_threads = cpu_threads
         self.word_timestamps = word_timestamps

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration import align, spoken_time, units
+from calibration.arguments import positive_seconds
 from calibration.asr import TimedWord, Transcriber, Transcript
 from calibration.history_calibration import HeardCut, HeardTextSnapshot, HistoryCalibrationPolicy
 from calibration.units import TextUnit
@@ -395,8 +396,7 @@ def auto_policy(
     Without marks, ASR decides; when it refuses, ratio decides (erring short, None without a
     complete duration). Raises ValueError for a non-positive or non-finite budget.
     """
-    if not math.isfinite(asr_timeout_s) or asr_timeout_s <= 0:
-        raise ValueError("asr_timeout_s must be a positive finite number")
+    positive_seconds("asr_timeout_s", asr_timeout_s)
 
     async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
         evidence = marks_evidence(snapshot)

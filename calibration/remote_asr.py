@@ -22,6 +22,7 @@ from weakref import WeakKeyDictionary
 import httpx
 import numpy as np
 
+from calibration.arguments import positive_seconds
 from calibration.asr import TimedWord, Transcript, mono_float
 
 logger = logging.getLogger(__name__)
@@ -129,15 +130,8 @@ class RemoteTranscriber:
         self.url = validate_transcription_url(url)
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-blank string")
-        if (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
-            or not math.isfinite(timeout_s)
-            or timeout_s <= 0
-        ):
-            raise ValueError("timeout_s must be a positive finite number")
+        self.timeout_s = positive_seconds("timeout_s", timeout_s)
         self.model = model
-        self.timeout_s = float(timeout_s)
         self.limit = ConcurrencyLimit(max_concurrency)
         self.fields = (
             {"model": model, "response_format": "verbose_json",

@@ -26,7 +26,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.access import ApiKeyAccess, login_page, redacting_logger, select_subprotocol
-from server.connection import Connection, Services
+from server.connection import Connection
 from server.http_guard import check_request, http_response, strip_head_body, text_response
 from server.logs import SESSION_ID
 from server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
@@ -34,6 +34,7 @@ from server.metrics_port import MetricsHttpServer
 from server.realtime.events import EventLog
 from server.realtime_socket import RealtimeServerConnection
 from server.resumption import Resumption
+from server.services import Services
 from server.session_slots import SessionSlots
 
 log = logging.getLogger(__name__)

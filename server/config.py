@@ -27,7 +27,6 @@ from server.app import (
     RESUME_WINDOW_S,
     ServerOptions,
 )
-from server.connection import Services
 from server.listening import smart_turn
 from server.listening.silero_vad import load_vad_model
 from server.logs import LOG_FORMATS
@@ -39,6 +38,7 @@ from server.responders.demo import DemoResponder
 from server.responders.llm import LLMResponder, LLMSettings
 from server.responders.prompt import DEFAULT_INTERRUPTION_NOTE, Responder
 from server.responders.reply_limit import ReplyLengthLimit
+from server.services import Services
 from server.speech.engines import create_synthesizer
 from server.speech.synthesizer import SpeechSynthesizer
 

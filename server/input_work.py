@@ -209,15 +209,15 @@ class SessionInput:
         """Give server VAD's turn events to the session, in order."""
         for event in events:
             if isinstance(event, SpeechStarted):
-                self.session.on_speech_started(event.audio_start_ms)
+                self.session.turn_taking.on_speech_started(event.audio_start_ms)
             elif isinstance(event, SpeechGap):
-                self.session.on_speech_gap(event.audio_end_ms)
+                self.session.turn_taking.on_speech_gap(event.audio_end_ms)
             elif isinstance(event, SpeechPaused):
-                self.session.on_speech_paused(event.audio_end_ms)
+                self.session.turn_taking.on_speech_paused(event.audio_end_ms)
             elif isinstance(event, SpeechResumed):
-                self.session.on_speech_resumed()
+                self.session.turn_taking.on_speech_resumed()
             elif isinstance(event, SpeechStopped):
-                self.session.on_speech_stopped(event.audio_end_ms)
+                self.session.turn_taking.on_speech_stopped(event.audio_end_ms)
 
     async def end_turn(self, audio_end_ms: int, min_silence_ms: int,
                        settle: Callable[[], Awaitable[None]]) -> None:

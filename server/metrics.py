@@ -46,7 +46,7 @@ from server.responders.prompt import Prompt, Responder
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 
 if TYPE_CHECKING:
-    from server.connection import Services
+    from server.services import Services
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """`Content-Type` of a `/metrics` answer: the Prometheus text format 0.0.4, which every

@@ -30,12 +30,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection
 
-from server.connection import STALLED_CLIENT_CLOSE_REASON, Connection, Services, SessionObserver
+from server.connection import Connection
 from server.metrics import ServerMetrics
 from server.realtime.drop import resumed_fields
 from server.realtime.protocol import ProtocolError
 from server.realtime.session import Session
 from server.resume_registry import Live, Refused, Resumed, ResumeRegistry, owner_fingerprint
+from server.sending import STALLED_CLIENT_CLOSE_REASON
+from server.services import Services, SessionObserver
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ first word of the answer. `VoiceTurns` is a priority queue over turns of one pie
    was sent (`ahead_ms`) is closer to an underrun; a reply far ahead of playback yields;
 3. ties in arrival order.
 
-A turn is held for one synthesis piece (`Connection._speak`: one segment of the reply) and
+A turn is held for one synthesis piece (`server.speaking.Speaker.speak`: one segment of the reply)
 released when the engine is free; a waiter that is cancelled (a barge-in, a closed socket)
 leaves the queue at once. A holder far enough ahead of playback may also offer to be
 preempted (`turn(preempt=...)`): when a first piece asks for the voice, the hook stops the

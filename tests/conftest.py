@@ -16,6 +16,7 @@ from hypothesis import settings
 from calibration.asr import Transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options
+from server.connection import Connection
 from server.responders.demo import DemoResponder
 from server.responders.prompt import Prompt
 from server.speech.engines import create_synthesizer
@@ -120,3 +121,19 @@ async def start_server() -> AsyncIterator[Callable[..., Any]]:
         assert demo.server is not None
         demo.server.close()
         await demo.server.wait_closed()
+
+
+@pytest.fixture
+def served_connections(monkeypatch: pytest.MonkeyPatch) -> list[Connection]:
+    """Every `Connection` the test's servers run, in the order their sessions started, kept
+    after they end: tests watch a session's parts (`Connection.receiver`, `sender`,
+    `generations`, `speaker`, `turns`) from outside."""
+    connections: list[Connection] = []
+    run = Connection.run
+
+    async def run_and_keep(connection: Connection) -> None:
+        connections.append(connection)
+        await run(connection)
+
+    monkeypatch.setattr(Connection, "run", run_and_keep)
+    return connections

@@ -2,8 +2,8 @@
 
 A multi-sentence reply with numbers is synthesised as the server does it (segmenter spans ->
 deterministic Piper -> resample to 24 kHz -> concatenate; marks shifted onto the reply timeline
-by the floor-ms offset of each chunk, as `server.realtime.session.Session.on_speech` does). Ground
-truth for a cut at `played_ms`, from the marks in text order:
+by the floor-ms offset of each chunk, as `server.realtime.generation.Generation.on_speech`
+does). Ground truth for a cut at `played_ms`, from the marks in text order:
 
 - fully played: the cut after every word whose `end_ms <= played_ms`;
 - started: the cut after every word whose `start_ms < played_ms`;
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.bench_calibration import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
+from benchmarks.calibration_corpus import RATE_HZ, Reply, SpokenReply, heard_bounds, synthesize
 from calibration import units
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
 from calibration.local_asr import LocalWhisperTranscriber

@@ -67,7 +67,8 @@ async def test_a_finished_session_is_freed_without_the_cyclic_collector(
     """A session with a reply, ACKs, a barge-in, a calibrated second prompt and then a closing
     handshake (or a TCP connection aborted mid-reply) leaves no reference cycle behind: its
     `Connection`, `Session`, calibration and websockets objects are freed by reference counting
-    as soon as its handler returns, with the cyclic garbage collector off. A cycle would leave
+    as soon as its handler returns, with the cyclic garbage collector off, and so are its
+    parts (receiver, sender, generations, speaker, turn work). A cycle would leave
     them, and all they hold, for the collector's next full collection, which runs on the event
     loop while every other session waits (benchmarks/README.md, "Load benchmark"). An aborted
     session is parked for a resume (`server.resumption`): its `Session` is freed the same way
@@ -78,8 +79,9 @@ async def test_a_finished_session_is_freed_without_the_cyclic_collector(
     async def run_and_watch(connection: Connection) -> None:
         websocket = connection.websocket
         refs.extend(weakref.ref(part) for part in (
-            connection, connection.session, connection.calibration, websocket,
-            websocket.protocol))
+            connection, connection.session, connection.calibration, connection.receiver,
+            connection.sender, connection.generations, connection.speaker, connection.turns,
+            websocket, websocket.protocol))
         await run(connection)
 
     monkeypatch.setattr(Connection, "run", run_and_watch)

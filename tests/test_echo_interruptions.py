@@ -22,9 +22,9 @@ from benchmarks.bench_interruptions import POSITIONS_MS, interruption
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.conftest import RunningServer
+from tests.echo_microphone import paced_playback
 from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, words
 from tests.realtime_client import RealtimeClient
-from tests.test_echo import paced_playback
 
 REPLY = ("say: The museum opens at nine in the morning and closes at six in the evening. On "
          "Mondays it stays closed all day, and on Sundays the guided tours start at eleven.")

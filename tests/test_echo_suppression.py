@@ -3,7 +3,7 @@
 before the person's voice, on the echo; the audio handed to ASR has that echo taken down and is
 the committed audio unchanged from the voice on, and unchanged without an echo.
 
-The microphone is simulated as in tests/test_echo.py: the reply (Piper at 24 kHz) through a
+The microphone is simulated as in tests/echo_microphone.py: the reply (Piper at 24 kHz) through a
 room's echo path over its noise floor, appended every 40 ms with the playing position the
 session would estimate, the reply paused as the page pauses it once the turn started.
 """
@@ -23,8 +23,7 @@ from server.listening.turn_events import SpeechStarted, SpeechStopped
 from server.listening.vad import VOICE_ONSET_MARGIN_MS
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
-from tests.echo_room import Room, words
-from tests.test_echo import (
+from tests.echo_microphone import (
     APPEND_MS,
     LEAD_MS,
     OUTPUT_RATE_HZ,
@@ -32,6 +31,7 @@ from tests.test_echo import (
     reference,
     reply_24k,
 )
+from tests.echo_room import Room, words
 
 PAUSE_REACTION_MS = 100
 """From the append that started the turn to the page's loudspeaker falling silent (the

@@ -27,7 +27,8 @@ from websockets.protocol import State
 
 from calibration.history_calibration import HistoryCalibration
 from server.app import SHUTDOWN_GRACE_S, WEBSOCKET_WRITE_LIMIT_BYTES
-from server.connection import STALLED_CLIENT_CLOSE_CODE, wait_set, wait_through_cancellation
+from server.input_work import wait_through_cancellation
+from server.sending import STALLED_CLIENT_CLOSE_CODE, wait_set
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
 from tests.realtime_client import RealtimeClient
 from tests.server_process import server_process
@@ -339,7 +340,7 @@ async def test_a_test_client_reading_in_a_loop_ends_when_cancelled_as_a_frame_ar
 
 
 async def test_a_cancelled_speaker_keeps_the_voice_until_its_worker_returns() -> None:
-    """`wait_through_cancellation` (how `_speak` holds the TTS turn): cancels, even repeated,
+    """`wait_through_cancellation` (how `Speaker.speak` holds the TTS turn): cancels, even repeated,
     wait for the worker thread, then propagate."""
     release = threading.Event()
     worker = asyncio.get_running_loop().run_in_executor(None, release.wait, 5.0)

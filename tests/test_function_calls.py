@@ -227,7 +227,7 @@ def test_function_items_a_client_creates_reach_the_prompt_and_bad_ones_are_refus
         [error] = create(session, bad)
         assert (error["type"], error["error"]["param"]) == ("error", param), bad
     session.receive(json.dumps({"type": "response.create"}))
-    prompt = session.build_prompt(session.current_response_id)
+    prompt = session.generation.build_prompt(session.current_response_id)
     assert prompt is not None
     assert prompt.as_messages()[1:] == [
         {"role": "user", "content": "Weather in Oslo?"},
@@ -251,7 +251,7 @@ def test_response_create_tools_override_the_sessions_for_that_response() -> None
         if response is not None:
             event["response"] = response
         session.receive(json.dumps(event))
-        prompt = session.build_prompt(session.current_response_id)
+        prompt = session.generation.build_prompt(session.current_response_id)
         assert prompt is not None
         offered.append((prompt.tools, prompt.tool_choice))
         session.receive(json.dumps({"type": "response.cancel"}))

@@ -116,3 +116,49 @@ async def test_a_spoken_turn_in_mu_law_is_answered_in_a_law(start_server) -> Non
     recognized = set(re.findall(r"[a-z]+", str(heard).lower()))
     assert len(recognized) >= 5 and len(words & recognized) >= 0.8 * len(recognized), (
         said, heard)
+
+
+def test_a_completed_replys_held_tail_is_flushed_whole() -> None:
+    """Deltas of any size through the 24 -> 8 kHz stream, then the reply's end: the flushed
+    tail makes the G.711 bytes exactly the PCM16 taken (8 per ms), and the stream starts
+    anew for the next reply."""
+    wire = audio_formats.WireAudio(voice="v")
+    wire.configure(None, {"type": "audio/pcmu"})
+    rng = np.random.default_rng(11)
+    taken_samples = sent_bytes = 0
+    for _ in range(40):
+        samples = int(rng.integers(50, 7200)) // 3 * 3  # whole 8 kHz samples
+        pcm = (rng.standard_normal(samples) * 3000).astype("<i2").tobytes()
+        sent_bytes += len(wire.encode_output("resp_1", pcm))
+        taken_samples += samples
+    assert sent_bytes < taken_samples // 3, "the stream held some back"
+    sent_bytes += len(wire.flush_output("resp_1"))
+    assert sent_bytes == taken_samples // 3
+    assert wire.flush_output("resp_1") == b"", "nothing is left to flush twice"
+
+
+async def test_a_completed_g711_reply_ends_with_all_its_audio(start_server) -> None:
+    """Issue 25/26: a completed mu-law reply lost its last <= 75 ms, held in the resampler,
+    at every reply's end. Its bytes now match its `audio_end_ms` exactly (8 a ms), the last
+    of them before `response.output_audio.done`."""
+    server = await start_server(tts="uniform")
+    async with RealtimeClient.connect(server.ws_url, extensions=None) as client:
+        await client.send({"type": "session.update", "session": {"type": "realtime", "audio": {
+            "output": {"format": {"type": "audio/pcmu"}}}}})
+        await client.wait_for("session.updated")
+        for text in ("say: One two three.", "say: Four five."):
+            response_id, _ = await client.prompt(text)
+            done = await client.wait_for("response.done", timeout=30)
+            assert done["response"]["status"] == "completed"
+            deltas = client.of_type("response.output_audio.delta", response_id=response_id)
+            mu_law = b"".join(base64.b64decode(e["delta"]) for e in deltas)
+            words = len(text.split()) - 1
+            assert deltas[-1]["audio_end_ms"] == words * 400
+            assert len(mu_law) == words * 400 * 8
+            ends = [i for i, e in enumerate(client.events)
+                    if e["type"] == "response.output_audio.done"
+                    and e["response_id"] == response_id]
+            last_delta = max(i for i, e in enumerate(client.events)
+                             if e["type"] == "response.output_audio.delta"
+                             and e["response_id"] == response_id)
+            assert ends and ends[0] > last_delta

@@ -26,297 +26,33 @@ commit, the tightening cap, clamping to the audio sent) and checks after every s
 and, when a prompt is built, that each ended, retained, partially heard reply holds exactly the
 marks text for its current cutoff (the prompt sees what was heard, not an older guess).
 
-Prompts happen as in `server.connection`: the latest reply, before it generates anything, waits
+Prompts happen as in `server.generation`: the latest reply, before it generates anything, waits
 for calibration (`before_prompt`; events and results may come in meanwhile) and builds its
 prompt in the same loop step as the wait ends. The model is updated in the same loop step as the
 session takes each event, so no task on the loop sees one ahead of the other, and the events
 emitted so far are taken and checked before each change of the model.
+
+The model and the plumbing: tests/history_model.py; the sequences the randomized runs found,
+kept as examples: tests/test_history_found_sequences.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from random import Random
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 
-from calibration.history_calibration import (
-    HeardTextSnapshot,
-    HistoryCalibration,
-    HistoryCalibrationPolicy,
-)
-from calibration.policies import marks_policy
 from calibration.word_marks import WordMark
 from server.realtime.effects import StartGeneration
-from server.realtime.session import Session, SessionConfig
-from server.responders.prompt import Prompt
-
-WORD_MS = 400
-RATE = 24_000
-MAX_WORDS = 6
-VALUE = st.one_of(st.just(0), st.integers(0, MAX_WORDS * WORD_MS + 800), st.just("sent"))
-"""A position in ms, or "sent": exactly the audio sent so far for that reply."""
+from tests.history_model import MAX_WORDS, VALUE, WORD_MS, HistoryHarness, Reply, check_heard, pcm16
 
 
-def pcm16(ms: int) -> bytes:
-    """`ms` of PCM16 LE mono silence at 24 kHz."""
-    return b"\x00\x00" * (RATE * ms // 1000)
-
-
-@dataclass
-class Reply:
-    """The test's model of one reply and its playback cursor (REFERENCE.md 2.1-2.2)."""
-
-    rid: str
-    item_id: str
-    words: list[str]
-    prompted: bool = False
-    text_words: int = 0
-    audio_words: int = 0
-    done: bool = False
-    ended: bool = False
-    sent_ms: int = 0
-    committed_ms: int = 0
-    cap_ms: int | None = None
-    confirmed: bool = False
-    deleted: bool = False
-    spans: list[tuple[int, int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        start = 0
-        for word in self.words:
-            self.spans.append((start, start + len(word)))
-            start += len(word) + 1
-
-    @property
-    def full_text(self) -> str:
-        return " ".join(self.words)
-
-    @property
-    def total_ms(self) -> int:
-        return max(self.audio_words * WORD_MS, self.sent_ms)
-
-    @property
-    def cutoff_ms(self) -> int:
-        cutoff = min(self.committed_ms, self.total_ms)
-        if self.cap_ms is not None:
-            cutoff = min(cutoff, self.cap_ms)
-        return max(0, cutoff)
-
-    @property
-    def fully_played(self) -> bool:
-        return self.done and self.cutoff_ms >= self.total_ms
-
-    def heard_words(self) -> int:
-        """Words whose mark ends at or before the cutoff (the exact heard text)."""
-        return min(self.audio_words, self.cutoff_ms // WORD_MS)
-
-    def text_of(self, count: int) -> str:
-        return " ".join(self.words[:count])
-
-    def position(self, value: int | str) -> int:
-        return self.sent_ms if value == "sent" else int(value)
-
-    def _clamp(self, position: int) -> int:
-        return self.sent_ms if position > self.sent_ms else max(0, position)
-
-    def ack(self, position: int) -> None:
-        committed = max(self.committed_ms, self._clamp(position))
-        self.committed_ms = committed if self.cap_ms is None else min(committed, self.cap_ms)
-
-    def cap(self, position: int) -> None:
-        if self.confirmed:
-            return
-        clamped = self._clamp(position)
-        self.cap_ms = clamped if self.cap_ms is None else min(self.cap_ms, clamped)
-        self.committed_ms = self.cap_ms
-
-
-def check_heard(reply: Reply, text: str, what: str) -> None:
-    """Invariant (i): `text` is a word prefix of the reply, every word heard by the cutoff."""
-    full = reply.full_text
-    assert full.startswith(text), f"{what}: {text!r} is not a prefix of {full!r}"
-    count = 0 if text == "" else text.count(" ") + 1
-    assert text == reply.text_of(count), f"{what}: {text!r} does not end on a word"
-    assert count <= reply.heard_words(), (
-        f"{what}: {text!r} claims {count} words, but only {reply.heard_words()} end by the "
-        f"cutoff {reply.cutoff_ms} ms (committed {reply.committed_ms}, cap {reply.cap_ms}, "
-        f"total {reply.total_ms})"
-    )
-
-
-class HistoryMachine(RuleBasedStateMachine):
+class HistoryMachine(HistoryHarness):
     """Random duplex sessions over a real Session + HistoryCalibration with the marks policy."""
-
-    SLOW = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.session = Session(SessionConfig(lead_ms=1200, jitter_ms=0, frame_ms=100,
-                                             ack_timeout_ms=10**9))
-        self.gates: list[asyncio.Event] = []
-        inner = marks_policy()
-        policy = (
-            HistoryCalibrationPolicy(calibrate=self._slow(inner), requires_audio=False)
-            if self.SLOW else inner
-        )
-        self.controller = HistoryCalibration(self.session, policy, timeout_s=30.0,
-                                             on_applied=self._on_applied)
-        self.session.calibration = self.controller
-        self.replies: dict[str, Reply] = {}
-        self.order: list[str] = []
-        self.pending: asyncio.Task[None] | None = None
-        self.violations: list[str] = []
-        self.prompts: dict[str, Prompt] = {}
-        self.announced: dict[str, list[str]] = {}
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _slow(self, inner: HistoryCalibrationPolicy) -> Any:
-        async def calibrate(snapshot: HeardTextSnapshot) -> int | None:
-            result = await inner.calibrate(snapshot)
-            gate = asyncio.Event()
-            self.gates.append(gate)
-            while not gate.is_set():
-                try:
-                    await gate.wait()
-                except asyncio.CancelledError:
-                    continue
-            return result
-
-        return calibrate
-
-    def _on_applied(self, response_id: str, result: int, elapsed_ms: float) -> None:
-        reply = self.replies[response_id]
-        limit = reply.heard_words()
-        allowed = reply.spans[limit - 1][1] if limit else 0
-        if int(result) > allowed:
-            self.violations.append(
-                f"{response_id}: result {int(result)} applied at cutoff {reply.cutoff_ms} ms "
-                f"where the marks allow {allowed}"
-            )
-        self.session.announce_calibration(response_id, elapsed_ms)
-
-    def _run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
-    def _call(self, action: Any) -> Any:
-        """Run `action` inside the loop (it may start tasks), after taking the events so far:
-        every change of the model comes after the events emitted before it were checked."""
-        async def call() -> Any:
-            self._take()
-            return action()
-
-        return self._run(call())
-
-    def _spin(self, rounds: int = 3) -> None:
-        async def spin() -> None:
-            for _ in range(rounds):
-                await asyncio.sleep(0)
-
-        self._run(spin())
-
-    def _take(self) -> None:
-        """Take the session's events and `_observe` them."""
-        self._observe(self.session.take_events())
-
-    def _observe(self, events: list[dict[str, Any]]) -> None:
-        """Record the audio sent; check each `conversation.item.heard` against the model now,
-        which is the state the session announced it in (invariant (i))."""
-        for event in events:
-            if event["type"] == "response.output_audio.delta":
-                self.replies[event["response_id"]].sent_ms = event["audio_end_ms"]
-            elif event["type"] == "conversation.item.heard":
-                reply = self.replies[event["response_id"]]
-                self.announced.setdefault(reply.rid, []).append(event["text"])
-                if not reply.deleted and not reply.confirmed:
-                    check_heard(reply, event["text"], "conversation.item.heard")
-
-    def _send(self, event: dict[str, Any], then: Callable[[], None] | None = None) -> bool:
-        """Feed one client event (inside the loop: it may start calibrations); False on error.
-
-        `then` updates the model when the session accepted the event, in the same loop step: a
-        task resuming on the loop (a prompt wait ending) never sees the session ahead of the
-        model. The events the session emitted for it are observed after `then`.
-        """
-        return self._call(lambda: self._deliver(event, then))
-
-    def _deliver(self, event: dict[str, Any], then: Callable[[], None] | None = None) -> bool:
-        """`_send`'s step, for a caller already on the running loop."""
-        self.session.receive(json.dumps(event))
-        events = self.session.take_events()
-        accepted = not any(e["type"] == "error" for e in events)
-        if accepted and then is not None:
-            then()
-        self._observe(events)
-        return accepted
-
-    def _pump(self) -> None:
-        """The send loop: move sendable audio out (pacing by the latest ACK)."""
-        def pump() -> None:
-            self.session.pull_outbound(now_ms=0.0)
-            self._take()
-            for reply in self.replies.values():
-                if reply.fully_played and not reply.deleted:
-                    reply.confirmed = True
-
-        self._call(pump)
-        self._spin(1)
-        self._take()
-
-    def _pick(self, index: int) -> Reply:
-        return self.replies[self.order[index % len(self.order)]]
-
-    def _generating(self) -> Reply | None:
-        for reply in self.replies.values():
-            if reply.prompted and not reply.ended and not reply.deleted:
-                return reply
-        return None
-
-    def _awaiting_prompt(self) -> Reply | None:
-        """The reply whose generation would wait for calibration and build its prompt now.
-
-        As in `server.connection`: only the latest reply, before it generates anything, and
-        only while it runs (a reply cancelled before its prompt never gets one: its generation
-        task is cancelled).
-        """
-        if not self.order:
-            return None
-        reply = self.replies[self.order[-1]]
-        return None if reply.prompted or reply.ended else reply
-
-    def _check_exact(self) -> None:
-        """After a completed prompt wait: retained, ended, partial replies hold the exact text."""
-        for reply in self.replies.values():
-            if reply.deleted or reply.confirmed or reply.rid not in self.controller.audio:
-                continue
-            if not reply.ended or reply.rid in self.controller.tasks:
-                continue
-            item = self.session.history.get(reply.item_id)
-            assert item is not None
-            expected = reply.text_of(reply.heard_words())
-            assert item.text == expected, (
-                f"{reply.rid}: history {item.text!r} after the prompt wait, but the marks give "
-                f"{expected!r} at cutoff {reply.cutoff_ms} ms"
-            )
-
-    def teardown(self) -> None:
-        for gate in self.gates:
-            gate.set()
-        tasks = asyncio.all_tasks(self.loop)
-        if tasks:
-            self._run(asyncio.wait(tasks, timeout=5))
-        self.loop.close()
-
-    # ------------------------------------------------------------------ rules: turns
 
     @precondition(lambda self: self.pending is None
                   and not any(r.active for r in self.session.responses.values()))
@@ -353,7 +89,7 @@ class HistoryMachine(RuleBasedStateMachine):
         self.pending = self._call(lambda: self.loop.create_task(self._prompt(reply)))
 
     async def _prompt(self, reply: Reply) -> None:
-        """`server.connection`'s generation up to the prompt: `await before_prompt()`, then
+        """`server.generation`'s reply task up to the prompt: `await before_prompt()`, then
         `build_prompt` at once, in the same loop step (no client event comes in between).
 
         Checks, at that moment, that every ended, retained, partially heard reply holds exactly
@@ -364,7 +100,7 @@ class HistoryMachine(RuleBasedStateMachine):
         reply.prompted = True
         try:
             self._check_exact()
-            prompt = self.session.build_prompt(reply.rid)
+            prompt = self.session.generation.build_prompt(reply.rid)
             if prompt is None:
                 return
             self.prompts[reply.rid] = prompt
@@ -417,7 +153,7 @@ class HistoryMachine(RuleBasedStateMachine):
             self._emit_audio(reply, spoken)
         if finish and reply.audio_words == len(reply.words):
             def done() -> None:
-                self.session.on_generation_done(reply.rid)
+                self.session.generation.on_done(reply.rid)
                 reply.done = reply.ended = True
 
             self._call(done)
@@ -430,7 +166,7 @@ class HistoryMachine(RuleBasedStateMachine):
         delta = (" " if first else "") + " ".join(reply.words[first:last])
 
         def text() -> None:
-            assert self.session.on_text(reply.rid, delta)
+            assert self.session.generation.on_text(reply.rid, delta)
             reply.text_words = last
 
         self._call(text)
@@ -446,7 +182,7 @@ class HistoryMachine(RuleBasedStateMachine):
         text_end = reply.spans[last - 1][1]
 
         def speech() -> None:
-            assert self.session.on_speech(reply.rid, text_end, pcm, marks)
+            assert self.session.generation.on_speech(reply.rid, text_end, pcm, marks)
             reply.audio_words = last
 
         self._call(speech)
@@ -582,143 +318,3 @@ TestHistoryWithMarks = HistoryMachine.TestCase
 TestHistoryWithMarks.settings = SETTINGS
 TestHistoryWithSlowResults = SlowHistoryMachine.TestCase
 TestHistoryWithSlowResults.settings = SETTINGS
-
-
-@pytest.fixture(params=[HistoryMachine, SlowHistoryMachine], ids=["marks", "slow"])
-def machine(request: pytest.FixtureRequest) -> Iterator[HistoryMachine]:
-    """A fresh machine of each kind, torn down after the test."""
-    instance = request.param()
-    yield instance
-    instance.teardown()
-
-
-def run_steps(machine: HistoryMachine, steps: list[tuple[str, dict[str, Any]]]) -> None:
-    """Run `machine`'s rules in order, checking every invariant after each (as hypothesis
-    does)."""
-    for name, arguments in steps:
-        getattr(machine, name)(**arguments)
-        machine.history_holds_only_heard_text()
-        machine.announced_text_is_heard_text()
-        machine.no_violation_recorded()
-
-
-def assistant_turns(machine: HistoryMachine, reply_index: int) -> list[str]:
-    """The assistant turns of the prompt built for the `reply_index`-th reply."""
-    prompt = machine.prompts[machine.order[reply_index]]
-    return [turn.text for turn in prompt.turns if turn.role == "assistant"]
-
-
-PLAYING_REPLY = [
-    ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
-    ("interrupt", {"kind": "barge_in", "index": 0, "value": 0}),
-    ("new_reply", {"words": 2, "prompt_now": True, "spoken": 2, "finish": True}),
-]
-"""A reply cancelled before its prompt, then "w0 w1" generated to its end and sent whole (800 ms),
-nothing ACKed yet: the start of the sequence a fresh CI clone found (`TestHistoryWithMarks`)."""
-
-NEXT_TURN = ("new_reply", {"words": 1, "prompt_now": True, "spoken": 1, "finish": True})
-"""A new turn whose prompt is built at once (its wait releases every held result)."""
-
-
-def test_ack_mid_playback_then_a_new_turn(machine: HistoryMachine) -> None:
-    """ACK 400 ms while "w0 w1" plays, then a new turn: its prompt sees "w0".
-
-    The periodic ACK alone calibrates nothing (history holds "" while the reply plays); the new
-    turn interrupts the reply, and the prompt wait calibrates it at the 400 ms cutoff.
-    """
-    run_steps(machine, [
-        *PLAYING_REPLY,
-        ("ack", {"index": 1, "value": 400, "truncate": False, "by_item": False}),
-        NEXT_TURN,
-    ])
-    assert assistant_turns(machine, 2) == ["w0"]  # the reply cancelled before a word: left out
-
-
-def test_final_ack_after_the_next_prompt_was_built(machine: HistoryMachine) -> None:
-    """The sequence a fresh CI clone found, as the server runs it: a prompt is built when its
-    wait ends, not later.
-
-    A new turn interrupts "w0 w1" before any ACK: its prompt is built at once, with "" for the
-    reply (nothing was confirmed heard). The client's final position, 400 ms, arrives after
-    that; it is admissible and calibrates the old reply to "w0", which the next prompt sees.
-    The model used to check history against the 400 ms cutoff at `finish_prompt`, after the
-    ACK, although the prompt was built before it (and it let a reply's prompt come after the
-    reply was generated).
-    """
-    run_steps(machine, [
-        *PLAYING_REPLY,
-        ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
-        ("start_prompt", {}),
-        ("ack", {"index": 1, "value": 400, "truncate": False, "by_item": False}),
-        ("finish_prompt", {"order": Random(0)}),
-        ("generate", {"count": 1, "text_ahead": 0, "finish": True}),
-        NEXT_TURN,
-    ])
-    assert assistant_turns(machine, 2) == [""]  # the reply cancelled before a word: left out
-    assert assistant_turns(machine, 3)[:1] == ["w0"]
-
-
-def test_stricter_cap_after_a_calibration_was_announced() -> None:
-    """The randomized run's next find (`make fuzz-properties`), shrunk by hand: the model was
-    wrong again, and the server right.
-
-    "w0 w1 w2 w3" is ACKed at 1200 ms, then a new turn interrupts it and calibrates it: the
-    marks calibration lands and announces "w0 w1 w2". The client's next event, on the loop step
-    after the landing (whatever the number of steps a calibration takes), is an ACK with
-    `truncate` at 0 ms: it caps the reply, so history and the next prompt hold "". The model
-    used to check every `conversation.item.heard` of a step against the cutoff at the step's
-    end, 0 ms, so that announcement, true when made, failed.
-    """
-    machine = HistoryMachine()
-    try:
-        run_steps(machine, [
-            ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
-            ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
-        ])
-        cap = machine.ack_event(0, 0, truncate=True, by_item=False)
-        announce = machine._on_applied
-
-        def deliver_cap() -> None:
-            machine._take()
-            assert machine._deliver(*cap)
-
-        def announce_then_cap(response_id: str, result: int, elapsed_ms: float) -> None:
-            announce(response_id, result, elapsed_ms)
-            machine.loop.call_soon(deliver_cap)
-
-        machine.controller.on_applied = announce_then_cap
-        run_steps(machine, [
-            ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
-            ("start_prompt", {}),
-            ("finish_prompt", {"order": Random(0)}),
-        ])
-        capped = machine.replies[machine.order[0]]
-        assert capped.cutoff_ms == 0
-        assert machine.session.history.get(capped.item_id).text == ""
-        assert assistant_turns(machine, 1) == [""]
-        assert machine.announced[capped.rid] == ["", "w0 w1 w2", ""]
-    finally:
-        machine.teardown()
-
-
-def test_cap_before_a_held_result_lands_refuses_it() -> None:
-    """The same session with a slow policy: the cap at 0 ms comes while the result for the
-    1200 ms evidence is held, so the result lands after it and is refused (its evidence is no
-    longer covered); history, the prompt and every announcement hold ""."""
-    machine = SlowHistoryMachine()
-    try:
-        run_steps(machine, [
-            ("new_reply", {"words": 4, "prompt_now": True, "spoken": 4, "finish": True}),
-            ("ack", {"index": 0, "value": "sent", "truncate": False, "by_item": False}),
-            ("new_reply", {"words": 1, "prompt_now": False, "spoken": 0, "finish": False}),
-            ("start_prompt", {}),
-            ("ack", {"index": 0, "value": 0, "truncate": True, "by_item": False}),
-            ("finish_prompt", {"order": Random(0)}),
-        ])
-        capped = machine.replies[machine.order[0]]
-        assert capped.cutoff_ms == 0
-        assert machine.session.history.get(capped.item_id).text == ""
-        assert assistant_turns(machine, 1) == [""]
-        assert machine.announced[capped.rid] == [""]
-    finally:
-        machine.teardown()

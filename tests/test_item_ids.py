@@ -49,13 +49,13 @@ def test_a_client_may_not_take_an_id_the_server_announced_for_a_speech_turn() ->
         "turn_detection": {"type": "server_vad"}}}}}))
     send(session, type="input_audio_buffer.append",
          audio=base64.b64encode(pcm_ms(400)).decode())
-    session.on_speech_started(100)
+    session.turn_taking.on_speech_started(100)
     [started] = [e for e in session.take_events()
                  if e["type"] == "input_audio_buffer.speech_started"]
     reserved = started["item_id"]
     [error] = send(session, **user_item(reserved))
     assert error["type"] == "error" and error["error"]["code"] == "duplicate_item_id"
-    session.on_speech_stopped(300)
+    session.turn_taking.on_speech_stopped(300)
     committed = [e for e in session.take_events()
                  if e["type"] == "input_audio_buffer.committed"]
     assert [e["item_id"] for e in committed] == [reserved]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.bench_calibration import load_corpus
+from benchmarks.calibration_corpus import load_corpus
 from calibration.units import text_units
 from server.speech.language_voices import latin_voice
 from server.speech.script_voices import ScriptVoiceSynthesizer

@@ -389,8 +389,8 @@ def speak(session: Session, start_ms: int) -> list[dict[str, Any]]:
     pcm16 = b"\x01\x00" * (24 * 1500)
     session.receive(json.dumps({"type": "input_audio_buffer.append",
                                 "audio": base64.b64encode(pcm16).decode()}))
-    session.on_speech_started(start_ms)
-    session.on_speech_stopped(start_ms + 1000)
+    session.turn_taking.on_speech_started(start_ms)
+    session.turn_taking.on_speech_stopped(start_ms + 1000)
     return session.take_events()
 
 
@@ -404,7 +404,7 @@ def test_spoken_turns_and_their_replies_keep_to_max_history_items() -> None:
     events = speak(session, 0)
     [committed] = [e for e in events if e["type"] == "input_audio_buffer.committed"]
     session.take_effects()
-    session.on_transcription(committed["item_id"], "And two.")
+    session.turn_taking.on_transcription(committed["item_id"], "And two.")
     events = session.take_events()
     assert [e["error"]["code"] for e in events if e["type"] == "error"] == [
         "history_limit_exceeded"]
@@ -421,7 +421,8 @@ def test_spoken_turns_and_their_replies_keep_to_max_history_items() -> None:
 def test_a_spoken_turn_whose_words_overflow_max_history_chars_is_dropped() -> None:
     session = spoken_session(max_history_chars=20)
     [committed] = [e for e in speak(session, 0) if e["type"] == "input_audio_buffer.committed"]
-    session.on_transcription(committed["item_id"], "Far too many words for this history.")
+    session.turn_taking.on_transcription(committed["item_id"],
+                                         "Far too many words for this history.")
     events = session.take_events()
     assert [e["type"] for e in events] == ["conversation.item.deleted", "error"]
     assert session.history.ids() == []

@@ -19,7 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from server.metrics import REMEMBERED, MeasuredResponder, MeasuredSynthesizer, ServerMetrics
-from server.realtime import protocol
+from server.realtime import event_parser, protocol
 from server.responders.prompt import Prompt
 from tests.conftest import loaded_synthesizer
 from tests.realtime_client import RealtimeClient
@@ -193,7 +193,7 @@ def test_interruptions_are_attributed_to_the_event_applied_and_counted_once() ->
 def refused(frame: str) -> protocol.ProtocolError:
     """The error the guarded parser refuses `frame` with."""
     with pytest.raises(protocol.ProtocolError) as refusal:
-        protocol.parse_client_event(frame)
+        event_parser.parse_client_event(frame)
     return refusal.value
 
 

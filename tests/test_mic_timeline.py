@@ -2,7 +2,7 @@
 band levels kept for a bounded time, each 10 ms frame mapped to the reply frame that was
 playing when it was captured, the room's noise floor, and the stretches the lag search compares.
 
-The reply is real Piper audio (tests/test_echo.py's, as the server sends it at 24 kHz); the
+The reply is real Piper audio (tests/echo_microphone.py's, as the server sends it at 24 kHz); the
 microphone is 16 kHz, appended every 40 ms as the page sends it, with the playing position the
 session would estimate.
 """
@@ -25,7 +25,7 @@ from server.listening.mic_timeline import (
 )
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
-from tests.test_echo import OUTPUT_RATE_HZ, reference, reply_24k
+from tests.echo_microphone import OUTPUT_RATE_HZ, reference, reply_24k
 
 APPEND_MS = 40
 STEP = MIC_RATE_HZ * APPEND_MS // 1000

@@ -125,7 +125,7 @@ def test_every_field_of_openais_schema_is_accepted_and_reported() -> None:
 
 def test_what_openai_refuses_is_one_error_naming_every_field_and_changes_nothing() -> None:
     session = Session()
-    before = session.session_wire()
+    before = session.settings.wire()
     event = update(session, {
         "instructions": "Never applied.", "tracing": "yes", "max_output_tokens": 0,
         "audio": {"output": {"speed": 3, "colour": "red"},
@@ -140,7 +140,7 @@ def test_what_openai_refuses_is_one_error_naming_every_field_and_changes_nothing
                   "session.tool_choice"):
         assert f"'{param}'" in error["message"], (param, error["message"])
     assert error["param"] in error["message"]
-    assert session.session_wire() == before
+    assert session.settings.wire() == before
 
 
 def test_g711_formats_are_accepted_and_pcm_at_another_rate_is_refused() -> None:
@@ -211,7 +211,7 @@ def test_a_system_item_mid_conversation_is_an_instruction_where_it_stands() -> N
     assert "error" not in [e["type"] for e in events]
     session.receive(json.dumps({"type": "response.create"}))
     response_id = session.current_response_id
-    prompt = session.build_prompt(response_id)
+    prompt = session.generation.build_prompt(response_id)
     assert prompt.as_messages()[1:] == [
         {"role": "user", "content": "Hello."}, {"role": "system", "content": "Answer in French."},
         {"role": "user", "content": "Tides?"}]
@@ -225,7 +225,7 @@ def test_max_output_tokens_reaches_the_responders_prompt() -> None:
     for value in (25, "inf"):
         update(session, {"max_output_tokens": value})
         session.receive(json.dumps({"type": "response.create"}))
-        limits.append(session.build_prompt(session.current_response_id).max_output_tokens)
+        limits.append(session.generation.build_prompt(session.current_response_id).max_output_tokens)
         session.receive(json.dumps({"type": "response.cancel"}))
         session.take_events()
     assert limits == [25, None]

@@ -42,7 +42,7 @@ def paused_session(**interruption: Any) -> tuple[Session, str]:
     send(session, type="playback.ack", response_id=rid, played_ms=400)
     session.pull_outbound(now_ms=400.0)
     session.take_events()
-    session.on_speech_started(0)
+    session.turn_taking.on_speech_started(0)
     return session, rid
 
 
@@ -69,17 +69,17 @@ def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn()
     uh_huh = mic_pcm16(speech_fixtures.place(speech_fixtures.speech("uh-huh", "espeak",
                                                                     "en-us"), 300, 300))
     session.input_turns.audio.append(uh_huh)
-    session.on_speech_paused(700)
+    session.turn_taking.on_speech_paused(700)
     item_id = session.input_turns.speech_turn[0]
     session.set_clock(1200.0)
-    session.on_prepared_transcription(item_id, "Uh-uh.")
+    session.turn_taking.on_prepared_transcription(item_id, "Uh-uh.")
     events = session.take_events()
     assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
     assert events[0]["transcript"] == "Uh-uh." and events[0]["rule"] == "murmur_h"
     assert (events[1]["reason"], events[1]["audio_end_ms"], events[1]["paused_ms"]) == (
         "backchannel", 400, 800)
     history = [(item.role, item.id) for item in session.history]
-    session.on_speech_stopped(700)
+    session.turn_taking.on_speech_stopped(700)
     assert types(session.take_events()) == ["input_audio_buffer.speech_stopped"]
     assert not [e for e in session.take_effects() if isinstance(e, Transcribe)]
     assert [(item.role, item.id) for item in session.history] == history
@@ -95,8 +95,8 @@ def test_a_never_word_cuts_at_the_paused_position() -> None:
     wait = mic_pcm16(speech_fixtures.place(speech_fixtures.speech("wait", "espeak", "en-us"),
                                            300, 300))
     session.input_turns.audio.append(wait)
-    session.on_speech_paused(700)
-    session.on_prepared_transcription(session.input_turns.speech_turn[0], "Wait.")
+    session.turn_taking.on_speech_paused(700)
+    session.turn_taking.on_prepared_transcription(session.input_turns.speech_turn[0], "Wait.")
     events = session.take_events()
     assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
     done = next(e for e in events if e["type"] == "response.done")
@@ -135,7 +135,7 @@ def test_the_timeout_resumes_without_speech_and_cuts_over_undecided_speech(
     if turn:
         send(session, type="session.update",
              **{"session": {"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}})
-        session.on_speech_started(0)
+        session.turn_taking.on_speech_started(0)
         session.pauses.attach_turn(session.input_turns.speech_turn[0], 0)
     assert session.pull_outbound(now_ms=3000.0) == 3500.0
     session.take_events()
@@ -198,17 +198,17 @@ def test_a_backchannel_is_decided_at_its_gap_and_its_stop_waits_for_the_verdict(
     transcription."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "uh-huh")
-    session.on_speech_gap(700)
+    session.turn_taking.on_speech_gap(700)
     [decide] = decisions(session)
     assert (decide.item_id, decide.audio_start_ms, decide.audio_end_ms) == (item_id, 0, 700)
     assert len(decide.pcm16) == 24000 * 2 * (700 + DECISION_TAIL_MS) // 1000
-    session.on_speech_paused(700)
-    session.on_speech_stopped(700)
+    session.turn_taking.on_speech_paused(700)
+    session.turn_taking.on_speech_stopped(700)
     assert not [e for e in session.take_effects() if not isinstance(e, WakeSender)]
     assert types(session.take_events()) == ["input_audio_buffer.speech_stopped"]
     history = [item.id for item in session.history]
     session.set_clock(1000.0)
-    session.on_decision_transcription(item_id, 700, "Uh-uh.")
+    session.turn_taking.on_decision_transcription(item_id, 700, "Uh-uh.")
     events = session.take_events()
     assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
     assert (events[1]["reason"], events[1]["paused_ms"]) == ("backchannel", 600)
@@ -225,12 +225,12 @@ def test_an_interruption_decided_at_its_gap_cuts_and_its_turn_keeps_the_decision
     transcript: no second transcription before the answer."""
     session, rid = paused_session()
     item_id = spoken_turn(session, "wait")
-    session.on_speech_gap(600)
-    session.on_speech_paused(600)
-    session.on_speech_stopped(600)
+    session.turn_taking.on_speech_gap(600)
+    session.turn_taking.on_speech_paused(600)
+    session.turn_taking.on_speech_stopped(600)
     session.take_effects()
     session.take_events()
-    session.on_decision_transcription(item_id, 600, "Wait.")
+    session.turn_taking.on_decision_transcription(item_id, 600, "Wait.")
     events = session.take_events()
     assert types(events)[0] == "output_audio_buffer.cleared"
     assert "input_audio_buffer.committed" in types(events)
@@ -245,13 +245,13 @@ def test_a_backchannel_verdict_before_the_pause_prepares_nothing() -> None:
     prepares no transcription (CI counted two), and its stop drops the turn."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "uh-huh")
-    session.on_speech_gap(700)
+    session.turn_taking.on_speech_gap(700)
     session.take_effects()
-    session.on_decision_transcription(item_id, 700, "Uh-huh.")
+    session.turn_taking.on_decision_transcription(item_id, 700, "Uh-huh.")
     assert types(session.take_events()) == ["input_audio_buffer.backchannel",
                                              "response.resumed"]
-    session.on_speech_paused(700)
-    session.on_speech_stopped(700)
+    session.turn_taking.on_speech_paused(700)
+    session.turn_taking.on_speech_stopped(700)
     assert not [e for e in session.take_effects()
                 if isinstance(e, PrepareTranscription | Transcribe)]
     assert item_id not in session.items.reserved
@@ -263,12 +263,12 @@ def test_a_verdict_before_the_pause_keeps_its_words_and_prepares_nothing() -> No
     same words (it did, and CI counted two), and the commit keeps the verdict's."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "wait")
-    session.on_speech_gap(600)
+    session.turn_taking.on_speech_gap(600)
     session.take_effects()
-    session.on_decision_transcription(item_id, 600, "Wait.")
-    session.on_speech_paused(600)
+    session.turn_taking.on_decision_transcription(item_id, 600, "Wait.")
+    session.turn_taking.on_speech_paused(600)
     assert not [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
-    session.on_speech_stopped(600)
+    session.turn_taking.on_speech_stopped(600)
     [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
     assert (transcribe.item_id, transcribe.transcript, transcribe.prepared) == (
         item_id, "Wait.", False)
@@ -281,13 +281,13 @@ def test_a_cut_turn_with_sound_after_the_decision_s_audio_is_transcribed_again()
     before the stop prepares that transcription, which the commit claims."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "wait")
-    session.on_speech_gap(400)
-    session.on_speech_paused(400)
+    session.turn_taking.on_speech_gap(400)
+    session.turn_taking.on_speech_paused(400)
     session.take_effects()
-    session.on_decision_transcription(item_id, 400, "Wait.")
+    session.turn_taking.on_decision_transcription(item_id, 400, "Wait.")
     [prepare] = [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
     assert len(prepare.pcm16) == 24000 * 2 * (400 + UTTERANCE_TAIL_MS) // 1000
-    session.on_speech_stopped(400)
+    session.turn_taking.on_speech_stopped(400)
     [transcribe] = [e for e in session.take_effects() if isinstance(e, Transcribe)]
     assert transcribe.prepared and transcribe.transcript is None
     assert transcribe.pcm16 == prepare.pcm16
@@ -298,15 +298,15 @@ def test_a_verdict_on_speech_the_person_continued_is_ignored() -> None:
     stale: its transcript decides nothing; the next gap decides the whole utterance."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "uh-uh")
-    session.on_speech_gap(300)
-    session.on_speech_resumed()
+    session.turn_taking.on_speech_gap(300)
+    session.turn_taking.on_speech_resumed()
     session.take_effects()
-    session.on_decision_transcription(item_id, 300, "Uh.")
+    session.turn_taking.on_decision_transcription(item_id, 300, "Uh.")
     assert session.take_events() == [] and session.pauses.current is not None
-    session.on_speech_gap(700)
+    session.turn_taking.on_speech_gap(700)
     [decide] = decisions(session)
     assert decide.audio_end_ms == 700
-    session.on_decision_transcription(item_id, 700, "No.")
+    session.turn_taking.on_decision_transcription(item_id, 700, "No.")
     assert types(session.take_events())[0] == "output_audio_buffer.cleared"
 
 
@@ -315,12 +315,12 @@ def test_the_timeout_cuts_while_the_deciding_transcription_runs() -> None:
     (never resume over words not understood); the late verdict then commits the turn."""
     session, _ = paused_session()
     item_id = spoken_turn(session, "uh-huh")
-    session.on_speech_gap(700)
-    session.on_speech_stopped(700)
+    session.turn_taking.on_speech_gap(700)
+    session.turn_taking.on_speech_stopped(700)
     session.take_events()
     session.pull_outbound(now_ms=400.0 + 2500)
     assert "output_audio_buffer.cleared" in types(session.take_events())
-    session.on_decision_transcription(item_id, 700, "Uh-huh.")
+    session.turn_taking.on_decision_transcription(item_id, 700, "Uh-huh.")
     assert "input_audio_buffer.committed" in types(session.take_events())
 
 
@@ -346,7 +346,7 @@ def test_a_cleared_input_leaves_no_utterance_and_a_committed_one_decides() -> No
     session.input_turns.audio.append(wait)
     [committed] = [e for e in send(session, type="input_audio_buffer.commit")
                    if e["type"] == "input_audio_buffer.committed"]
-    session.on_transcription(committed["item_id"], "Wait.")
+    session.turn_taking.on_transcription(committed["item_id"], "Wait.")
     events = session.take_events()
     assert ("output_audio_buffer.cleared", "interruption") in [
         (e["type"], e.get("reason")) for e in events]

@@ -1,7 +1,8 @@
 """Nothing a client sends kills its session: fuzzed frames against a real server on loopback.
 
-The strategies and the checks live in `tests/protocol_fuzz.py` (shared with
-`benchmarks/fuzz_protocol.py`, the randomized run of >= 100,000 frames). Here the "ci" profile
+The batches and the checks live in `tests/protocol_fuzz.py`, the frames' strategies in
+`tests/fuzz_frames.py` and `tests/fuzz_defects.py` (shared with `benchmarks/fuzz_protocol.py`,
+the randomized run of >= 100,000 frames). Here the "ci" profile
 (tests/conftest.py) makes the slice deterministic; `HYPOTHESIS_PROFILE=fuzz` explores more.
 """
 
@@ -14,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from server.realtime.protocol import MAX_EXACT_INTEGER
-from tests.protocol_fuzz import FuzzFrame, frame_batches, run_batch
+from tests.fuzz_frames import FuzzFrame
+from tests.protocol_fuzz import frame_batches, run_batch
 from tests.realtime_client import RealtimeClient
 from tests.test_protocol_errors import establish_heard_reply
 

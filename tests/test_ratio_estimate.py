@@ -10,13 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_calibration import (
-    CUT_STEP_MS,
-    Reply,
-    heard_bounds,
-    load_corpus,
-    synthesize,
-)
+from benchmarks.calibration_corpus import CUT_STEP_MS, Reply, heard_bounds, load_corpus, synthesize
 from calibration import speakable, units
 from calibration.history_calibration import HeardCut, HeardTextSnapshot
 from calibration.policies import auto_policy, ratio_policy

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from server import reply_echo
-from server.connection import float_to_pcm16
 from server.listening.band_envelope import ANALYSIS_MS, FRAME_MS, SILENCE_DB
+from server.listening.pcm16 import float_to_pcm16
 from server.reply_echo import ReplyEcho
 from server.speech.synthesizer import StopSignal
 from server.speech.uniform_tts import UniformSynthesizer

@@ -224,13 +224,13 @@ def test_a_full_input_buffer_never_makes_a_server_vad_session_deaf() -> None:
          session={"audio": {"input": {"turn_detection": SERVER_VAD}}})
     second = base64.b64encode(bytes(INPUT_RATE_HZ * 2)).decode()
     send(session, type="input_audio_buffer.append", audio=second)
-    session.on_speech_started(500)
+    session.turn_taking.on_speech_started(500)
     for _ in range(14):
         events = send(session, type="input_audio_buffer.append", audio=second)
         assert not [e for e in events if e["type"] == "error"], events
     assert len(session.input_turns.audio) <= INPUT_RATE_HZ * 2 * 10
     assert session.input_turns.audio.end_ms == 15_000
-    session.on_speech_stopped(14_500)
+    session.turn_taking.on_speech_stopped(14_500)
     committed = [e for e in session.take_events() if e["type"] == "input_audio_buffer.committed"]
     assert len(committed) == 1
     manual = Session(SessionConfig(input_audio_max_bytes=INPUT_RATE_HZ * 2 * 10))

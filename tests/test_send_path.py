@@ -1,5 +1,5 @@
 """The send path: server events framed exactly, and an ACK's answer sent with the audio it
-releases in one socket write (`server.outbound.send_events`, `Connection._settle`)."""
+releases in one socket write (`server.outbound.send_events`, `server.sending.Sender.settle`)."""
 
 from __future__ import annotations
 

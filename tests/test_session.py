@@ -27,11 +27,11 @@ def start_reply(session: Session, text: str, audio_ms: int, *, done: bool = True
     send(session, type="response.create")
     effects = session.take_effects()
     response_id = next(e.response_id for e in effects if isinstance(e, StartGeneration))
-    session.on_text(response_id, text)
-    session.on_speech(response_id, len(text), pcm_ms(audio_ms),
-                      [WordMark(0, len(text), 0, audio_ms)])
+    session.generation.on_text(response_id, text)
+    session.generation.on_speech(response_id, len(text), pcm_ms(audio_ms),
+                                 [WordMark(0, len(text), 0, audio_ms)])
     if done:
-        session.on_generation_done(response_id)
+        session.generation.on_done(response_id)
     return response_id
 
 
@@ -76,9 +76,9 @@ def test_late_output_of_a_cancelled_response_is_dropped() -> None:
     rid = start_reply(session, "One moment please.", 1200, done=False)
     send(session, type="barge_in", response_id=rid, audio_end_ms=0)
     assert CancelGeneration(rid) in session.take_effects()
-    assert session.on_speech(rid, 18, pcm_ms(400), []) is False
-    assert session.on_text(rid, " more") is False
-    session.on_generation_done(rid)
+    assert session.generation.on_speech(rid, 18, pcm_ms(400), []) is False
+    assert session.generation.on_text(rid, " more") is False
+    session.generation.on_done(rid)
     assert session.responses[rid].cursor.generated_ms == 1200
     assert not session.responses[rid].cursor.audio_complete
     assert session.responses[rid].text == "One moment please."
@@ -91,7 +91,7 @@ def test_exactly_one_terminal_per_response() -> None:
     events = session.take_events()
     send(session, type="response.cancel", response_id=rid)
     send(session, type="barge_in", response_id=rid, audio_end_ms=0)
-    session.on_generation_failed(rid, "late failure")
+    session.generation.on_failed(rid, "late failure")
     events += session.take_events()
     assert types(events).count("response.done") == 1
 
@@ -158,10 +158,10 @@ calibration then keeps "one two three")."""
     send(session, type="response.create")
     rid = next(e.response_id for e in session.take_effects() if isinstance(e, StartGeneration))
     text = "one two three four five six"
-    session.on_text(rid, text)
+    session.generation.on_text(rid, text)
     marks = [WordMark(text.index(word), text.index(word) + len(word), 400 * i, 400 * i + 350)
              for i, word in enumerate(text.split())]
-    session.on_speech(rid, len(text), pcm_ms(2400), marks)
+    session.generation.on_speech(rid, len(text), pcm_ms(2400), marks)
     session.pull_outbound(now_ms=0.0)
     send(session, type="playback.ack", response_id=rid, played_ms=1300)
     events = send(session, type="barge_in")
@@ -178,7 +178,7 @@ def test_failed_generation_keeps_established_history() -> None:
     session.pull_outbound(now_ms=0.0)
     send(session, type="playback.ack", response_id=first, played_ms=1600)
     second = start_reply(session, "Tomorrow will", 800, done=False)
-    session.on_generation_failed(second, "tts crashed")
+    session.generation.on_failed(second, "tts crashed")
     events = session.take_events()
     done = [e for e in events if e["type"] == "response.done"][-1]
     assert done["response"]["status"] == "failed"
@@ -195,7 +195,7 @@ def test_prompt_holds_heard_text_and_interruption_flags() -> None:
     session.pull_outbound(now_ms=0.0)
     send(session, type="barge_in", response_id=rid, audio_end_ms=2000)
     next_id = start_reply(session, "", 0, done=False)
-    prompt = session.build_prompt(next_id)
+    prompt = session.generation.build_prompt(next_id)
     assert prompt is not None
     assert [(t.role, t.text, t.interrupted) for t in prompt.turns] == [
         ("user", "Count down.", False), ("assistant", "", True)]

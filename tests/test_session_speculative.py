@@ -62,16 +62,16 @@ def only(effects: list[Any], kind: type) -> list[Any]:
 def test_a_turn_ending_at_its_pause_commits_exactly_the_prepared_audio() -> None:
     session = vad_session()
     append(session, 0, 1000)
-    session.on_speech_started(700)
+    session.turn_taking.on_speech_started(700)
     append(session, 1000, 1400)
     session.take_events(), session.take_effects()
-    session.on_speech_paused(2000)
+    session.turn_taking.on_speech_paused(2000)
     assert session.take_events() == [], "a pause announces nothing"
     [prepared] = only(session.take_effects(), PrepareTranscription)
     assert prepared.pcm16 == ramp(700, 2000 + UTTERANCE_TAIL_MS - 700)
     assert prepared.audio_start_ms == 700
     append(session, 2400, 200)
-    session.on_speech_stopped(2000)
+    session.turn_taking.on_speech_stopped(2000)
     events = session.take_events()
     assert [e["type"] for e in events[:2]] == ["input_audio_buffer.speech_stopped",
                                                "input_audio_buffer.committed"]
@@ -84,27 +84,27 @@ def test_a_turn_ending_at_its_pause_commits_exactly_the_prepared_audio() -> None
 def test_speech_after_a_pause_commits_other_audio_and_a_later_pause_prepares_it() -> None:
     session = vad_session()
     append(session, 0, 1000)
-    session.on_speech_started(700)
+    session.turn_taking.on_speech_started(700)
     append(session, 1000, 1400)
-    session.on_speech_paused(2000)
+    session.turn_taking.on_speech_paused(2000)
     [first] = only(session.take_effects(), PrepareTranscription)
     append(session, 2400, 800)
-    session.on_speech_stopped(2800)
+    session.turn_taking.on_speech_stopped(2800)
     [transcribe] = only(session.take_effects(), Transcribe)
     assert transcribe.item_id == first.item_id and not transcribe.prepared
     assert transcribe.pcm16 != first.pcm16
     assert transcribe.pcm16 == ramp(700, 2800 + UTTERANCE_TAIL_MS - 700)
 
     append(session, 3200, 500)
-    session.on_speech_started(3300)
+    session.turn_taking.on_speech_started(3300)
     append(session, 3700, 1500)
-    session.on_speech_paused(4000)
-    session.on_speech_paused(4600)
+    session.turn_taking.on_speech_paused(4000)
+    session.turn_taking.on_speech_paused(4600)
     effects = only(session.take_effects(), PrepareTranscription)
     assert [len(e.pcm16) for e in effects] == [
         len(ramp(3300, 4000 + UTTERANCE_TAIL_MS - 3300)),
         len(ramp(3300, 4600 + UTTERANCE_TAIL_MS - 3300))]
-    session.on_speech_stopped(4600)
+    session.turn_taking.on_speech_stopped(4600)
     [transcribe] = only(session.take_effects(), Transcribe)
     assert transcribe.prepared and transcribe.pcm16 == effects[-1].pcm16
 
@@ -112,26 +112,26 @@ def test_speech_after_a_pause_commits_other_audio_and_a_later_pause_prepares_it(
 def test_a_prepared_transcription_is_discarded_when_its_turn_cannot_commit() -> None:
     session = vad_session()
     append(session, 0, 1000)
-    session.on_speech_started(700)
+    session.turn_taking.on_speech_started(700)
     append(session, 1000, 1400)
-    session.on_speech_paused(2000)
+    session.turn_taking.on_speech_paused(2000)
     [prepared] = only(session.take_effects(), PrepareTranscription)
     send(session, type="input_audio_buffer.clear")
     assert session.take_effects() == [DiscardTranscription(prepared.item_id)]
-    session.on_speech_stopped(2000)
+    session.turn_taking.on_speech_stopped(2000)
     assert session.take_effects() == [], "the cleared turn is not committed"
 
-    session.on_speech_started(2500)
+    session.turn_taking.on_speech_started(2500)
     append(session, 2400, 1000)
-    session.on_speech_paused(3000)
+    session.turn_taking.on_speech_paused(3000)
     [prepared] = only(session.take_effects(), PrepareTranscription)
     send(session, type="session.update",
          session={"audio": {"input": {"turn_detection": {**SERVER_VAD, "threshold": 0.6}}}})
     assert session.take_effects() == [DiscardTranscription(prepared.item_id)]
 
-    session.on_speech_started(3100)
+    session.turn_taking.on_speech_started(3100)
     append(session, 3400, 600)
-    session.on_speech_paused(3600)
+    session.turn_taking.on_speech_paused(3600)
     session.take_effects()
     send(session, type="input_audio_buffer.commit")
     [transcribe] = only(session.take_effects(), Transcribe)
@@ -160,15 +160,15 @@ def test_pauses_of_real_speech_prepare_what_the_commit_takes() -> None:
         for event in detector.feed(pcm16[start:start + frame], False):
             turn_events.append(event)
             if isinstance(event, SpeechStarted):
-                session.on_speech_started(event.audio_start_ms)
+                session.turn_taking.on_speech_started(event.audio_start_ms)
             elif isinstance(event, SpeechGap):
-                session.on_speech_gap(event.audio_end_ms)
+                session.turn_taking.on_speech_gap(event.audio_end_ms)
             elif isinstance(event, SpeechPaused):
-                session.on_speech_paused(event.audio_end_ms)
+                session.turn_taking.on_speech_paused(event.audio_end_ms)
             elif isinstance(event, SpeechResumed):
-                session.on_speech_resumed()
+                session.turn_taking.on_speech_resumed()
             else:
-                session.on_speech_stopped(event.audio_end_ms)
+                session.turn_taking.on_speech_stopped(event.audio_end_ms)
         effects = session.take_effects()
         prepared += only(effects, PrepareTranscription)
         transcribed += only(effects, Transcribe)

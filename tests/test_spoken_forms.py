@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_calibration import load_corpus
+from benchmarks.calibration_corpus import load_corpus
 from calibration.speakable import make_speakable
 from calibration.units import text_units
 from server.speech.segmenter import SpeechSegmenter

@@ -68,7 +68,7 @@ def test_a_completed_reply_is_kept_in_full_once_the_client_is_known_not_to_ack()
     assert [(e["text"], e["method"], e["interrupted"]) for e in heard] == [(REPLY, "full", False)]
     [retrieved] = send(session, type="conversation.item.retrieve", item_id=item_id)
     assert retrieved["item"]["content"][0]["transcript"] == REPLY
-    assert session.playback_unreported()
+    assert session.reply_playback.playback_unreported()
 
 
 def test_a_truncate_still_cuts_a_reply_kept_in_full() -> None:
@@ -99,7 +99,7 @@ def test_server_vad_cuts_an_unacknowledged_reply_at_its_real_time_position() -> 
         session.pull_outbound(now_ms=float(now))
     session.take_events()
     session.set_clock(1700.0)
-    session.on_speech_started(0)
+    session.turn_taking.on_speech_started(0)
     events = session.take_events()
     assert "output_audio_buffer.cleared" in types(events)
     [heard] = [e for e in events if e["type"] == "conversation.item.heard"]
@@ -121,7 +121,7 @@ def test_a_client_that_acks_late_is_not_taken_for_one_that_never_does() -> None:
     session.set_clock(300.0)
     send(session, type="playback.ack", response_id=rid, played_ms=200)
     session.pull_outbound(now_ms=5000.0)
-    assert not session.playback_unreported()
+    assert not session.reply_playback.playback_unreported()
     assert session.history.get(session.responses[rid].item_id).text == ""
 
 
@@ -201,4 +201,4 @@ def test_a_prompt_before_the_ack_timeout_does_not_cut_a_completed_reply() -> Non
     session.pull_outbound(now_ms=ACK_TIMEOUT_MS + 50.0)
     item = session.history.get(session.responses[rid].item_id)
     assert (item.text, item.interrupted) == ("alpha beta gamma.", False)
-    assert session.playback_unreported()
+    assert session.reply_playback.playback_unreported()

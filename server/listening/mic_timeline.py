@@ -36,7 +36,7 @@ from server.listening.echo_path import EXCESS_SLACK_FRAMES, NOISE_MARGIN_DB
 LAG_RANGE_MS = (-200, 800)
 """Delays searched (ms) of the microphone behind the moment its audio was estimated to play (by
 the position the session estimated for each append's capture): the estimate
-(`Session.playback_position_ms`) misses the client's output and capture latency, the network
+(`ReplyPlayback.position_ms`) misses the client's output and capture latency, the network
 (the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
 of it by up to 200 ms when an ACK was late."""
 

@@ -22,7 +22,7 @@ UTTERANCE_TAIL_MS = 300
 final unvoiced consonant ("t", "s") as non-speech up to about 190 ms after the last speech
 window (measured in tests/test_vad.py), and the transcript should keep it. Server VAD also
 reports a pause (`server.listening.turn_events.SpeechPaused`) once the silence reaches this
-tail, when the audio a commit would take is complete (`Session.on_speech_paused`)."""
+tail, when the audio a commit would take is complete (`TurnTaking.on_speech_paused`)."""
 
 DECISION_TAIL_MS = 150
 """Silence after a turn's speech at which server VAD reports a gap

@@ -7,9 +7,10 @@ decoded, then resampled 8 -> 24 kHz as one stream), and `WireAudio.encode_output
 audio delta into the output format (resampled 24 -> 8 kHz as one stream per response, then
 G.711 encoded). Positions (`audio_end_ms`, marks, ACKs, truncates) stay in ms, so nothing else
 changes. Resampling is soxr's streaming HQ resampler (`StreamResampler`), which keeps back
-the end of each chunk until the next one: at most `MAX_HELD_MS`. A G.711 reply's audio ends up
-to that much short of its `audio_end_ms`, and the end of each append reaches the input buffer
-with the next one.
+the end of each chunk until the next one: at most `MAX_HELD_MS`. A completed G.711 reply's
+held end is flushed before its `response.output_audio.done` (`WireAudio.flush_output`), so
+its bytes match its `audio_end_ms`; a cancelled one's is dropped with the rest of its audio.
+The end of each append reaches the input buffer with the next one.
 Sans-I/O.
 """
 
@@ -116,3 +117,18 @@ class WireAudio:
         if self._output_stream is None or self._output_stream[0] != response_id:
             self._output_stream = response_id, StreamResampler(self.rate_hz, G711_RATE_HZ)
         return g711.encode(_resampled(self._output_stream[1], pcm16), law)
+
+    def flush_output(self, response_id: str) -> bytes:
+        """The end of `response_id`'s output stream, in the output format: the audio its
+        resampler still holds (at most `MAX_HELD_MS`), to send before the reply's
+        `response.output_audio.done` so that its bytes match its `audio_end_ms`; b"" when
+        nothing is held (`audio/pcm`, or no stream of this response). The next delta starts
+        a new stream."""
+        stream = self._output_stream
+        if stream is None or stream[0] != response_id:
+            return b""
+        self._output_stream = None
+        tail = stream[1].flush()
+        if not len(tail):
+            return b""
+        return g711.encode(float_to_pcm16(tail), self.output_format["type"])

@@ -39,7 +39,7 @@ class DetectSpeech:
         response_id: the reply being played (or whose playback just ended: its echo may
             still be arriving), None when none is (`playback_ms` is then None).
         playback_ms: the position in that reply (ms) estimated to be playing when the append
-            arrived (`Session.playback_position_ms`), or None; the echo detector compares the
+            arrived (`ReplyPlayback.position_ms`), or None; the echo detector compares the
             microphone with the reply's audio around it.
     """
 
@@ -56,7 +56,7 @@ class Transcribe:
     """Effect: transcribe a committed user utterance (PCM16 LE mono at the input rate).
 
     Attributes:
-        item_id: the user item awaiting the transcript (`Session.on_transcription`).
+        item_id: the user item awaiting the transcript (`TurnTaking.on_transcription`).
         pcm16: the committed audio.
         audio_start_ms: input-timeline position (ms) of its first sample (the driver
             suppresses the reply's echo it knows there before transcribing).
@@ -94,7 +94,7 @@ class PrepareTranscription:
 @dataclass(frozen=True, slots=True)
 class DecideTranscription:
     """Effect: transcribe the utterance of a server VAD turn that decides a paused reply, up
-    to its speech gap (`Session.on_decision_transcription` gets the transcript). Runs beside
+    to its speech gap (`TurnTaking.on_decision_transcription` gets the transcript). Runs beside
     any `PrepareTranscription`; each runs to its end, and the core ignores the result of one
     whose turn spoke on after its gap.
 
@@ -122,7 +122,7 @@ class DiscardTranscription:
 @dataclass(frozen=True, slots=True)
 class PredictTurnEnd:
     """Effect (`semantic_vad`): run the end-of-turn model (`server.listening.smart_turn`) on a
-    turn's audio up to its pause; `Session.on_turn_end_probability` gets the probability.
+    turn's audio up to its pause; `TurnTaking.on_turn_end_probability` gets the probability.
 
     Attributes:
         item_id: the pending item of the turn.

@@ -9,7 +9,7 @@ session may append `speed` times real time, with a burst of `speed * window_ms` 
 at once; audio beyond that is throttled, not refused: the
 caller reads none of the session's next events until the bucket is back in credit, so TCP
 backpressure slows the client down and no audio is lost. Sans-I/O: the caller passes the
-clock (monotonic ms) in and does the waiting (`server.connection`).
+clock (monotonic ms) in and does the waiting (`server.input_work.SessionInput.throttle`).
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@
 appends into `DetectSpeech` effects, VAD reports (`speech_started` / `speech_gap` /
 `speech_paused` / `speech_resumed` / `speech_stopped`) and manual commits into user items
 awaiting their transcript (`Transcribe`, with a speculative `PrepareTranscription` at the
-utterance's pause), and transcripts into user turns. A turn that decides a paused reply is
-transcribed for that decision at its speech gap (`DecideTranscription`, `decide`); its commit
-waits for the decision (`decided`): a backchannel is never committed, and a cut turn keeps the
-decision's transcript when nothing audible follows the decision's audio. Whether a turn
-interrupts the assistant or starts a response is the session's decision; the methods here
-report what happened. Sans-I/O.
+utterance's pause), which `UserTranscripts` completes with their words. A turn that decides a
+paused reply is transcribed for that decision at its speech gap (`DecideTranscription`,
+`decide`); its commit waits for the decision (`decided`): a backchannel is never committed,
+and a cut turn keeps the decision's transcript when nothing audible follows the decision's
+audio. Whether a turn interrupts the assistant or starts a response is `TurnTaking`'s
+decision; the methods here report what happened. Sans-I/O.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from server.listening.server_vad_settings import (
     UTTERANCE_TAIL_MS,
     TurnDetection,
 )
-from server.realtime import limits, protocol
+from server.realtime import protocol
 from server.realtime.effects import (
     DecideTranscription,
     DetectSpeech,
@@ -37,6 +37,7 @@ from server.realtime.effects import (
 from server.realtime.events import EventLog
 from server.realtime.history import HistoryItem
 from server.realtime.items import ConversationItems
+from server.realtime.user_transcripts import UserTranscripts
 
 
 class InputTurns:
@@ -50,6 +51,7 @@ class InputTurns:
 
     Attributes:
         audio: the input audio buffer (ms positions on the session's input timeline).
+        transcripts: the committed turns awaiting their transcript (`UserTranscripts`).
         turn_detection: the `server_vad` settings in force, None without server VAD; server
             VAD with OpenAI's defaults until the client says otherwise (OpenAI's default).
     """
@@ -69,12 +71,7 @@ class InputTurns:
         self._skipped_pause: tuple[str, int] | None = None
         self._held: tuple[str, int, int] | None = None
         self._decided: tuple[str, int, bytes, str] | None = None
-        self._pending_transcripts: dict[str, float] = {}  # item id -> its audio, seconds
-
-    @property
-    def pending_transcripts(self) -> bool:
-        """True while a committed utterance still waits for its transcript."""
-        return bool(self._pending_transcripts)
+        self.transcripts = UserTranscripts(items, log)
 
     @property
     def speech_turn(self) -> tuple[str, int] | None:
@@ -113,13 +110,6 @@ class InputTurns:
         if decision is None or decision[:2] != (item_id, audio_end_ms):
             return None
         return decision[2]
-
-    def withdraw(self, item_id: str) -> None:
-        """A committed utterance awaiting its transcript was a backchannel: delete its user
-        item (`conversation.item.deleted`); its transcript is then ignored."""
-        self._pending_transcripts.pop(item_id, None)
-        if item_id in self._items.history:
-            self._items.delete(item_id)
 
     def drop_as_backchannel(self, item_id: str) -> None:
         """The turn in progress `item_id`, up to its latest pause, was a backchannel: when its
@@ -219,9 +209,9 @@ class InputTurns:
 
         Args:
             event: the append (PCM16 LE mono at the input rate).
-            playing: whether an assistant reply is playing now (`Session.assistant_playing`).
+            playing: whether an assistant reply is playing now (`ReplyPlayback.assistant_playing`).
             playback: (response id, ms) of the reply audio playing when the audio ending at
-                the given input position (ms) was captured (`Session.playback_position_ms`).
+                the given input position (ms) was captured (`ReplyPlayback.position_ms`).
 
         Raises:
             protocol.ProtocolError: `input_audio_buffer_full` (nothing is appended): without
@@ -383,38 +373,6 @@ class InputTurns:
                                     content_type="input_audio"))
         return True
 
-    def transcribed(self, item_id: str, transcript: str) -> bool:
-        """The transcript of a committed utterance is ready; True when it became a user turn.
-
-        An utterance with no words (noise, a cough) is deleted instead (False); so is nothing
-        when the item is gone. So is one whose words would take the history past its
-        `max_chars` (the item itself is already counted among the items), with an `error`
-        (`history_limit_exceeded`).
-        """
-        seconds = self._pending_transcripts.pop(item_id, 0.0)
-        item = self._items.history.get(item_id)
-        if item is None:
-            return False
-        if not any(ch.isalnum() for ch in transcript):
-            self._items.delete(item_id)
-            return False
-        text = transcript.strip()
-        full = limits.history_limit_error(
-            self._items.history, len(text), max_items=self._items.max_items + 1,
-            max_chars=self._items.max_chars)
-        if full is not None:
-            self._items.delete(item_id)
-            self._log.error(full)
-            return False
-        item.text = text
-        self._log.emit("conversation.item.input_audio_transcription.completed",
-                       item_id=item_id, content_index=0, transcript=item.text,
-                       usage={"type": "duration", "seconds": round(seconds, 3)})
-        self._log.emit("conversation.item.done",
-                       previous_item_id=self._items.history.previous_id(item_id),
-                       item=item.as_wire())
-        return True
-
     def _commit(self, start_ms: int, end_ms: int, item_id: str | None,
                 speech_end_ms: int | None) -> str | None:
         """Turn input audio [start_ms, end_ms) into user item `item_id` (None: a new one)
@@ -449,7 +407,7 @@ class InputTurns:
         self._log.emit("input_audio_buffer.committed", item_id=item.id,
                        previous_item_id=self._items.last_id())
         self._items.add(item, status="in_progress")
-        self._pending_transcripts[item.id] = len(pcm16) / 2 / self.audio.sample_rate_hz
+        self.transcripts.expect(item.id, len(pcm16) / 2 / self.audio.sample_rate_hz)
         self._log.effect(Transcribe(item.id, pcm16, audio_start_ms,
                                     prepared=prepared and known is None, transcript=known))
         return item.id

@@ -26,7 +26,7 @@ class ConversationItems:
         history: the session's conversation history (shared, not copied).
         log: the session's outbox.
         playback_unreported: whether the client is known not to report playback
-            (`Session.playback_unreported`); a completed reply then counts as heard in full
+            (`ReplyPlayback.playback_unreported`); a completed reply then counts as heard in full
             unless a truncate or barge-in cut it (OpenAI Realtime semantics).
         max_items, max_chars: the history's size limits (`check_room`).
 

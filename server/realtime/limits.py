@@ -2,7 +2,7 @@
 the session settings kept as given.
 
 Sans-I/O like the rest of `server.realtime`: the caller passes the clock (monotonic ms) in and
-turns the verdicts into socket actions (`server.connection`). Every refusal is a
+turns the verdicts into socket actions (`server.receiving`). Every refusal is a
 `protocol.ProtocolError`, so it reaches the client as an ordinary `error` event naming the
 refused event's `event_id`, and the refused event changes nothing.
 """
@@ -14,7 +14,7 @@ import json
 from collections import deque
 from typing import Any
 
-from server.realtime import protocol
+from server.realtime import event_parser, protocol
 from server.realtime.history import ConversationHistory, HistoryItem
 
 RATE_WINDOW_MS = 1000.0
@@ -22,7 +22,7 @@ RATE_WINDOW_MS = 1000.0
 
 MAX_STORED_SETTINGS_CHARS = 65_536
 """Most characters (code points of their compact JSON, all together) of the session fields this
-server keeps as given and reports back (`protocol.STORED_SESSION_FIELDS`: `tools`,
+server keeps as given and reports back (`session_update.STORED_SESSION_FIELDS`: `tools`,
 `tool_choice`, `tracing`, `include`, `prompt`, ...; and `audio.input.transcription` and
 `noise_reduction`). Without it a client could park a 1 MB `tools` list in every session (the
 frame limit), echoed in every `session.updated`. OpenAI documents no size limit; 64 k
@@ -90,7 +90,7 @@ def rate_limit_error(frame: str | bytes, limiter: EventRateLimiter) -> protocol.
         RATE_LIMIT_CODE,
         f"Too many events: this server applies at most {per_s:g} events per second per "
         "session; this event was ignored. Clients sending twice that are disconnected.",
-        event_id=protocol.event_id_of(frame),
+        event_id=event_parser.event_id_of(frame),
     )
 
 

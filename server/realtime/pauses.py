@@ -190,7 +190,7 @@ class ReplyPauses:
             return False
         if self._decide(item_id, transcript, pcm16) is not Verdict.BACKCHANNEL:
             return False
-        self._turns.withdraw(item_id)
+        self._turns.transcripts.withdraw(item_id)
         return True
 
     def check(self, now_ms: float) -> float | None:

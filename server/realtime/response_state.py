@@ -97,7 +97,7 @@ class ResponseState:
         paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
             and playback reports do not settle it until it resumes or is cut.
         prompted_items: the ids of the items whose text its prompt held
-            (`Session.build_prompt`), None before the prompt was built.
+            (`Generation.build_prompt`), None before the prompt was built.
         metadata: `response.create`'s `response.metadata`, echoed in the response object.
         function_calls: the function calls the responder made (`ToolCall`s), in order; they
             become `function_call` items when the response completes.
@@ -302,7 +302,7 @@ class ResponseState:
         the latest ACK plus the time since it arrived; before any ACK, the time since the first
         audio was sent minus the client's initial jitter buffer; within [0, sent_ms]; 0 before
         any audio was sent. `now_ms` may lie back (when an append was captured,
-        `Session.playback_position_ms`): only the audio sent by then bounds the estimate.
+        `ReplyPlayback.position_ms`): only the audio sent by then bounds the estimate.
 
         At most where the audio sent since that ACK lets the client be (`timeline`;
         never before the position ACKed from the ACK's arrival on, as the client cannot ACK

@@ -84,7 +84,7 @@ class TurnEnds:
         if detection is None or detection.idle_timeout_ms is None or response is None or (
                 response.active or response.first_send_ms is None
                 or response.id == self._idle_answered or self._input_turns.speech_turn
-                or self._input_turns.pending_transcripts):
+                or self._input_turns.transcripts.pending):
             return None
         idle_since = max(response.first_send_ms + response.cursor.sent_ms,
                          self._speech_clock_ms)
