@@ -11,14 +11,23 @@ position the session would estimate (+-20 ms), as tests/echo_microphone.py `turn
 is heard when a turn starts whose audio begins from 350 ms before the voice onset (-40 dBFS) to
 600 ms after it; a turn starting earlier is a false barge-in (the echo or the floor).
 
-Table 2, the echo alone: the whole reply heard back through rooms (-30 / -20 / -10 / -6 dB,
+Table 2, the first 1.5 s of the session's first reply, before any echo path is learned: the
+same words and voices at `EARLY_POSITIONS_MS` into the reply, the microphone streamed from the
+session's start (the reply starts 1 s into it), with no echo over a pink or a digitally silent
+floor, and over the reply's echo 30 dB down (150 ms late) and 10 dB down in a reverberant room
+(250 ms late, 400 ms RT60).
+
+Table 3, the echo alone: the whole reply heard back through rooms (-30 / -20 / -10 / -6 dB,
 150 / 400 ms, dry and with a 400 ms RT60 tail, over -60 / -50 dBFS pink noise or a digitally
-silent floor) and through a simulated automatic gain control (tests/echo_microphone.py `microphone`:
-the echo's gain rising 10 dB over its first second): every turn started is a false barge-in.
+silent floor; and -10 dB 0-300 ms late with a 400 ms RT60 with the microphone on only 300 ms
+before the reply, `EARLY_ECHO_ROOMS`) and through a simulated automatic gain control
+(tests/echo_microphone.py `microphone`: the echo's gain rising 10 dB over its first second):
+every turn started is a false barge-in.
 
 Prints both tables and the missed positions; exit status 1 when any interruption is missed or
 any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
-load. About 5 minutes on 2 loaded cores (264 + 20 runs); `--quick` runs Piper at 4 positions.
+load. About 12 minutes on 2 loaded cores (264 + 240 + 32 runs); `--quick` runs Piper at 4 and
+3 positions.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_interruptions`.
 """
@@ -58,12 +67,27 @@ HISTORY_MS = 3000
 AFTER_MS = 1500
 """Microphone audio fed after the person starts (ms): a turn starts within 600 ms of the onset."""
 INTERRUPTION_ROOMS = (Room(None, 150, -60.0), Room(-30.0, 150, -60.0))
+EARLY_POSITIONS_MS = tuple(range(0, 1500, 300))
+"""Where the person starts in the first 1.5 s of the session's first reply (ms after it started
+playing, 5 positions), before the echo path's first learning window (`LEARN_WINDOW_MS`)."""
+EARLY_ROOMS = (Room(None, 150, -60.0), Room(None, 150, None), Room(-30.0, 150, -60.0),
+               Room(-10.0, 250, -60.0, rt60_ms=400.0))
+"""Rooms of the first reply's interruptions: no echo over a pink floor and a silent one, a
+-30 dB echo, and a loud reverberant one (issue 24: one like it started a turn 308 ms in)."""
 ECHO_ROOMS = (*(Room(gain, lag, noise, rt60_ms=rt60)
                 for gain in (-30.0, -20.0, -10.0, -6.0) for lag in (150, 400)
                 for noise, rt60 in ((-60.0, 0.0), (-50.0, 400.0))),
               Room(-30.0, 250, None), Room(-20.0, 250, None, rt60_ms=400.0))
 """Echo-only rooms (18): every gain and lag dry over -60 dBFS and reverberant over -50 dBFS,
 and two over a digitally silent floor."""
+EARLY_ECHO_ROOMS = tuple(Room(-10.0, lag, noise, rt60_ms=400.0)
+                         for lag in (0, 100, 200, 300) for noise in (-60.0, -50.0, None))
+"""Echo-only rooms heard with the microphone on only `EARLY_MIC_MS` before the reply (12): the
+loudest echo the detector must explain before it learned the path (-10 dB), reverberant, 0-300 ms
+late, over pink floors and a silent one."""
+EARLY_MIC_MS = 300
+"""How long the microphone was on before the first reply started, in `EARLY_ECHO_ROOMS` (ms):
+the page streams it from the session's start, and a typed prompt's reply may start this soon."""
 AGC_CASES = ((150, -30.0), (400, -20.0))
 """(lag ms, gain dB) of the echo whose gain an automatic gain control lifts by 10 dB."""
 
@@ -91,7 +115,9 @@ def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
 
 def interruption(text: str, engine: str, voice: str | None, played_ms: int,
                  room: Room) -> tuple[bool, int]:
-    """(heard, false barge-ins) for a person saying `text` `played_ms` into the reply."""
+    """(heard, false barge-ins) for a person saying `text` `played_ms` into the reply, the
+    microphone from `HISTORY_MS` before (from the session's start, `LEAD_MS` before the reply,
+    when that is sooner)."""
     person = fx.at_peak_dbfs(fx.speech(text, engine, voice), -6.0)
     at_ms = LEAD_MS + played_ms
     onset_ms = at_ms + fx.active_span_ms(person)[0]
@@ -101,20 +127,15 @@ def interruption(text: str, engine: str, voice: str | None, played_ms: int,
     return heard, sum(start < onset_ms - 350 for start in started)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="Piper only, 4 positions, 4 echo rooms (a smoke run)")
-    args = parser.parse_args()
-    voices, positions = (VOICES[:1], POSITIONS_MS[::3]) if args.quick else (VOICES, POSITIONS_MS)
-    echo_rooms = ECHO_ROOMS[::5] if args.quick else ECHO_ROOMS
-    print("command: python -m benchmarks.bench_interruptions" + (" --quick" if args.quick else ""))
-    began = time.monotonic()
+def interruption_table(title: str, voices: tuple[tuple[str, str | None], ...],
+                       positions: tuple[int, ...], rooms: tuple[Room, ...]) -> tuple[int, int]:
+    """Run every word and voice at every position in every room; print the table (missed and
+    false barge-ins per room) and the missed runs; return (missed, false barge-ins)."""
     rows, missed, total_missed, total_false = [], [], 0, 0
     for text in WORDS:
         for engine, voice in voices:
             row: list[object] = [text, f"{engine} {voice or ''}".strip(), len(positions)]
-            for room in INTERRUPTION_ROOMS:
+            for room in rooms:
                 misses, false = 0, 0
                 for played_ms in positions:
                     heard, early = interruption(text, engine, voice, played_ms, room)
@@ -127,15 +148,38 @@ def main() -> int:
                 total_missed += misses
                 total_false += false
             rows.append(tuple(row))
-    runs = len(rows) * len(positions) * len(INTERRUPTION_ROOMS)
-    print_table(f"Short interruptions, server VAD: missed {total_missed} of {runs} (target 0), "
-                f"false barge-ins before the voice {total_false} (target 0)",
-                ("word", "voice", "positions", "missed, no echo", "false, no echo",
-                 "missed, echo -30 dB", "false, echo -30 dB"), rows)
+    runs = len(rows) * len(positions) * len(rooms)
+    print_table(f"{title}: missed {total_missed} of {runs} (target 0), false barge-ins before "
+                f"the voice {total_false} (target 0)",
+                ("word", "voice", "positions",
+                 *(f"{kind}, {room.describe()}" for room in rooms for kind in ("missed", "false"))),
+                rows)
     if missed:
         print("missed:", "; ".join(missed))
+    return total_missed, total_false
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="Piper only, 4 positions, 4 echo rooms (a smoke run)")
+    args = parser.parse_args()
+    voices, positions = (VOICES[:1], POSITIONS_MS[::3]) if args.quick else (VOICES, POSITIONS_MS)
+    echo_rooms = ECHO_ROOMS[::5] if args.quick else ECHO_ROOMS
+    print("command: python -m benchmarks.bench_interruptions" + (" --quick" if args.quick else ""))
+    began = time.monotonic()
+    total_missed, total_false = interruption_table(
+        "Short interruptions, server VAD", voices, positions, INTERRUPTION_ROOMS)
+    early_missed, early_false = interruption_table(
+        "The first 1.5 s of the first reply, before an echo path is learned", voices,
+        EARLY_POSITIONS_MS[::2] if args.quick else EARLY_POSITIONS_MS, EARLY_ROOMS)
+    total_missed += early_missed
+    total_false += early_false
     echo_rows = [(room.describe(), len(turn_starts(room_microphone(room))))
                  for room in echo_rooms]
+    echo_rows += [(f"{room.describe()}, mic on {EARLY_MIC_MS} ms before the reply",
+                   len(turn_starts(room_microphone(room), LEAD_MS - EARLY_MIC_MS)))
+                  for room in (EARLY_ECHO_ROOMS[::4] if args.quick else EARLY_ECHO_ROOMS)]
     echo_rows += [(f"{gain:.0f} dB, {lag} ms, AGC +10 dB over 1 s, -70 dBFS peak",
                    len(turn_starts(microphone(lag, gain, boost_db=10.0))))
                   for lag, gain in AGC_CASES]
