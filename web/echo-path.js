@@ -203,11 +203,20 @@ export class EchoPath {
 
   /**
    * The candidate's frames from `fromS` to `nowS` against the held path: {share, firstS}:
-   * the share of its audible frames the echo does not explain (1 when no path is held:
-   * nothing is echo) and the start time of the first such frame (null: none).
+   * the share of its audible frames the echo does not explain and the start time of the first
+   * such frame (null: none). With no path held nothing is echo (share 1), except while the last
+   * `learn` found a stretch correlating as echo (`echoPathLikeness`) but with less than
+   * `echoPathMinMs` audible: the reply's first echo, too short yet to learn a path from, is
+   * held (share 0) until it can be (a -12 dB echo fired the page 350 ms into a reply in 2 of 15
+   * runs of tests/test_browser_barge_in.py's own-echo cases, 0 of 15 with this).
    */
   unexplained(mic, echo, fromS, nowS, floor) {
-    if (!this.established) return { share: 1, firstS: fromS };
+    if (!this.established) {
+      const check = this.lastCheck;
+      const tooShort = check !== null && check.likeness >= this.#config.echoPathLikeness
+        && check.audibleMs < this.#config.echoPathMinMs;
+      return { share: tooShort ? 0 : 1, firstS: fromS };
+    }
     const rows = alignedRows(mic, echo, fromS, nowS, this.lagMs, this.#config);
     const judged = this.#judge(rows, this.gainDb, floor, fromS);
     return { share: judged.unexplained, firstS: judged.firstS };
