@@ -24,7 +24,12 @@ from server.listening.silero_vad import (
     resample_to_16k,
 )
 from server.listening.turn_events import SpeechStarted, SpeechStopped, TurnEvent
-from server.listening.vad import VOICE_ONSET_MARGIN_MS, TurnDetectionConfig, TurnDetector
+from server.listening.vad import (
+    RECONSIDER_MS,
+    VOICE_ONSET_MARGIN_MS,
+    TurnDetectionConfig,
+    TurnDetector,
+)
 from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 
@@ -401,6 +406,60 @@ def test_the_turn_audio_starts_at_the_voice_onset_not_with_the_echo_before_it(
     events = feed(detector, [0.0] * 20 + [0.95] * 50, levels=[-90.0] * 20 + [-60.0, -50.0] * 25)
     assert events == [(48 * WINDOW_MS, SpeechStarted(audio_start_ms))]
     assert asked == [(40 * WINDOW_MS - 300, 48 * WINDOW_MS, 20 * WINDOW_MS)]
+
+
+HELD = [0.0] * 20 + [0.95] * 12 + [0.0] * 60
+"""A candidate the echo gate holds back (windows 20-31), then silence."""
+HELD_LEVELS = [-90.0] * 20 + [-55.0, -52.0, -54.0, -53.0] + [-25.0, -20.0] * 4 + [-90.0] * 60
+"""Its first four windows quiet (an echo), then a voice 30 dB louder."""
+
+
+@pytest.mark.parametrize("refuted_from", [40, 50])
+def test_a_held_candidate_refuted_after_it_ended_starts_its_turn(refuted_from: int) -> None:
+    """With no echo path learned yet, a short word over the reply's first word may correlate
+    with it and be held back as echo; what follows refutes that (`echo_refuted`: the echo
+    cannot fall silent while the reply plays on). The turn then starts, its audio from where
+    the candidate came within 10 dB of its loudest (window 24: the voice, not the quieter
+    echo before it) less the padding, and stops after the silence."""
+    asked: list[tuple[int, int, int]] = []
+
+    def refuted(first_ms: int, speech_end_ms: int, end_ms: int) -> bool:
+        asked.append((first_ms, speech_end_ms, end_ms))
+        return end_ms >= refuted_from * WINDOW_MS
+
+    detector = TurnDetector()
+    detector.echo_gate = lambda start_ms, end_ms: True
+    detector.echo_refuted = refuted
+    events = feed(detector, HELD, levels=HELD_LEVELS)
+    speech_end_ms = 32 * WINDOW_MS
+    assert events == [
+        (refuted_from * WINDOW_MS, SpeechStarted(24 * WINDOW_MS - 300)),
+        (max((refuted_from + 1) * WINDOW_MS, speech_end_ms + 512), SpeechStopped(speech_end_ms)),
+    ]
+    assert asked[0] == (24 * WINDOW_MS, speech_end_ms, 37 * WINDOW_MS)  # held from window 36
+
+
+def test_a_held_candidate_is_reconsidered_for_reconsider_ms_only() -> None:
+    """Evidence later than `RECONSIDER_MS` after the held speech ended starts nothing; the
+    gate is asked again over the held speech and the silence after it, never over later
+    speech (windows 45-47, a soft run: judged as speech of its own)."""
+    speech_end_ms = 32 * WINDOW_MS
+    asked: list[tuple[int, int]] = []
+
+    def gate(start_ms: int, end_ms: int) -> bool:
+        asked.append((start_ms, end_ms))
+        return True
+
+    detector = TurnDetector()
+    detector.echo_gate = gate
+    detector.echo_refuted = lambda first_ms, end_ms, now_ms: now_ms > speech_end_ms + (
+        RECONSIDER_MS)
+    assert feed(detector, HELD[:45] + [0.4] * 3 + [0.0] * 60,
+                levels=HELD_LEVELS[:45] + [-40.0] * 63) == []
+    reconsidered = [end for start, end in asked if start == 24 * WINDOW_MS]
+    assert max(reconsidered) == speech_end_ms + RECONSIDER_MS - RECONSIDER_MS % WINDOW_MS
+    assert 45 * WINDOW_MS in reconsidered  # up to the soft run's start while it lasts
+    assert not [end for end in reconsidered if 45 * WINDOW_MS < end <= 48 * WINDOW_MS]
 
 
 def test_a_short_break_in_the_echo_does_not_start_a_turn() -> None:

@@ -53,11 +53,13 @@ from server.listening.echo_path import (
     LEARN_GUARD_MS,
     LEARN_STEP_MS,
     LEARN_WINDOW_MS,
+    MISSING_DB,
     UNEXPLAINED_SHARE,
     EchoPath,
     aligned_at,
     best_lag,
     comparable_levels,
+    deficit_db,
     echo_db,
     echo_gain,
     excess_db,
@@ -114,6 +116,16 @@ share needs frames. Server VAD asks about a candidate on every window (32 ms) on
 one back as echo; over so few frames one stray frame above the echo made a share of 10-33 %, and
 three such windows in a row let the echo start a turn (bench_echo, loaded machine). A person
 over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
+
+MISSING_FRAMES = 10
+"""Frames (100 ms) short of a supposed echo by `MISSING_DB` that refute it."""
+
+REFUTED_GAIN_QUANTILE = 0.75
+"""Quantile of the candidate's level over the reply (`echo_gain`) taken as the gain of the echo
+it would be (`EchoDetector.echo_refuted`)."""
+
+REFUTE_SPAN_MS = 2500
+"""Longest stretch `EchoDetector.echo_refuted` compares (ms, ending at its decision)."""
 
 TURN_HISTORY_MS = 15_000
 """Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression
@@ -234,6 +246,34 @@ class EchoDetector:
         if held.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE:
             return True
         return self._searched_echo(start_ms, end_ms, share_from_ms)
+
+    def echo_refuted(self, first_ms: int, speech_end_ms: int, end_ms: int) -> bool:
+        """True when, with no echo path held yet, what the microphone heard from `LEAD_IN_MS`
+        before `first_ms` to `end_ms` (ms on this stream) refutes that the candidate's speech
+        from `first_ms` to `speech_end_ms` is the reply's echo.
+
+        The echo it would be: the reference at the lag the candidate and its lead-in match
+        best (`_search`), at the gain the candidate's speech has over it (`echo_gain`, median).
+        Such an echo cannot fall silent while the reply it repeats plays on: it is refuted when
+        `MISSING_FRAMES` frames fall `MISSING_DB` short of it (`deficit_db`): before the
+        candidate, in its pauses, or after it. False with a path held (`is_echo` judges by
+        it), or when nothing could be compared."""
+        if self.learn(first_ms - LEARN_GUARD_MS) is not None:
+            return False
+        lo = self._mic.index(max(first_ms - LEAD_IN_MS, end_ms - REFUTE_SPAN_MS))
+        speech_hi = self._mic.index(speech_end_ms)
+        stretch = self._mic.stretch(lo, speech_hi, self._mic.index(end_ms) - speech_hi)
+        if stretch is None:
+            return False
+        aligned = self._search(stretch)[2]
+        speech = slice(max(self._mic.index(first_ms) - stretch.lo, 0), stretch.count)
+        gain, _, _ = echo_gain(stretch.mic[speech], aligned[speech], stretch.floor,
+                               REFUTED_GAIN_QUANTILE)
+        short = deficit_db(stretch.mic, aligned, gain, stretch.floor) >= MISSING_DB
+        if short.size < MISSING_FRAMES:
+            return False
+        runs = np.lib.stride_tricks.sliding_window_view(short, MISSING_FRAMES).all(axis=1)
+        return bool(runs.any())
 
     def held_excess(self, from_ms: int, end_ms: int) -> EchoMatch | None:
         """The excess of the microphone from `from_ms` to `end_ms` over the held echo path (the

@@ -66,6 +66,10 @@ else: measured, echo-only frames stayed under 0.5 dB, a person over the echo rea
 UNEXPLAINED_SHARE = 0.1
 """Share of a candidate's frames above `EXCESS_DB` that makes it more than echo."""
 
+MISSING_DB = 10.0
+"""How far (dB, band mean) the microphone falls short of a supposed echo in a frame that
+refutes it (`deficit_db`)."""
+
 EXCESS_SLACK_FRAMES = 5
 """The echo explains a microphone frame with its loudest level within this many frames
 (50 ms): the position the session estimates is playing jitters with the ACKs and appends
@@ -178,8 +182,9 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
         return None
     gain, heard, loud = echo_gain(mic, aligned, floor, LEARN_GAIN_QUANTILE)
     gain = np.where(heard >= LEARN_MIN_HEARD_SHARE * np.maximum(loud, 1), gain, -np.inf)
-    excess = excess_db(mic, tail, gain, floor)
-    if float(np.mean(excess >= EXCESS_DB)) >= UNEXPLAINED_SHARE:
+    unexplained = excess_db(mic, tail, gain, floor) >= EXCESS_DB
+    heard = unexplained | (aligned.max(axis=1) >= SOUNDING_DB)
+    if np.count_nonzero(unexplained) >= UNEXPLAINED_SHARE * np.count_nonzero(heard):
         return None
     if held is not None:
         gain = np.where(loud >= LEARN_MIN_GAIN_FRAMES, gain, held.gain_db)
@@ -284,6 +289,23 @@ def excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     explained = 10.0 * np.log10(10.0 ** (echo_db(aligned, gain) / 10.0)
                                 + 10.0 ** (floor / 10.0))
     return np.maximum(mic - explained, 0.0).mean(axis=1)
+
+
+def deficit_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
+               floor: np.ndarray) -> np.ndarray:
+    """Per frame, how far the microphone (frames, bands) falls short of an echo that surely
+    sounds there (dB, mean over bands of the positive part; bands of -inf gain add nothing):
+    the `aligned` reference levels plus `gain`, each frame the quietest within
+    `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate: a word's edge may fall
+    anywhere in that slack), against the microphone raised to the noise `floor`. An echo cannot
+    fall silent while the reply it repeats plays on: where the reply is loud, a microphone
+    at its noise floor refutes an echo of that gain at that lag."""
+    slack = EXCESS_SLACK_FRAMES
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    sure = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).min(axis=2)
+    with np.errstate(invalid="ignore"):
+        short = np.where(np.isfinite(gain), sure + gain - np.maximum(mic, floor), 0.0)
+    return np.maximum(np.nan_to_num(short, nan=0.0, neginf=0.0), 0.0).mean(axis=1)
 
 
 def echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:

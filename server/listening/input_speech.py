@@ -69,6 +69,7 @@ class InputSpeechDetector:
         self._echo = EchoDetector()
         self._turns.echo_gate = self._echo.is_echo
         self._turns.voice_onset = self._echo.voice_onset_ms
+        self._turns.echo_refuted = self._echo.echo_refuted
         self._room = RoomBackground()
         self._turns.room_gate = self._room.is_background
 

@@ -130,6 +130,16 @@ FIRST_WORD_RUNS = 8
 """Dropped candidates kept for `TurnDetector`'s look-back at a turn's start (the short words
 and their pauses just before it)."""
 
+RECONSIDER_MS = 1000
+"""How long after a candidate held back as echo ended (ms) the echo gate is asked again."""
+
+HELD_WINDOWS = 128
+"""Window levels kept of a candidate (4 s) for `TurnDetector._loud_start_ms`."""
+
+HELD_LOUD_DB = 10.0
+"""A reconsidered candidate's turn starts where its speech came this close (dB) to its
+loudest window."""
+
 MODULATION_FLOOR_DB = 30.0
 """Windows this far below the loudest recent one do not count for `min_level_range_db` (the
 silence right after a hum stops, which Silero still scores at about 0.6)."""
@@ -189,17 +199,21 @@ class TurnDetector:
         self.echo_gate: Callable[[int, int], bool] | None = None
         self.voice_onset: Callable[[int, int, int | None], int | None] | None = None
         self.room_gate: Callable[[int, int], bool] | None = None
+        self.echo_refuted: Callable[[int, int, int], bool] | None = None
         self._turn_start_ms = 0
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
         self._start_ms: int | None = None
         self._echo_held = False
+        self._held: tuple[int, int] | None = None
         self._speaking = False
         self._paused = False
         self._gapped = False
         self._speech_end_ms = 0
         self._early_stop_ms: int | None = None
         self._recent: collections.deque[tuple[int, float | None]] = collections.deque()
+        self._levels: collections.deque[tuple[int, float | None]] = collections.deque(
+            maxlen=HELD_WINDOWS)
         self._dropped: collections.deque[tuple[int, int]] = collections.deque(
             maxlen=FIRST_WORD_RUNS)
 
@@ -214,6 +228,7 @@ class TurnDetector:
         self._last_end_ms = None
         self._stop()
         self._dropped.clear()
+        self._held = None
         self._drop_candidate()
 
     def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
@@ -263,12 +278,18 @@ class TurnDetector:
         low = max(threshold - config.hysteresis, 0.01)
         if self._speaking:
             return self._continue_turn(window_end_ms, probability, low)
+        if self._held is not None:
+            started = self._reconsider(window_end_ms, probability >= low)
+            if started is not None:
+                return started
         if self._start_ms is None:
             return self._listen(window_end_ms, probability, level_dbfs, threshold, low)
         self._remember(window_end_ms, level_dbfs)
         if probability < low:
             if window_end_ms - self._speech_end_ms > config.candidate_gap_ms:
-                if not self._echo_held:
+                if self._echo_held:
+                    self._held = (self._loud_start_ms(), self._speech_end_ms)
+                else:
                     self._dropped.append((self._first_ms(), self._speech_end_ms))
                 self._drop_candidate()
             return None
@@ -294,9 +315,59 @@ class TurnDetector:
         self._speech_end_ms = window_end_ms
         return self._maybe_start(window_end_ms, self._start_ms)
 
+    def _reconsider(self, window_end_ms: int, speech: bool) -> SpeechStarted | None:
+        """Judge the last candidate the echo gate held back again, on what the microphone
+        heard since its speech ended, until `RECONSIDER_MS` after that (`speech`: the current
+        window is speech). Its turn starts now, taking in any speech begun since, when
+        `echo_refuted` refutes that its speech was the echo (an echo cannot fall silent while
+        the reply plays on; a person's short word can), or when the echo gate no longer calls
+        its speech with the silence after it the echo (up to any speech begun since, which is
+        judged as a candidate of its own). Measured: with no echo path learned yet, "Stop."
+        over a reply's first word correlated 0.82 with it and was held back as echo."""
+        assert self._held is not None
+        first_ms, end_ms = self._held
+        if window_end_ms - end_ms > RECONSIDER_MS:
+            self._held = None
+            return None
+        since_ms = self._run_start_ms
+        if since_ms is None:
+            since_ms = window_end_ms - WINDOW_MS if speech else window_end_ms
+        echo = not self._refuted(first_ms, end_ms, window_end_ms) and (
+            since_ms <= end_ms or self._is_echo(first_ms, since_ms))
+        if echo or (self.room_gate is not None and self.room_gate(first_ms, end_ms)):
+            return None
+        self._held = None
+        if self._run_start_ms is not None or self._start_ms is not None:
+            end_ms = max(end_ms, self._speech_end_ms)
+        if speech:
+            end_ms = window_end_ms
+        audio_start_ms = self._audio_start(self._first_word_ms(first_ms), window_end_ms)
+        self._dropped.clear()
+        self._drop_candidate()
+        self._speaking = True
+        self._turn_start_ms = first_ms
+        self._speech_end_ms = end_ms
+        return SpeechStarted(audio_start_ms)
+
+    def _loud_start_ms(self) -> int:
+        """Where the current candidate's speech came within `HELD_LOUD_DB` of its loudest
+        window (the start of that window; its first speech when a level is unknown): a
+        candidate held back as echo and then found to be more than the echo may have begun on
+        a quieter echo, before the voice that made it more."""
+        levels = [level for _, level in self._levels]
+        first_ms = self._first_ms()
+        if not levels or None in levels:
+            return first_ms
+        loudest = max(level for level in levels if level is not None)
+        for end_ms, level in self._levels:
+            if level is not None and level >= loudest - HELD_LOUD_DB:
+                return max(first_ms, end_ms - WINDOW_MS)
+        return first_ms
+
     def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
         """Keep the levels of the candidate's windows that end within the last `min_speech_ms`."""
         self._recent.append((window_end_ms, level_dbfs))
+        self._levels.append((window_end_ms, level_dbfs))
         span = max(self.config.min_speech_ms, WINDOW_MS)
         while self._recent[0][0] <= window_end_ms - span:
             self._recent.popleft()
@@ -384,6 +455,11 @@ class TurnDetector:
                 return False
         return True
 
+    def _refuted(self, first_ms: int, speech_end_ms: int, window_end_ms: int) -> bool:
+        """`echo_refuted`'s verdict on the candidate's speech (False without one)."""
+        return self.echo_refuted is not None and self.echo_refuted(
+            first_ms, speech_end_ms, window_end_ms)
+
     def _is_echo(self, start_ms: int, window_end_ms: int) -> bool:
         """The echo gate's verdict on the candidate's audio (False without a gate)."""
         return self.echo_gate is not None and self.echo_gate(start_ms, window_end_ms)
@@ -393,6 +469,7 @@ class TurnDetector:
         self._start_ms = None
         self._echo_held = False
         self._recent.clear()
+        self._levels.clear()
 
     def _continue_turn(self, window_end_ms: int, probability: float,
                        low: float) -> TurnEvent | None:
