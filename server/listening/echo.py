@@ -118,14 +118,21 @@ three such windows in a row let the echo start a turn (bench_echo, loaded machin
 over the echo keeps 40-80 % of the frames above it over any 250 ms of their speech."""
 
 MISSING_FRAMES = 10
-"""Frames (100 ms) short of a supposed echo by `MISSING_DB` that refute it."""
+"""A run of this many consecutive frames (100 ms) `MISSING_DB` short of a supposed echo refutes
+it (`EchoDetector.echo_refuted`). A run, not a count: a paced reply's playback stalls (the
+page's jitter buffer ran dry for about 50 ms while the playing position the session estimates
+ran on, tests/test_echo_paced_playback.py) left runs of 5 short frames each in a 0 and a -6 dB
+echo, and at 10 such frames in all that echo started a turn."""
 
 REFUTED_GAIN_QUANTILE = 0.75
 """Quantile of the candidate's level over the reply (`echo_gain`) taken as the gain of the echo
-it would be (`EchoDetector.echo_refuted`)."""
+it would be (`EchoDetector.echo_refuted`): the voice in a candidate begun on a quieter echo
+(bench_interruptions table 2, a -30 dB echo) sets it, not the echo's frames before it (with
+the median, 11 of 240 first-reply interruptions were missed instead of 9)."""
 
 REFUTE_SPAN_MS = 2500
-"""Longest stretch `EchoDetector.echo_refuted` compares (ms, ending at its decision)."""
+"""Longest stretch `EchoDetector.echo_refuted` compares (ms, ending at its decision): the
+candidate (up to a few words), its lead-in and `server.listening.vad.RECONSIDER_MS` after it."""
 
 TURN_HISTORY_MS = 15_000
 """Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression

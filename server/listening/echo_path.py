@@ -170,8 +170,10 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
     The window teaches when at least `LEARN_MIN_SOUNDING_FRAMES` of its reference frames sound
     (`SOUNDING_DB`) and the reply (`tail`) at its own gain (`echo_gain` on `aligned`; a band
     heard in less than `LEARN_MIN_HEARD_SHARE` of its loud frames is not heard: -inf) plus the
-    noise floor explain the whole window: less than `UNEXPLAINED_SHARE` of its frames
-    `EXCESS_DB` above them (so nobody else spoke in it). The new path has that gain (bands
+    noise floor explain the whole window: less than `UNEXPLAINED_SHARE` of its heard frames
+    (the reply sounding there, or the microphone `EXCESS_DB` above them) are `EXCESS_DB` above
+    them (so nobody else spoke in it; the share is not diluted by the silence of a window
+    that began before the session's first reply). The new path has that gain (bands
     measured on fewer than `LEARN_MIN_GAIN_FRAMES` frames keep the held gain) and the window's
     lag; a heard echo teaches only when the correlation reaches `ECHO_CORRELATION` (else its
     lag is not known, and a loud echo at an unknown lag, each frame the loudest reference over

@@ -131,7 +131,10 @@ FIRST_WORD_RUNS = 8
 and their pauses just before it)."""
 
 RECONSIDER_MS = 1000
-"""How long after a candidate held back as echo ended (ms) the echo gate is asked again."""
+"""How long after a candidate held back as echo ended (ms) it is judged again
+(`TurnDetector._reconsider`): long enough for the reply to play on past a sentence's pause
+after its first word (Piper's "Sure." and the pause after it: 600-700 ms), so that an echo that
+fell silent with it can be told from the echo."""
 
 HELD_WINDOWS = 128
 """Window levels kept of a candidate (4 s) for `TurnDetector._loud_start_ms`."""
