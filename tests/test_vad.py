@@ -462,6 +462,27 @@ def test_a_held_candidate_is_reconsidered_for_reconsider_ms_only() -> None:
     assert not [end for end in reconsidered if 45 * WINDOW_MS < end <= 48 * WINDOW_MS]
 
 
+def test_the_room_gate_hears_a_held_candidate_from_its_voice() -> None:
+    """Once the echo gate passes a candidate it held back, the room gate judges the candidate
+    from where its voice came in (within 10 dB of its loudest window), not only from the last
+    rejection: a word over a quiet echo may end before the gate passes it, and the quiet echo
+    after it alone is below the person's level (bench_interruptions table 2, "Wait." over a
+    -30 dB echo 300 ms into the first reply: held for the room, and missed)."""
+    asked: list[tuple[int, int]] = []
+
+    def room_gate(start_ms: int, end_ms: int) -> bool:
+        asked.append((start_ms, end_ms))
+        return False
+
+    detector = TurnDetector()
+    detector.echo_gate = lambda start_ms, end_ms: end_ms <= 30 * WINDOW_MS
+    detector.room_gate = room_gate
+    levels = [-90.0] * 20 + [-55.0, -52.0] * 2 + [-25.0, -20.0] * 4 + [-55.0, -52.0] * 10
+    events = feed(detector, [0.0] * 20 + [0.95] * 28, levels=levels)
+    assert [event for _, event in events] == [SpeechStarted(30 * WINDOW_MS - 300)]
+    assert (24 * WINDOW_MS, events[0][0]) in asked
+
+
 def test_a_short_break_in_the_echo_does_not_start_a_turn() -> None:
     """A cough over the echo opens the gate for less than min_speech_ms: no turn."""
     def gate(start_ms: int, end_ms: int) -> bool:

@@ -191,8 +191,13 @@ class TurnDetector:
     `server.listening.room_background.RoomBackground.is_background`) returns True when the
     candidate's speech is the room's background, not the person: like an echo rejection, the
     candidate's start then moves to that window's end, so a turn needs `min_speech_ms` of
-    speech the room gate passed; in a turn, a window the room gate calls background counts
-    toward the silence (a TV talking on after the person stopped ends the turn).
+    speech the room gate passed (a candidate the echo gate held back is judged from where its
+    voice came in, within `HELD_LOUD_DB` of its loudest window, when that is earlier); in a
+    turn, a window the room gate calls background counts toward the silence (a TV talking on
+    after the person stopped ends the turn). A candidate the echo gate held back is judged
+    again after it ended (`_reconsider`, with `echo_refuted(first_ms, speech_end_ms,
+    window_end_ms)`, set by the caller, None: none; the server's is
+    `server.listening.echo.EchoDetector.echo_refuted`).
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
@@ -385,7 +390,8 @@ class TurnDetector:
             return None
         if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
             return None
-        if self.room_gate is not None and self.room_gate(start_ms, window_end_ms):
+        heard_from_ms = min(start_ms, self._loud_start_ms()) if self._echo_held else start_ms
+        if self.room_gate is not None and self.room_gate(heard_from_ms, window_end_ms):
             self._start_ms = window_end_ms
             return None
         if not self._echo_held and self._is_echo(start_ms, window_end_ms):
