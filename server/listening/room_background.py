@@ -114,9 +114,10 @@ margin, not fitted: room for a murmur or a quiet "wait" said well below full voi
 YOUNG_ROOM_MS = 4000
 """How much of the room (ms of windows outside turns and playback) must have been heard before
 its background is trusted as learned. Less, and a candidate needs up to `YOUNG_ABOVE_DB` more
-excess (in proportion to what is missing) and, with under `COLD_ROOM_MS` heard, a loudest window
-within `COLD_NEAR_DB` of the person's level: a few windows' percentile underestimates how loud
-the room gets, and an auto gain converges over the first seconds. Measured, Chromium's (the
+excess (in proportion to what is missing) and, when it starts in the microphone's first
+`COLD_ROOM_MS`, a loudest window within `COLD_NEAR_DB` of the person's level: a few windows'
+percentile underestimates how loud the room gets, and an auto gain converges over the first
+seconds. Measured, Chromium's (the
 demo page's `autoGainControl`) on a TV talker at -45 dBFS RMS through its fake microphone:
 +10 dB at the first window, +17 dB after 1 s, +20 dB after 2.6 s, +22 dB after 4.6 s, where it
 stays (`tests/room_sounds.py`'s `CHROMIUM_AGC_DB`)."""
@@ -126,8 +127,12 @@ YOUNG_ABOVE_DB = 8.0
 above had lifted a TV's window 12.6 dB over the background of its first second."""
 
 COLD_ROOM_MS = 1000
-"""Under this much room heard, its background cannot tell a TV's first words from the
-person's: the `COLD_NEAR_DB` level rule decides."""
+"""A candidate that starts in the microphone's first second (ms from the first sample fed)
+comes before the background can tell a TV's first words from the person's: the `COLD_NEAR_DB`
+level rule decides. Counted in microphone time, not in room heard: the auto gain converges
+with the stream's time, and the windows of a reply playing are never room heard, so counted
+so a session's first reply kept the room cold while it played and held a person at -12 dBFS
+peak over it for the room (`tests/test_echo_suppression.py`)."""
 
 COLD_NEAR_DB = 12.0
 """How far below the person's level a candidate's loudest window may stay in a cold room
@@ -178,7 +183,6 @@ _FALL_WINDOWS = FALL_SPAN_MS // WINDOW_MS
 _RECENT_WINDOWS = RECENT_MS // WINDOW_MS
 _FALL_FLOOR_WINDOWS = FALL_FLOOR_MS // WINDOW_MS
 _YOUNG_WINDOWS = YOUNG_ROOM_MS // WINDOW_MS
-_COLD_WINDOWS = COLD_ROOM_MS // WINDOW_MS
 
 
 @dataclass(slots=True)
@@ -319,9 +323,11 @@ class RoomBackground:
     def is_background(self, start_ms: int, end_ms: int) -> bool:
         """True when the speech whose windows end in (`start_ms`, `end_ms`] (ms) is the room
         rather than the person: its loudest window stays more than `NEAR_DB` below the
-        person's level, or no window of it holds `ABOVE_DB` more energy than the background's
-        loud band levels explain. While a turn is in progress only the second rule holds,
-        with `CONTINUE_DB`. False when none of its windows were fed."""
+        person's level (`COLD_NEAR_DB` when it starts in the first `COLD_ROOM_MS`), or no
+        window of it holds `ABOVE_DB` more energy than the background's loud band levels
+        explain (up to `YOUNG_ABOVE_DB` more while under `YOUNG_ROOM_MS` of room was heard).
+        While a turn is in progress only the second rule holds, with `CONTINUE_DB`.
+        False when none of its windows were fed."""
         candidate = [w for w in self._recent if start_ms < w.end_ms <= end_ms]
         if not candidate:
             return False
@@ -329,7 +335,7 @@ class RoomBackground:
         before = [w.bands_db for w in self._recent
                   if w.end_ms <= start_ms and not w.in_turn and not w.playing]
         heard = self._room_windows + len(before)
-        near_db = COLD_NEAR_DB if heard < _COLD_WINDOWS else NEAR_DB
+        near_db = COLD_NEAR_DB if start_ms < COLD_ROOM_MS else NEAR_DB
         if not in_turn and max(w.level_dbfs for w in candidate) < self.person_dbfs - near_db:
             return True
         background = list(self._background) + before
