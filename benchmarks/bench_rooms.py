@@ -18,8 +18,16 @@ TV talker, at RMS levels over a -70 dBFS RMS pink floor, from the session's firs
    starting at most 650 ms before their voice), and the word error rate of its transcript
    against the text, next to the same sentences over the floor alone ("clean").
 
+3. Chromium's auto gain: `--room-s` / 4 seconds of each background at -45 and -55 dBFS (two
+   seeds) lifted by the gain Chromium's `autoGainControl` applied to a TV on the page
+   (`tests/room_sounds.py` `CHROMIUM_AGC_DB`) -> turns started.
+4. The person at -20 dBFS over babble and a TV at -45 dBFS, everything lifted by that gain; and
+   the person 1, 3 and 8 s after 6 s of babble at -25 dBFS stopped (that babble holds a turn
+   until `max_turn_ms` 4 s, then is the room) -> turns started after it, found, WER.
+
 Targets (issue 24): at -45 dBFS and below, nobody speaking: 0 turns; the person at -20 dBFS
-over it: every turn found, WER <= clean + 10 points. Exit status 1 when a target fails.
+over it: every turn found, WER <= clean + 10 points; tables 3 and 4: no turn, every person
+found. Exit status 1 when a target fails.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_rooms` (about 3 minutes on a
 loaded 2-core machine).
@@ -68,6 +76,12 @@ SENTENCES = (
 )
 VOICES = (("piper", None), ("espeak", "en-us"))
 BACKGROUNDS = {"babble": rs.babble, "tv": rs.tv_talker}
+LOUD_BABBLE_DBFS = -25.0
+LOUD_BABBLE_MS = 6000
+LOUD_MAX_TURN_MS = 4000
+"""Table 4's loud babble: it holds a turn until this `max_turn_ms`, then is the room."""
+GAPS_MS = (1000, 3000, 8000)
+"""Table 4: the person this long after the loud babble stopped."""
 
 
 def floor(duration_ms: float, seed: int) -> np.ndarray:
@@ -90,9 +104,9 @@ def appends(pcm_16k: np.ndarray) -> list[bytes]:
     return [pcm16[start:start + step] for start in range(0, len(pcm16), step)]
 
 
-def server_events(pcm_16k: np.ndarray) -> list[TurnEvent]:
-    """The server's VAD with the room gate (`InputSpeechDetector`, `max_turn_ms` 30 s)."""
-    detector = InputSpeechDetector(TurnDetection(), INPUT_RATE_HZ, 0, 30_000)
+def server_events(pcm_16k: np.ndarray, max_turn_ms: int = 30_000) -> list[TurnEvent]:
+    """The server's VAD with the room gate (`InputSpeechDetector`, `max_turn_ms`)."""
+    detector = InputSpeechDetector(TurnDetection(), INPUT_RATE_HZ, 0, max_turn_ms)
     return [event for chunk in appends(pcm_16k) for event in detector.feed(chunk, False)]
 
 
@@ -107,31 +121,55 @@ def ungated_starts(pcm_16k: np.ndarray) -> int:
     return count
 
 
-def room_alone(kinds: list[str], levels: list[float], room_s: float) -> list[list[object]]:
+def room_alone(kinds: list[str], levels: list[float], room_s: float,
+               agc: bool = False) -> list[list[object]]:
     rows = []
     for kind in kinds:
         for dbfs in levels:
             gated = ungated = 0
             for seed in (0, 1):
                 pcm = scene(kind, dbfs, room_s * 1000, seed)
+                if agc:
+                    pcm = rs.with_agc(pcm)
                 gated += sum(isinstance(e, SpeechStarted) for e in server_events(pcm))
                 ungated += ungated_starts(pcm)
             rows.append([kind, f"{dbfs:.0f}", f"{2 * room_s:.0f}", gated, ungated])
     return rows
 
 
+def after_loud_babble(gap_ms: int, seed: int) -> np.ndarray:
+    """16 kHz: a second of the floor, `LOUD_BABBLE_DBFS` babble for `LOUD_BABBLE_MS`, then the
+    floor alone for `gap_ms` + `SCENE_MS` - `PERSON_AT_MS` (the person goes `gap_ms` in)."""
+    babble = scene("babble", LOUD_BABBLE_DBFS, LOUD_BABBLE_MS, seed)
+    return np.concatenate((floor(1000, seed + 50), babble,
+                           floor(gap_ms + SCENE_MS - PERSON_AT_MS, seed + 60)))
+
+
 async def person_over(kind: str | None, dbfs: float, person_dbfs: float,
-                      transcriber: LocalWhisperTranscriber) -> tuple[int, int, int, int, int]:
-    """(utterances, turns started, person's turns found, word errors, reference words)."""
+                      transcriber: LocalWhisperTranscriber, agc: bool = False,
+                      after_gap_ms: int | None = None) -> tuple[int, int, int, int, int]:
+    """(utterances, turns started, person's turns found, word errors, reference words).
+    `agc`: everything lifted by Chromium's measured auto gain (`room_sounds.with_agc`);
+    `after_gap_ms`: no `kind`, the person `after_gap_ms` after loud babble stopped
+    (`after_loud_babble`, `max_turn_ms` `LOUD_MAX_TURN_MS`; its turn is not counted)."""
     utterances = started = found = errors = total = 0
     for index, (text, (engine, voice)) in enumerate(
             (t, v) for t in SENTENCES for v in VOICES):
         person = rs.at_rms_dbfs(fx.speech(text, engine, voice), person_dbfs)
-        pcm = scene(kind, dbfs, SCENE_MS, seed=index)
-        first = PERSON_AT_MS * fx.RATE_HZ // 1000
+        if after_gap_ms is None:
+            pcm, at_ms = scene(kind, dbfs, SCENE_MS, seed=index), PERSON_AT_MS
+        else:
+            pcm = after_loud_babble(after_gap_ms, seed=index)
+            at_ms = 1000 + LOUD_BABBLE_MS + after_gap_ms
+        first = at_ms * fx.RATE_HZ // 1000
         pcm[first:first + person.size] += person
-        onset_ms = PERSON_AT_MS + fx.active_span_ms(person)[0]
-        events = server_events(pcm)
+        if agc:
+            pcm = rs.with_agc(pcm)
+        onset_ms = at_ms + fx.active_span_ms(person)[0]
+        events = server_events(pcm, 30_000 if after_gap_ms is None else LOUD_MAX_TURN_MS)
+        if after_gap_ms is not None:
+            events = [e for e in events if (e.audio_start_ms if isinstance(e, SpeechStarted)
+                                            else e.audio_end_ms) >= 1000 + LOUD_BABBLE_MS]
         utterances += 1
         total += len(words(text))
         turn_starts = [e.audio_start_ms for e in events if isinstance(e, SpeechStarted)]
@@ -188,6 +226,31 @@ async def main() -> int:
                 "of its transcript (tiny.en) and its difference from clean (points)",
                 ["person dBFS RMS", "background", "utterances", "turns", "found", "WER",
                  "vs clean"], rows)
+    agc_alone = room_alone(kinds, [TARGET_DBFS, -55.0], args.room_s / 4, agc=True)
+    print_table("3. Chromium's auto gain (room_sounds.CHROMIUM_AGC_DB: +10 dB at once, +22 dB "
+                "after 4.6 s) over the room alone: turns started",
+                ["background", "dBFS RMS", "seconds", "turns", "turns, no gate"], agc_alone)
+    later = []
+    for kind in kinds:
+        n, started, found, errors, total = await person_over(
+            kind, TARGET_DBFS, TARGET_PERSON_DBFS, transcriber, agc=True)
+        later.append([f"{kind} {TARGET_DBFS:.0f}, auto gain", n, started, found,
+                      100.0 * errors / total])
+        if found < n:
+            failures.append(f"person over {kind} with the auto gain: {found} of {n}")
+    for gap_ms in GAPS_MS:
+        n, started, found, errors, total = await person_over(
+            None, 0.0, TARGET_PERSON_DBFS, transcriber, after_gap_ms=gap_ms)
+        later.append([f"{gap_ms / 1000:.0f} s after babble {LOUD_BABBLE_DBFS:.0f} stopped", n,
+                      started, found, 100.0 * errors / total])
+        if found < n:
+            failures.append(f"person {gap_ms} ms after loud babble: {found} of {n}")
+    print_table(f"4. The person at {TARGET_PERSON_DBFS:.0f} dBFS RMS over a room the auto gain "
+                f"lifts, and after {LOUD_BABBLE_MS / 1000:.0f} s of babble at "
+                f"{LOUD_BABBLE_DBFS:.0f} dBFS RMS (a turn until max_turn_ms "
+                f"{LOUD_MAX_TURN_MS} ms) stopped: turns started after it, the person's found, "
+                "WER (%)", ["scene", "utterances", "turns", "found", "WER"], later)
+    alone += agc_alone
     for row in alone:
         if float(str(row[1])) <= TARGET_DBFS and row[3]:
             failures.append(f"{row[0]} {row[1]} alone started {row[3]} turns")

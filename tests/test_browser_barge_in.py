@@ -9,8 +9,10 @@ demo server with the Piper voice; each case is one launch (tests/page_barge_in.p
   barge-in.
 
 A TV or babble at -45 dBFS with nobody speaking is measured by the grid only: the server's VAD
-takes Chromium's auto-gained room for the person, the page then keeps it out of its room
-background, and the page stopped the reply in some runs (an open fault of issue 24).
+no longer takes Chromium's auto-gained room for the person (tests/test_room_changes.py), but
+the page's own VAD fires on the room's first words, before it knows any background, and
+stopped the reply in 2 of 4 runs (an open fault of issue 24: web/room-background.js lacks the
+server's young-room rules).
 
 The grids behind these examples: `python -m benchmarks.bench_microphone --grid all`.
 """
