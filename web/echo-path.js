@@ -48,6 +48,16 @@
  */
 import { BANDS } from './band-envelope.js';
 
+/**
+ * With no echo path yet, a candidate whose last learning stretch correlated at least this well
+ * with the output is held as the reply's first echo until a path can be learned
+ * (`EchoPath.unexplained`). Measured (tests/test_browser_barge_in.py's own-echo cases): a
+ * -12 dB echo correlated 0.85-0.91 over its first 400 ms while no gain fitted it yet, and fired
+ * the page when it dipped to 0.848 under `echoPathLikeness`; a "Stop." with no echo correlated
+ * at most 0.31.
+ */
+const FIRST_ECHO_LIKENESS = 0.7;
+
 /** Level of no sound in a band (dB), in the power sums. */
 const NONE_DB = -200;
 
@@ -205,17 +215,19 @@ export class EchoPath {
    * The candidate's frames from `fromS` to `nowS` against the held path: {share, firstS}:
    * the share of its audible frames the echo does not explain and the start time of the first
    * such frame (null: none). With no path held nothing is echo (share 1), except while the last
-   * `learn` found a stretch correlating as echo (`echoPathLikeness`) but with less than
-   * `echoPathMinMs` audible: the reply's first echo, too short yet to learn a path from, is
-   * held (share 0) until it can be (a -12 dB echo fired the page 350 ms into a reply in 2 of 15
-   * runs of tests/test_browser_barge_in.py's own-echo cases, 0 of 15 with this).
+   * `learn` found a stretch correlating with the output (`FIRST_ECHO_LIKENESS`) that could not
+   * set a path yet: the reply's first echo, too short to learn from (under `echoPathMinMs`
+   * audible) or not yet consistent with one gain (its first few hundred ms, while the
+   * browser's audio processing settles on it), is held (share 0) until a path can be learned.
+   * Holding only the too-short echo, a -12 dB echo correlating 0.94 whose first fit failed
+   * fired the page about 340 ms into the reply (3 of 138 own-echo cases); holding neither,
+   * 2 of 15 runs.
    */
   unexplained(mic, echo, fromS, nowS, floor) {
     if (!this.established) {
       const check = this.lastCheck;
-      const tooShort = check !== null && check.likeness >= this.#config.echoPathLikeness
-        && check.audibleMs < this.#config.echoPathMinMs;
-      return { share: tooShort ? 0 : 1, firstS: fromS };
+      const likely = check !== null && check.likeness >= FIRST_ECHO_LIKENESS;
+      return { share: likely ? 0 : 1, firstS: fromS };
     }
     const rows = alignedRows(mic, echo, fromS, nowS, this.lagMs, this.#config);
     const judged = this.#judge(rows, this.gainDb, floor, fromS);
