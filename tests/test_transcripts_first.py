@@ -79,6 +79,11 @@ async def test_a_late_transcript_is_placed_in_order_and_starts_no_stale_response
 
 CHECK_TIMEOUT_S = 120.0
 """Cross-checks are not cut short here (each takes about 0.5 s on an idle machine)."""
+TALKERS = 5
+"""Sessions whose cross-checks queue (one background transcription at a time, 0.3-0.5 s each):
+the person's turn needs about 1 s of real time after the barge-ins (500 ms of silence, then its
+transcription), so three queued checks left 0.6 s to spare on an idle machine and, on a faster
+or busier one, none (CI failed by 25 ms); five leave about 1.5 s."""
 INTERRUPTED_REPLY = ("say: The river rises in the hills and runs past the old mill, the bridge "
                      "and the market square before it reaches the sea at the harbour.")
 
@@ -106,10 +111,10 @@ async def _cross_checked(client: RealtimeClient, item_id: str) -> None:
 
 
 async def test_the_persons_transcript_comes_before_queued_cross_checks() -> None:
-    """Three sessions interrupt Piper replies under `auto` (each marks result is cross-checked
-    by ASR in the background; the budget is lifted so that none is skipped); while those
-    cross-checks run and wait, a fourth session's spoken turn ends. Its transcript arrives
-    before the last cross-check's result (the marks result announced again with the ASR
+    """`TALKERS` sessions interrupt Piper replies under `auto` (each marks result is
+    cross-checked by ASR in the background; the budget is lifted so that none is skipped);
+    while those cross-checks run and wait, another session's spoken turn ends. Its transcript
+    arrives before the last cross-check's result (the marks result announced again with the ASR
     evidence): it was not queued behind them."""
     config = ServerConfig(port=0, tts="piper", calibration="marks", deterministic=True)
     services = await asyncio.to_thread(build_services, config,
@@ -125,7 +130,7 @@ async def test_the_persons_transcript_comes_before_queued_cross_checks() -> None
     try:
         async with contextlib.AsyncExitStack() as stack:
             talkers = [await stack.enter_async_context(RealtimeClient.connect(url))
-                       for _ in range(3)]
+                       for _ in range(TALKERS)]
             person = await stack.enter_async_context(RealtimeClient.connect(url))
             await person.send({"type": "session.update", "session": {
                 "audio": {"input": {"turn_detection": SERVER_VAD}}}})
