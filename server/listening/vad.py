@@ -435,18 +435,22 @@ class TurnDetector:
         longer than `candidate_gap_ms`) whose last window ends within `prefix_padding_ms`
         before it is the same person's speech, and so on back, no further than
         `prefix_padding_ms` + `silence_duration_ms` before the trigger (a longer pause would
-        have ended a turn); not a run the echo gate calls the assistant's echo. Measured on
-        Piper "Wait, stop, I have a question.": "Wait" (1056-1280 ms, Silero 0.82-0.91) is too
-        short to start a turn, the "st" of "stop" scores 0.48-0.49 (1568-1632), and the
-        trigger (1664) less the padding began the turn 84 ms after "Wait" ended: ASR heard
-        "Stop, I have a question."."""
+        have ended a turn); not a run the echo gate calls the assistant's echo, nor one the
+        room gate calls the room's background. Measured on Piper "Wait, stop, I have a
+        question.": "Wait" (1056-1280 ms, Silero 0.82-0.91) is too short to start a turn, the
+        "st" of "stop" scores 0.48-0.49 (1568-1632), and the trigger (1664) less the padding
+        began the turn 84 ms after "Wait" ended: ASR heard "Stop, I have a question.". And on
+        five-talker babble at -65 dBFS RMS (`benchmarks/bench_rooms.py`): Silero's runs on the
+        babble just before an espeak-ng "Actually, ..." at -20 dBFS were taken for its first
+        word, and the turn began 880 ms before the person's voice."""
         config = self.config
         reach_ms = start_ms - config.prefix_padding_ms - config.silence_duration_ms
         for run_start_ms, run_end_ms in reversed(self._dropped):
             if (run_end_ms < start_ms - config.prefix_padding_ms or run_start_ms >= start_ms
                     or run_start_ms < reach_ms):
                 break
-            if self._is_echo(run_start_ms, run_end_ms):
+            if self._is_echo(run_start_ms, run_end_ms) or (
+                    self.room_gate is not None and self.room_gate(run_start_ms, run_end_ms)):
                 break
             start_ms = run_start_ms
         return start_ms
