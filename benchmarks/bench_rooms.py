@@ -25,6 +25,11 @@ TV talker, at RMS levels over a -70 dBFS RMS pink floor, from the session's firs
    the person 1, 3 and 8 s after 6 s of babble at -25 dBFS stopped (that babble holds a turn
    until `max_turn_ms` 4 s, then is the room) -> turns started after it, found, WER.
 
+Every voice is synthesized once, first, in a fixed order (`synthesize_all`): espeak-ng's output
+depends on what the library spoke before in the process, Piper's word marks included, so a
+sentence synthesized again for each table, or talkers synthesized after other speech, made a
+scene's audio (and which turns were found) depend on the tables run before it.
+
 Targets (issue 24): at -45 dBFS and below, nobody speaking: 0 turns; the person at -20 dBFS
 over it: every turn found, WER <= clean + 10 points; tables 3 and 4: no turn, every person
 found. Exit status 1 when a target fails.
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import time
 
@@ -82,6 +88,26 @@ LOUD_MAX_TURN_MS = 4000
 """Table 4's loud babble: it holds a turn until this `max_turn_ms`, then is the room."""
 GAPS_MS = (1000, 3000, 8000)
 """Table 4: the person this long after the loud babble stopped."""
+
+
+@functools.cache
+def person_speech(text: str, engine: str, voice: str | None) -> np.ndarray:
+    """`text` said by `engine` / `voice` (16 kHz, `tests.speech_fixtures.speech`), synthesized
+    once per run: every table, the clean one included, hears the same recording."""
+    return fx.speech(text, engine, voice)
+
+
+def synthesize_all() -> None:
+    """Synthesize every voice of the run before anything else, in a fixed order: the talkers
+    of the babble and the TV (cached by `tests.room_sounds`), then `SENTENCES` in `VOICES`.
+    espeak-ng keeps global state that no call resets (`server.speech.engines`: the same text
+    said four times in a row gives four lengths), and Piper's word marks run espeak-ng too;
+    so each recording is the same whichever tables, levels and backgrounds a run asks for."""
+    for kind in sorted(BACKGROUNDS):
+        BACKGROUNDS[kind](1000, TARGET_DBFS)
+    for text in SENTENCES:
+        for engine, voice in VOICES:
+            person_speech(text, engine, voice)
 
 
 def floor(duration_ms: float, seed: int) -> np.ndarray:
@@ -155,7 +181,7 @@ async def person_over(kind: str | None, dbfs: float, person_dbfs: float,
     utterances = started = found = errors = total = 0
     for index, (text, (engine, voice)) in enumerate(
             (t, v) for t in SENTENCES for v in VOICES):
-        person = rs.at_rms_dbfs(fx.speech(text, engine, voice), person_dbfs)
+        person = rs.at_rms_dbfs(person_speech(text, engine, voice), person_dbfs)
         if after_gap_ms is None:
             pcm, at_ms = scene(kind, dbfs, SCENE_MS, seed=index), PERSON_AT_MS
         else:
@@ -199,6 +225,7 @@ async def main() -> int:
                         help="seconds of each background alone, per seed (two seeds)")
     args = parser.parse_args()
     print_run_header()
+    synthesize_all()
     kinds = sorted(BACKGROUNDS)
     began = time.monotonic()
     alone = room_alone(kinds, args.levels, args.room_s)
