@@ -435,25 +435,34 @@ class TurnDetector:
         longer than `candidate_gap_ms`) whose last window ends within `prefix_padding_ms`
         before it is the same person's speech, and so on back, no further than
         `prefix_padding_ms` + `silence_duration_ms` before the trigger (a longer pause would
-        have ended a turn); not a run the echo gate calls the assistant's echo, nor one the
-        room gate calls the room's background. Measured on Piper "Wait, stop, I have a
-        question.": "Wait" (1056-1280 ms, Silero 0.82-0.91) is too short to start a turn, the
-        "st" of "stop" scores 0.48-0.49 (1568-1632), and the trigger (1664) less the padding
-        began the turn 84 ms after "Wait" ended: ASR heard "Stop, I have a question.". And on
-        five-talker babble at -65 dBFS RMS (`benchmarks/bench_rooms.py`): Silero's runs on the
-        babble just before an espeak-ng "Actually, ..." at -20 dBFS were taken for its first
-        word, and the turn began 880 ms before the person's voice."""
+        have ended a turn), and not past a run the echo gate calls the assistant's echo. The
+        start is the earliest such run from which the speech up to the last run before the
+        trigger is not the room's background (the room gate; none set: every run): a word
+        said in the room just before the person is not their first word, while the person's
+        soft first sound (the "st" of "stop", which the room gate alone judges by the louder
+        "Wait" before it) still links their first word to the trigger.
+        Measured on Piper "Wait, stop, I have a question.": "Wait" (1056-1280 ms, Silero
+        0.82-0.91) is too short to start a turn, the "st" of "stop" scores 0.48-0.49
+        (1568-1632), and the trigger (1664) less the padding began the turn 84 ms after "Wait"
+        ended: ASR heard "Stop, I have a question.". And on five-talker babble at -65 dBFS
+        RMS (`benchmarks/bench_rooms.py`): Silero's runs on the babble just before the person
+        (-20 dBFS) were taken for their first word, and the turn began 750-880 ms before the
+        voice."""
         config = self.config
         reach_ms = start_ms - config.prefix_padding_ms - config.silence_duration_ms
+        first_ms = start_ms
+        last_end_ms: int | None = None
         for run_start_ms, run_end_ms in reversed(self._dropped):
             if (run_end_ms < start_ms - config.prefix_padding_ms or run_start_ms >= start_ms
                     or run_start_ms < reach_ms):
                 break
-            if self._is_echo(run_start_ms, run_end_ms) or (
-                    self.room_gate is not None and self.room_gate(run_start_ms, run_end_ms)):
+            if self._is_echo(run_start_ms, run_end_ms):
                 break
             start_ms = run_start_ms
-        return start_ms
+            last_end_ms = run_end_ms if last_end_ms is None else last_end_ms
+            if self.room_gate is None or not self.room_gate(run_start_ms, last_end_ms):
+                first_ms = run_start_ms
+        return first_ms
 
     def _gates_open(self, start_ms: int) -> bool:
         """The level gates over the recent windows; open while a recent level is unknown."""
