@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,6 +284,32 @@ def test_espeak_gives_audio_and_native_marks() -> None:
     assert all(a <= m.start_ms < m.end_ms for a, m in zip(ends, chunk.marks, strict=False))
     assert chunk.marks[-1].end_ms <= -(-len(chunk.pcm) * 1000 // 22050)
     assert list(synthesizer.synthesize("👍")) == []
+
+
+ESPEAK_IN_A_FRESH_PROCESS = """
+import hashlib, sys
+import numpy as np
+from server.speech.engines import create_synthesizer
+tts = create_synthesizer("espeak", voice="en-us+f3", deterministic=sys.argv[1] == "1")
+pcm = np.concatenate([c.pcm for c in tts.synthesize("The weather expects rain.")])
+print(hashlib.sha1(pcm.tobytes()).hexdigest())
+"""
+
+
+def test_deterministic_espeak_breathes_the_same_in_every_process() -> None:
+    """espeak-ng's "+f3" voice breathes random noise from a generator libespeak-ng seeds
+    differently in each process (measured: two processes, two different hashes); a
+    deterministic synthesizer seeds it before each call, so a fresh process (no speech
+    before, the same calls) gives the same samples every time."""
+
+    def fresh(deterministic: bool) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", ESPEAK_IN_A_FRESH_PROCESS, str(int(deterministic))],
+            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+            timeout=120, check=True)
+        return done.stdout.strip()
+
+    assert fresh(True) == fresh(True)
 
 
 def test_espeak_rejects_unknown_voice() -> None:

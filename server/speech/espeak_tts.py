@@ -45,6 +45,8 @@ _EVENT_PHONEME = 7
 _WORD_END_EVENTS = frozenset({_EVENT_WORD, _EVENT_SENTENCE, _EVENT_END, _EVENT_MSG_TERMINATED})
 _INT16_SCALE = 32768.0
 DEFAULT_VOICE = "en-us"
+RAND_SEED = 0
+"""Seed of espeak-ng's random generator before each call of a deterministic `EspeakSynthesizer`."""
 
 
 class _EventId(ctypes.Union):
@@ -119,6 +121,7 @@ class EspeakEngine:
         )
         self._lib.espeak_SetVoiceByName.argtypes = (ctypes.c_char_p,)
         self._lib.espeak_ng_SetPhonemeEvents.argtypes = (ctypes.c_int, ctypes.c_int)
+        self._lib.espeak_ng_SetRandSeed.argtypes = (ctypes.c_long,)
         self._lib.espeak_Synth.argtypes = (
             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
             ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
@@ -134,10 +137,18 @@ class EspeakEngine:
         self._callback = _SynthCallback(self._on_synth)
         self._lib.espeak_SetSynthCallback(self._callback)
 
-    def synthesize(self, text: str, voice: str = DEFAULT_VOICE) -> EspeakOutput:
+    def synthesize(self, text: str, voice: str = DEFAULT_VOICE,
+                   rand_seed: int | None = None) -> EspeakOutput:
         """Synthesize `text` with the espeak-ng voice `voice` (e.g. "en-us").
 
         Returns PCM at `sample_rate_hz` (22050) and the WORD events. Empty text gives no audio.
+        `rand_seed`: seed espeak-ng's random generator first (`espeak_ng_SetRandSeed`), so
+        that the noise of voices that breathe (the "+f3" variants) is the same in every
+        process; None leaves it running (libespeak-ng seeds it once, differently in every
+        process: measured, "en-us+f3" gave other samples in each of two processes). Other
+        global state no call resets still carries from call to call: the same text said
+        again gives a length a few samples different (measured: 4 calls, 4 lengths within
+        17 samples), so output depends on what the library spoke before in the process.
 
         Raises:
             ValueError: when the voice is unknown.
@@ -146,6 +157,8 @@ class EspeakEngine:
         with self._lock:
             if self._lib.espeak_SetVoiceByName(voice.encode()) != _EE_OK:
                 raise ValueError(f"unknown espeak-ng voice {voice!r}")
+            if rand_seed is not None:
+                self._lib.espeak_ng_SetRandSeed(rand_seed)
             self._pcm = []
             self._events = []
             data = text.encode()
@@ -239,19 +252,23 @@ class EspeakSynthesizer:
 
     One chunk per `synthesize` call; marks are exact (not estimated) because the events come from
     the same synthesis run as the audio. Not bit-identical across runs (measured: the same text
-    differs by about +-200 samples from call to call), so exact tests use the uniform voice.
+    differs by about +-200 samples from call to call, with what the library spoke before: see
+    `EspeakEngine.synthesize`), so exact tests use the uniform voice.
     """
 
     name = "espeak"
 
-    def __init__(self, voice: str | None = None) -> None:
-        """Create the synthesizer for espeak-ng voice `voice` (default "en-us").
+    def __init__(self, voice: str | None = None, deterministic: bool = False) -> None:
+        """Create the synthesizer for espeak-ng voice `voice` (default "en-us");
+        `deterministic`: espeak-ng's random generator seeded (`RAND_SEED`) before each call,
+        so a breathing voice's noise does not change from process to process.
 
         Raises:
             ValueError: the voice is unknown to espeak-ng.
         """
         self._engine = espeak_engine()
         self._voice = voice or DEFAULT_VOICE
+        self._rand_seed = RAND_SEED if deterministic else None
         self._engine.synthesize("", self._voice)
         self.sample_rate_hz: int = self._engine.sample_rate_hz
 
@@ -268,7 +285,7 @@ class EspeakSynthesizer:
         speakable = make_speakable(text, self._voice.split("-")[0])
         if speakable.is_silent or (stop is not None and stop.is_set()):
             return
-        output = self._engine.synthesize(speakable.text, self._voice)
+        output = self._engine.synthesize(speakable.text, self._voice, self._rand_seed)
         locator = WordLocator(speakable)
         units = locator.word_units([word.char_start for word in output.words])
         spans = [(word.start_sample, word.end_sample) for word in output.words]
