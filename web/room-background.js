@@ -1,65 +1,127 @@
 /**
  * The room's background for the page's VAD (vad.js): babble, a TV, a fan. A barge-in starts
- * only on speech clearly above it. The page's port of server/listening/room_background.py
- * (issue 24): the same rule, on the band-envelope.js rows (five bands, dB, 10 ms frames) the
- * VAD already computes. Plain objects, no audio APIs.
+ * only on speech clearly above it and near the person's own level. The page's port of
+ * server/listening/room_background.py (issue 24): the same rules, with the server's
+ * constants, on the band-envelope.js rows (five bands, dB, 10 ms frames of 30 ms windows) the
+ * VAD already computes. Plain objects, no audio APIs. Times are seconds on one clock.
  *
  * - The background: the band levels of the last `roomHistoryMs` of frames heard outside the
  *   person's turns (a candidate that fired, until it is released) and outside the assistant's
  *   playback (its echo is echo-path.js's business), learned once they are `roomSettleMs` old
- *   (and the turns outside playback the server's VAD did not take for the person: a TV's
- *   sentences fire the page's VAD, which cannot tell a TV's voice from the person's, but the
- *   server's keeps the room's background and the person's level too,
- *   server/listening/room_background.py; without server VAD every turn is the person's)
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
- *   the room), and the frames before a candidate outside turns and playback. When none is
- *   known (the microphone was switched on while a reply played), no candidate is the room:
- *   the echo in the frames before it would raise the bar for the person talking over it.
- * - A candidate is the room (`isBackground`) when none of its frames holds `roomAboveDb` more
- *   energy than the background's `roomPercentile` band levels explain (energy counted band by
- *   band: a voice stands out where a fan's rumble or a TV's treble does not). The server's
+ *   the room), and the frames before a candidate outside turns and playback. Also learned:
+ *   the turns outside playback the server's VAD did not take for the person (`confirmTurns`;
+ *   a TV's sentences fire the page's VAD, which cannot tell a TV's voice from the person's,
+ *   but the server's keeps the room's background and the person's level too; without server
+ *   VAD every turn is the person's). When none is known (the microphone was switched on
+ *   while a reply played), the background rule passes every candidate: the echo in the frames
+ *   before it would raise the bar for the person talking over it.
+ * - The person's level: the `roomPercentile` level (totalDb of a frame's bands) of the frames
+ *   of the person's recent turns (their last `roomPersonHistoryMs`), `roomPersonPriorDb`
+ *   before the first one.
+ * - A candidate is the person (`isBackground` false) when its loudest frame reaches the
+ *   person's level less `roomNearDb` (`roomColdNearDb` when it starts in the microphone's
+ *   first `roomColdMs`, counted in microphone time: an auto gain converges with the stream's
+ *   time), and, once a background is known, one of its frames holds `roomAboveDb` more energy
+ *   than the background's `roomPercentile` band levels explain (energy counted band by band:
+ *   a voice stands out where a fan's rumble or a TV's treble does not), up to
+ *   `roomYoungAboveDb` more while less than `roomYoungMs` of the room was heard. The server's
  *   constants, measured there on tests/room_sounds.py's babble and TV at -45 dBFS RMS: the
  *   loudest window of babble held at most 2.5 dB above its 90th percentile levels, a TV
  *   talker's 5.3 dB; a person at -20 dBFS RMS, 20 dB and more.
+ * - It follows a rising gain: the background's loud band levels are the louder, band by band,
+ *   of those of all of it and of its last `roomRecentMs` before `roomRecentGapMs` ahead of the
+ *   candidate (the person's own first word may be right before it). Chromium's auto gain,
+ *   which the page asks for, lifts a TV at -45 dBFS by 10 dB at once and by 22 dB after
+ *   4.6 s (measured: tests/room_sounds.py CHROMIUM_AGC_DB).
+ * - It falls when the room falls: once the loud frames (`roomPercentile`) of the last
+ *   `roomFallSpanMs` outside turns stay `roomFallDb` below the floor (`roomFloorPercentile`)
+ *   of the last `roomFallFloorMs` of background (loud babble stopped), that background is
+ *   forgotten and the room is learned anew, so the person is heard at once after loud noise,
+ *   not `roomHistoryMs` later. A room that only pauses (a TV between sentences) has its
+ *   pauses in that floor already.
  * - The room's floor (`floor`): the `roomFloorPercentile` band levels of every frame of the
  *   last `roomFloorMs` (minimum statistics, R. Martin, IEEE TSAP 2001, as the server's echo
  *   detector), which echo-path.js adds to the echo it predicts.
  */
-import { BANDS, SILENCE_DB } from './band-envelope.js';
+import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
+
+/**
+ * The room's parameters, part of vad.js DEFAULT_VAD_CONFIG (dB values are dB differences
+ * unless named dBFS; times in ms). The server's (server/listening/room_background.py:
+ * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, YOUNG_*, COLD_*,
+ * NEAR_DB, PERSON_PRIOR_DBFS), which documents where each was measured.
+ */
+export const ROOM_CONFIG = Object.freeze({
+  roomHistoryMs: 10000, // background frames kept
+  roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
+  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
+  roomPercentile: 90, // the background's loud levels (per band), the person's level
+  roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
+  roomYoungMs: 4000, // until this much room was heard, a candidate needs up to ...
+  roomYoungAboveDb: 8, // ... this much more
+  roomRecentMs: 1000, // the background's last this much counts on its own (a rising gain) ...
+  roomRecentGapMs: 500, // ... up to this long before the candidate
+  roomFallSpanMs: 640, // the room fell when this long outside turns stays ...
+  roomFallDb: 10, // ... this far below the floor ...
+  roomFallFloorMs: 3000, // ... of the last this much background
+  roomPersonHistoryMs: 10000, // the person's level: their last this much of turn frames
+  roomPersonPriorDb: -12, // the person's level (dBFS) before their first turn
+  roomNearDb: 20, // a candidate's loudest frame may stay this far below the person's level
+  roomColdMs: 1000, // in the microphone's first this much ...
+  roomColdNearDb: 12, // ... only this far
+  roomGainMs: 4000, // the room's level of this last much outside turns, reply included, ...
+  roomGainPercentile: 50, // ... vs the background's, at this percentile and roomPercentile
+  roomFloorMs: 4000, // the room's floor is taken over this much of every frame ...
+  roomFloorPercentile: 10, // ... at this percentile per band (and the fall's floor)
+});
 
 /** The `percentile` (0-100, nearest rank) of each band over `rows`; SILENCE_DB when none. */
 export function bandPercentile(rows, percentile) {
   const out = new Array(BANDS).fill(SILENCE_DB);
   if (!rows.length) return out;
-  const index = Math.min(rows.length - 1, Math.floor((percentile / 100) * rows.length));
   for (let band = 0; band < BANDS; band += 1) {
-    const values = rows.map((row) => row[band]).sort((a, b) => a - b);
-    out[band] = values[index];
+    out[band] = percentileOf(rows.map((row) => row[band]), percentile);
   }
   return out;
 }
 
+/** The `percentile` (0-100, nearest rank) of the numbers `values` (not empty). */
+function percentileOf(values, percentile) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((percentile / 100) * sorted.length))];
+}
+
 /**
- * The room's background over one microphone stream; times are seconds on one clock.
+ * The room's background and the person's level over one microphone stream; times are
+ * seconds on one clock, the first frame pushed being the microphone's start.
  * `confirmTurns`: the server's VAD judges the turns (the page asked for server VAD): the
  * frames of a turn heard outside playback that the server did not take for the person
  * (`personSpoke`) within `roomConfirmMs` of them are the room (a TV's sentence, babble that
- * never pauses) and become background.
+ * never pauses) and become background; those it did take are the person's level.
  */
 export class RoomBackground {
   #config;
   confirmTurns = false;
-  /** frames not yet settled, outside turns: {t, row, playing}, oldest first */
+  /** start time (s) of the first frame pushed */
+  #firstS = null;
+  /** frames not yet settled, outside turns: {t, row, db, playing}, oldest first */
   #recent = [];
-  /** settled background rows, oldest first: {t, row} */
+  /** settled background frames, oldest first: {t, row, db} */
   #background = [];
+  /** frames ever learned as background (how much of the room was heard) */
+  #learned = 0;
   /** every frame's row of the last roomFloorMs: {t, row} */
   #all = [];
+  /** the frames of the last roomGainMs outside turns, playback included: {t, row} */
+  #outside = [];
   /** the turns not yet settled: {fromS, endS, person, frames}, the latest last; a turn's
    * frames `roomConfirmMs` old leave it (background unless the server confirmed the turn) */
   #turns = [];
+  /** frame levels (dBFS) of the person's turns, oldest first */
+  #person = [];
 
-  /** @param {object} config DEFAULT_VAD_CONFIG-shaped (vad.js) */
+  /** @param {object} config DEFAULT_VAD_CONFIG-shaped (vad.js; the ROOM_CONFIG keys) */
   constructor(config) {
     this.#config = config;
   }
@@ -68,30 +130,81 @@ export class RoomBackground {
    * echo tail) may be in it. */
   push(timeS, row, playing) {
     const c = this.#config;
+    this.#firstS ??= timeS;
+    const frame = { t: timeS, row, db: totalDb(row), playing };
     const turn = this.#turns.at(-1);
     if (turn && turn.endS === null) {
-      turn.frames.push({ t: timeS, row, playing });
+      turn.frames.push(frame);
     } else {
-      this.#recent.push({ t: timeS, row, playing });
+      this.#recent.push(frame);
+      this.#outside.push(frame);
     }
-    this.#all.push({ t: timeS, row });
+    this.#all.push(frame);
     while (this.#all[0].t < timeS - c.roomFloorMs / 1000) this.#all.shift();
-    while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
-      const frame = this.#recent.shift();
-      if (!frame.playing) this.#background.push(frame);
+    while (this.#outside.length && this.#outside[0].t <= timeS - c.roomGainMs / 1000) {
+      this.#outside.shift();
     }
-    const confirmedS = timeS - c.roomConfirmMs / 1000;
+    while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
+      const settled = this.#recent.shift();
+      if (!settled.playing) this.#learn(settled);
+    }
+    this.#settleTurns(timeS - c.roomConfirmMs / 1000);
+    while (this.#background.length
+      && this.#background[0].t < timeS - c.roomHistoryMs / 1000) this.#background.shift();
+    this.#forgetAFallenRoom(timeS);
+  }
+
+  /** Turn frames that started by `confirmedS` leave their turn: the person's level, or
+   * background (`confirmTurns`, not confirmed, outside playback). */
+  #settleTurns(confirmedS) {
+    const c = this.#config;
     for (const old of this.#turns) {
       if (old.fromS > confirmedS) break;
       while (old.frames.length && old.frames[0].t <= confirmedS) {
         const frame = old.frames.shift();
-        if (this.confirmTurns && !old.person && !frame.playing) this.#background.push(frame);
+        if (!this.confirmTurns || old.person) {
+          this.#person.push(frame.db);
+          if (this.#person.length > c.roomPersonHistoryMs / FRAME_MS) this.#person.shift();
+        } else if (!frame.playing) {
+          this.#learn(frame);
+        }
       }
     }
     while (this.#turns.length && this.#turns[0].endS !== null
       && this.#turns[0].endS <= confirmedS) this.#turns.shift();
-    while (this.#background.length
-      && this.#background[0].t < timeS - c.roomHistoryMs / 1000) this.#background.shift();
+  }
+
+  #learn(frame) {
+    this.#background.push(frame);
+    this.#learned += 1;
+  }
+
+  /**
+   * Forget the background when the room fell (`roomFallDb`, see the module comment): the
+   * frames of the last `roomFallSpanMs` up to `timeS` are all outside turns (the reply's echo
+   * may be in them: it only makes them louder), and their loud level stays `roomFallDb` below
+   * the floor of the last `roomFallFloorMs` of background. The unsettled frames before them
+   * are forgotten too, and so are the turns' not yet settled (but the person's): a turn the
+   * server's VAD did not confirm (loud babble) would be learned after the fall otherwise.
+   */
+  #forgetAFallenRoom(timeS) {
+    const c = this.#config;
+    const spanFrames = Math.round(c.roomFallSpanMs / FRAME_MS);
+    if (this.#background.length < spanFrames) return;
+    const turn = this.#turns.at(-1);
+    const spanS = timeS - c.roomFallSpanMs / 1000;
+    if (turn && (turn.endS === null || turn.endS > spanS)) return;
+    const span = this.#recent.filter((frame) => frame.t > spanS);
+    if (span.length < spanFrames - 1) return;
+    const loud = percentileOf(span.map((frame) => frame.db), c.roomPercentile);
+    const floorFrames = Math.round(c.roomFallFloorMs / FRAME_MS);
+    const floor = percentileOf(this.#background.slice(-floorFrames).map((frame) => frame.db),
+      c.roomFloorPercentile);
+    if (loud <= floor - c.roomFallDb) {
+      this.#background = [];
+      this.#recent = span;
+      for (const old of this.#turns) if (!old.person) old.frames = [];
+    }
   }
 
   /** The person's turn started at `fromS` (a candidate fired): its frames are never room,
@@ -117,32 +230,72 @@ export class RoomBackground {
     }
   }
 
+  /** The person's level (dBFS): see the module comment. */
+  personDb() {
+    if (!this.#person.length) return this.#config.roomPersonPriorDb;
+    return percentileOf(this.#person, this.#config.roomPercentile);
+  }
+
   /** The room's floor per band (dB): see the module comment; SILENCE_DB before any frame. */
   floor() {
     return bandPercentile(this.#all.map((frame) => frame.row), this.#config.roomFloorPercentile);
   }
 
-  /** The background's loud band levels (dB) for a candidate from `fromS`: of the settled
-   * background and of the frames before `fromS` outside turns and playback; null: none. */
+  /** The background's loud band levels (dB) for a candidate from `fromS` (null: none known)
+   * and how much of the room was heard (frames): see the module comment. */
   #loud(fromS) {
-    const rows = this.#background.map((frame) => frame.row);
-    for (const frame of this.#recent) {
-      if (frame.t < fromS && !frame.playing) rows.push(frame.row);
-    }
-    return rows.length ? bandPercentile(rows, this.#config.roomPercentile) : null;
+    const c = this.#config;
+    const before = this.#recent.filter((frame) => frame.t < fromS && !frame.playing);
+    const rows = [...this.#background, ...before].map((frame) => frame.row);
+    if (!rows.length) return { loud: null, heard: this.#learned };
+    const gapS = fromS - c.roomRecentGapMs / 1000;
+    const recent = [...this.#background, ...before.filter((frame) => frame.t < gapS)]
+      .slice(-Math.round(c.roomRecentMs / FRAME_MS)).map((frame) => frame.row);
+    const all = bandPercentile(rows, c.roomPercentile);
+    const last = bandPercentile(recent, c.roomPercentile);
+    const rise = this.#gainRise(rows);
+    return { loud: all.map((db, band) => Math.max(db, last[band]) + rise),
+      heard: this.#learned + before.length, rise };
   }
+
+  /**
+   * How far (dB, at least 0) the room's level rose above that of the background `rows`, from
+   * the frames of the last `roomGainMs` outside turns, playback included: the smaller of the
+   * rises of their `roomGainPercentile` and of their `roomPercentile` levels (each the median
+   * over the bands). An auto gain lifts both; it lifts the quiet frames more than the loud ones
+   * (its limiter holds the peaks: in Chromium, a TV at -45 dBFS rose 15 dB in its median level
+   * and 3 dB in its loud frames from its first 4 s to 5-9 s), so the smaller rise is taken.
+   */
+  #gainRise(rows) {
+    const c = this.#config;
+    const outside = this.#outside.map((frame) => frame.row);
+    if (!outside.length) return 0;
+    const rise = (percentile) => {
+      const now = bandPercentile(outside, percentile);
+      const then = bandPercentile(rows, percentile);
+      return now.map((db, band) => db - then[band]).sort((x, y) => x - y)[Math.floor(BANDS / 2)];
+    };
+    return Math.max(0, Math.min(rise(c.roomGainPercentile), rise(c.roomPercentile)));
+  }
+
   /**
    * Whether the candidate frames `rows` (band rows, by start time `times`) starting at
-   * `fromS` are the room: {background, firstS}; firstS is the first frame that holds
-   * `roomAboveDb` more energy than the background explains (null: none). Not background when
-   * no background is known.
+   * `fromS` are the room: {background, firstS}; firstS is the first frame that holds enough
+   * more energy than the background explains (the first frame when no background is known;
+   * null: none, or the candidate stays too far below the person's level).
    */
   isBackground(fromS, times, rows) {
-    const loud = this.#loud(fromS);
+    const c = this.#config;
+    const nearDb = fromS - this.#firstS < c.roomColdMs / 1000 ? c.roomColdNearDb : c.roomNearDb;
+    const loudest = Math.max(...rows.map((row) => totalDb(row)));
+    if (loudest < this.personDb() - nearDb) return { background: true, firstS: null };
+    const { loud, heard } = this.#loud(fromS);
     if (loud === null) return { background: false, firstS: times[0] ?? null };
     const loudPower = loud.map((db) => 10 ** (db / 10));
     const total = loudPower.reduce((sum, power) => sum + power, 0);
-    const needed = total * 10 ** (this.#config.roomAboveDb / 10);
+    const youngFrames = c.roomYoungMs / FRAME_MS;
+    const marginDb = c.roomAboveDb + c.roomYoungAboveDb * Math.max(0, 1 - heard / youngFrames);
+    const needed = total * 10 ** (marginDb / 10);
     for (let i = 0; i < rows.length; i += 1) {
       let excess = 0;
       for (let band = 0; band < BANDS; band += 1) {

@@ -67,15 +67,15 @@
  *   A candidate held back as echo is judged again on every frame over its last
  *   `echoShareSpanMs`; when the echo stops explaining it (the person talks over the echo) it
  *   starts over from its first unexplained frame and fires once that holds `minSpeechMs`.
- * - the room (issue 24; room-background.js): a candidate fires only when one of its frames
- *   holds `roomAboveDb` more energy than the room's background (babble, a TV, a fan, learned
- *   outside the person's turns and the assistant's playback, and from the turns the server's
- *   VAD did not take for the person) explains; otherwise it is held back as the room ('room')
- *   and judged again on every frame.
+ * - the room (issue 24; room-background.js, the server's rules): a candidate fires only when
+ *   one of its frames holds `roomAboveDb` more energy than the room's background (babble, a
+ *   TV, a fan; it follows a rising gain and falls when the room falls) explains, and its
+ *   loudest frame is near the person's own level; otherwise it is held back as the room
+ *   ('room') and judged again on every frame. Its parameters are ROOM_CONFIG's.
  */
 import { BANDS, BandEnvelope } from './band-envelope.js';
 import { EchoPath, alignedRows } from './echo-path.js';
-import { RoomBackground } from './room-background.js';
+import { ROOM_CONFIG, RoomBackground } from './room-background.js';
 import { Voicing } from './voicing.js';
 
 
@@ -125,14 +125,7 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoShareSpanMs: 250, // a held echo candidate is judged on at least its last this much
   echoLearnMs: 500, // the echo path is learned this often while the assistant plays ...
   echoRelearnMs: 100, // ... and at most this often while a candidate is judged
-  // the room's background (room-background.js)
-  roomHistoryMs: 10000, // background frames kept
-  roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
-  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
-  roomPercentile: 90, // the background's loud levels: this percentile per band
-  roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
-  roomFloorMs: 4000, // the room's floor is taken over this much of every frame ...
-  roomFloorPercentile: 10, // ... at this percentile per band
+  ...ROOM_CONFIG, // the room's background and the person's level (room-background.js)
 });
 
 /** Floor of every level in dBFS (digital silence). */
