@@ -154,6 +154,22 @@ MODULATION_FLOOR_DB = 30.0
 silence right after a hum stops, which Silero still scores at about 0.6)."""
 
 
+def past_the_room(room_gate: Callable[[int, int], bool] | None, start_ms: int,
+                  window_end_ms: int) -> int:
+    """Where a candidate turn the room gate rejected before (speech from `start_ms`, passed at
+    `window_end_ms`, ms) becomes the person: its start moved on, window by window, while its
+    speech from `start_ms` to that window's end is still the room's by `room_gate` (at most
+    to the last window before `window_end_ms`). The gate asks every `min_speech_ms` or so,
+    so the room talking since its last rejection would otherwise begin the turn: measured,
+    Piper "Wait, stop, ..." 330 ms after the last rejection of babble at -55 dBFS RMS began
+    630 ms before the voice."""
+    moved_ms = start_ms
+    while (room_gate is not None and moved_ms + 2 * WINDOW_MS <= window_end_ms
+           and room_gate(start_ms, moved_ms + WINDOW_MS)):
+        moved_ms += WINDOW_MS
+    return moved_ms
+
+
 class TurnDetector:
     """OpenAI `server_vad` turn detection over VAD windows; sans-I/O (no model, no clock).
 
@@ -198,7 +214,8 @@ class TurnDetector:
     candidate's speech is the room's background, not the person: like an echo rejection, the
     candidate's start then moves to that window's end, so a turn needs `min_speech_ms` of
     speech the room gate passed (a candidate the echo gate held back is judged from where its
-    voice came in, within `HELD_LOUD_DB` of its loudest window, when that is earlier); in a
+    voice came in, within `HELD_LOUD_DB` of its loudest window, when that is earlier), and
+    once passed it starts past the room's windows (`past_the_room`); in a
     turn, a window the room gate calls background counts toward the silence (a TV talking on
     after the person stopped ends the turn). A candidate the echo gate held back is judged
     again after it ended (`_reconsider`, with `echo_refuted(first_ms, speech_end_ms,
@@ -405,7 +422,7 @@ class TurnDetector:
             self._start_ms = window_end_ms
             return None
         if self._room_held and not self._echo_held:
-            start_ms = self._past_the_room(start_ms, window_end_ms)
+            start_ms = past_the_room(self.room_gate, start_ms, window_end_ms)
         audio_start_ms = self._audio_start(self._first_word_ms(start_ms), window_end_ms)
         self._dropped.clear()
         self._drop_candidate()
@@ -433,20 +450,6 @@ class TurnDetector:
         self._speaking = True
         self._turn_start_ms = loud_start_ms
         return SpeechStarted(audio_start_ms)
-
-    def _past_the_room(self, start_ms: int, window_end_ms: int) -> int:
-        """Where a candidate the room gate rejected before becomes the person: its start moved
-        on, window by window, while its speech from `start_ms` to that window's end is still
-        the room's (at most to the last window before `window_end_ms`). The gate asks every
-        `min_speech_ms` or so, so the room talking since its last rejection would otherwise
-        begin the turn: measured, Piper "Wait, stop, ..." 330 ms after the last rejection of
-        babble at -55 dBFS RMS began 630 ms before the voice."""
-        assert self.room_gate is not None
-        moved_ms = start_ms
-        while (moved_ms + 2 * WINDOW_MS <= window_end_ms
-               and self.room_gate(start_ms, moved_ms + WINDOW_MS)):
-            moved_ms += WINDOW_MS
-        return moved_ms
 
     def _audio_start(self, start_ms: int, window_end_ms: int) -> int:
         """The turn's audio start: the speech start minus the prefix padding, but not before
@@ -478,19 +481,13 @@ class TurnDetector:
         longer than `candidate_gap_ms`) whose last window ends within `prefix_padding_ms`
         before it is the same person's speech, and so on back, no further than
         `prefix_padding_ms` + `silence_duration_ms` before the trigger (a longer pause would
-        have ended a turn), and not past a run the echo gate calls the assistant's echo. The
-        start is the earliest such run from which the speech up to the last run before the
-        trigger is not the room's background (the room gate; none set: every run): a word
-        said in the room just before the person is not their first word, while the person's
-        soft first sound (the "st" of "stop", which the room gate alone judges by the louder
-        "Wait" before it) still links their first word to the trigger.
-        Measured on Piper "Wait, stop, I have a question.": "Wait" (1056-1280 ms, Silero
-        0.82-0.91) is too short to start a turn, the "st" of "stop" scores 0.48-0.49
-        (1568-1632), and the trigger (1664) less the padding began the turn 84 ms after "Wait"
-        ended: ASR heard "Stop, I have a question.". And on five-talker babble at -65 dBFS
-        RMS (`benchmarks/bench_rooms.py`): Silero's runs on the babble just before the person
-        (-20 dBFS) were taken for their first word, and the turn began 750-880 ms before the
-        voice."""
+        have ended a turn), not past a run the echo gate calls echo; the earliest such run
+        from which the speech up to the last run is not the room's (room gate): the room's
+        runs just before the person (babble at -65 dBFS: up to 880 ms early) are not their
+        first word, a soft "st" after "Wait" still links it. Measured on Piper "Wait, stop, I
+        have a question.": "Wait" (1056-1280 ms, Silero 0.82-0.91) is too short to start a
+        turn, the "st" of "stop" scores 0.48-0.49 (1568-1632), and the trigger (1664) less the
+        padding began the turn 84 ms after "Wait" ended: ASR heard "Stop, I have a question."."""
         config = self.config
         reach_ms = start_ms - config.prefix_padding_ms - config.silence_duration_ms
         first_ms = start_ms
