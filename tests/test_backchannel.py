@@ -222,3 +222,18 @@ def test_a_rising_pitch_asks_though_the_asr_wrote_no_question_mark(voice: str) -
     assert asked.prosody.final_rise_st >= QUESTION_RISE_ST > told.prosody.final_rise_st
     assert (asked.verdict, asked.rule) == (Verdict.INTERRUPTION, "question")
     assert (told.verdict, told.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+
+
+@pytest.mark.parametrize("voice", ["en-us", "en-us+m3", "en-us+f2", "en-gb-scotland"])
+def test_repeated_acknowledgments_and_written_laughs_resume(voice: str) -> None:
+    """Members of issue 24's kinds found by trying the product: "I see, I see" (four words,
+    over `MAX_WORDS`, though a phrase said twice), laughter written "Hee-hee." or "Heh heh
+    heh." (not spelled as laughter) and "Cheers, sure." (tiny.en's reading of Piper's "sure
+    sure") were cut and answered. A phrase repeated at once counts once, those spellings are
+    laughter, and "cheers" thanks."""
+    for text, transcript in (("I see, I see", "I see, I see."), ("hehe", "Hee-hee."),
+                             ("heh heh heh", "Heh heh heh."), ("sure sure", "Cheers, sure.")):
+        decision = classify(transcript, said(text, voice=voice), RATE)
+        assert decision.verdict is Verdict.BACKCHANNEL, (text, decision.rule)
+    twice = classify("I see, I see, but wait.", said("I see, I see, but wait", voice=voice), RATE)
+    assert twice.verdict is Verdict.INTERRUPTION

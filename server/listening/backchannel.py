@@ -4,8 +4,8 @@
 (`server.listening.prosody`), per language. The rule (English; measured on espeak-ng and Piper
 voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 
-1. Longer than `max_ms` or more than `MAX_WORDS` words (a word repeated at once counts once:
-   "ha ha ha ha", "yeah yeah yeah"): an interruption.
+1. Longer than `max_ms` or more than `MAX_WORDS` words (a word or phrase repeated at once
+   counts once: "ha ha ha ha", "yeah yeah yeah", "I see, I see"): an interruption.
 2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption, also
    beside a backchannel ("yeah but wait").
 3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", and acknowledgments of
@@ -137,7 +137,8 @@ class Vocabulary:
             they are part of it (rule 3), alone the sound decides (rule 4).
         hum_spelling: a word that spells a closed-mouth hum ("mm", "m-h-m", "emm"): a murmur
             (rule 4) though not on the `murmurs` list, and one syllable of it a backchannel.
-        laugh_spelling: a word that spells laughter ("ha", "haha"): a murmur (rule 4).
+        laugh_spelling: a word that spells laughter ("ha", "haha", "hee-hee", "heh"): a
+            murmur (rule 4).
         negative_murmurs: murmurs that may say "no" ("uh-uh", "mm-mm"): beside backchannel
             words the sound decides (rule 4); other murmurs beside them go with them (rule 3).
     """
@@ -172,7 +173,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "perfect", "thanks", "sounds good", "sound good", "of course",
             "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
             "that's right", "that's true", "that's good", "that's great", "very good",
-            "fine", "absolutely", "definitely", "totally", "uh-huh yeah",
+            "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -188,7 +189,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         }),
         interjections=frozenset({"oh", "ah"}),
         hum_spelling=re.compile(r"(?=[a-z.-]*m)(?:(?:e?m+|[mh]+)[.-]?)+"),
-        laugh_spelling=re.compile(r"ha|hah|heh|(?:h[aeio]){2,}h?"),
+        laugh_spelling=re.compile(r"ha|hah|heh|hee|(?:h[aeio]+h?-?){2,}"),
         negative_murmurs=frozenset({"uh-uh", "mm-mm"}),
     ),
 }
@@ -256,8 +257,16 @@ def _asked(transcript: str, prosody: Prosody) -> bool:
 
 
 def _word_count(words: tuple[str, ...]) -> int:
-    """Words, a word repeated at once counted once ("ha ha ha ha" is one)."""
-    return sum(1 for i, word in enumerate(words) if i == 0 or word != words[i - 1])
+    """Words, a word or a phrase of up to three repeated at once counted once ("ha ha ha ha"
+    is one word, "I see, I see" two)."""
+    kept: list[str] = []
+    for word in words:
+        kept.append(word)
+        for size in (1, 2, 3):
+            if len(kept) >= 2 * size and kept[-size:] == kept[-2 * size:-size]:
+                del kept[-size:]
+                break
+    return len(kept)
 
 
 def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language: str = "en",

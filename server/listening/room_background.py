@@ -144,8 +144,9 @@ PERSON_PRIOR_DBFS = -12.0
 """The person's level before their first turn (dBFS, `LOUD_PERCENTILE` window level): a voice
 of about -20 dBFS RMS (measured: Piper at -20 dBFS RMS has its 90th percentile window at -14
 dBFS, its loudest at -11). With `NEAR_DB`, a candidate's loudest window then needs -32 dBFS:
-a voice of about -40 dBFS RMS or more, above a TV talker at -45 dBFS RMS (loudest window
--36 dBFS)."""
+a voice of about -35 dBFS RMS over its speech or more (Piper "Hang on." at -36 dBFS RMS has
+its loudest window at -33.4 dBFS and is not heard), above a TV talker at -45 dBFS RMS
+(loudest window -36 dBFS)."""
 
 
 def band_levels(windows: np.ndarray) -> np.ndarray:
