@@ -106,13 +106,6 @@ over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB).
 ONSET_RUN_FRAMES = 3
 """Consecutive frames above `ONSET_EXCESS_DB` that mark a voice onset (30 ms)."""
 
-ONSET_END_FRAMES = 1
-"""A run this long (20 ms) that reaches the end of the audio searched also marks a voice onset
-(`EchoDetector.voice_onset_ms`): a turn may start within 60 ms of the voice (Piper "No." 900 ms
-into the first reply over a -30 dB echo: the candidate began on the echo and the turn started
-63 ms into the word, whose excess ended 1, 5, 7, 10, 14 dB; with no onset found, the turn's
-audio began on the echo, 490 ms before the voice)."""
-
 ONSET_EDGE_DB = 1.5
 """The frames right before such a run whose excess rises toward it, from at least this (dB),
 still belong to the voice: its rising edge, e.g. the breath of an "h"."""
@@ -378,8 +371,7 @@ class EchoDetector:
         gain of the `LEAD_IN_MS` before `echo_until_ms` when given and earlier (audio known
         to be no person's: before the candidate's first speech window), else of the same
         lead-in. The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
-        `from_ms` whose excess reaches `ONSET_EXCESS_DB`, or of the last `ONSET_END_FRAMES`
-        frames when they do and no such run came before (with a path held and no such run,
+        `from_ms` whose excess reaches `ONSET_EXCESS_DB` (with a path held and no such run,
         `EXCESS_DB`: the held gain is not a lead-in's guess, and a turn asked for its onset
         50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo),
         moved back over the frames right before it whose excess rises toward it from
@@ -402,13 +394,10 @@ class EchoDetector:
             runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
             found = np.flatnonzero(runs)
             if found.size:
-                index = first + int(found[0])
-                break
-            if loud[-ONSET_END_FRAMES:].all():
-                index = first + loud.size - ONSET_END_FRAMES
                 break
         else:
             return None
+        index = first + int(found[0])
         excess = match.excess_db
         while index > first and ONSET_EDGE_DB <= excess[index - 1] < excess[index]:
             index -= 1
