@@ -373,13 +373,9 @@ class TurnDetector:
             end_ms = max(end_ms, self._speech_end_ms)
         if speech:
             end_ms = window_end_ms
-        audio_start_ms = self._audio_start(self._first_word_ms(first_ms), window_end_ms)
-        self._dropped.clear()
-        self._drop_candidate()
-        self._speaking = True
-        self._turn_start_ms = first_ms
+        started = self._start_turn(first_ms, window_end_ms)
         self._speech_end_ms = end_ms
-        return SpeechStarted(audio_start_ms)
+        return started
 
     def _loud_span(self) -> tuple[int, int]:
         """(start, end) ms of the current candidate's windows within `HELD_LOUD_DB` of its
@@ -423,6 +419,11 @@ class TurnDetector:
             return None
         if self._room_held and not self._echo_held:
             start_ms = past_the_room(self.room_gate, start_ms, window_end_ms)
+        return self._start_turn(start_ms, window_end_ms)
+
+    def _start_turn(self, start_ms: int, window_end_ms: int) -> SpeechStarted:
+        """Start the turn whose speech began at `start_ms` (ms), decided at `window_end_ms`:
+        its audio reaches back over its first word to the voice onset (`_audio_start`)."""
         audio_start_ms = self._audio_start(self._first_word_ms(start_ms), window_end_ms)
         self._dropped.clear()
         self._drop_candidate()
@@ -444,12 +445,7 @@ class TurnDetector:
                 or (self.room_gate is not None and self.room_gate(loud_start_ms, loud_end_ms))):
             self._start_ms = window_end_ms
             return None
-        audio_start_ms = self._audio_start(self._first_word_ms(loud_start_ms), window_end_ms)
-        self._dropped.clear()
-        self._drop_candidate()
-        self._speaking = True
-        self._turn_start_ms = loud_start_ms
-        return SpeechStarted(audio_start_ms)
+        return self._start_turn(loud_start_ms, window_end_ms)
 
     def _audio_start(self, start_ms: int, window_end_ms: int) -> int:
         """The turn's audio start: the speech start minus the prefix padding, but not before
