@@ -386,9 +386,9 @@ class TurnDetector:
         first_ms = self._first_ms()
         if not self._levels or any(level is None for _, level in self._levels):
             return first_ms, self._speech_end_ms
-        loudest = max(level for _, level in self._levels if level is not None)
-        loud = [end_ms for end_ms, level in self._levels
-                if level is not None and level >= loudest - HELD_LOUD_DB]
+        levels = [(end_ms, level) for end_ms, level in self._levels if level is not None]
+        loudest = max(level for _, level in levels)
+        loud = [end_ms for end_ms, level in levels if level >= loudest - HELD_LOUD_DB]
         return max(first_ms, loud[0] - WINDOW_MS), loud[-1]
 
     def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
@@ -495,7 +495,8 @@ class TurnDetector:
             if self._is_echo(run_start_ms, run_end_ms):
                 break
             start_ms = run_start_ms
-            last_end_ms = run_end_ms if last_end_ms is None else last_end_ms
+            if last_end_ms is None:
+                last_end_ms = run_end_ms
             if self.room_gate is None or not self.room_gate(run_start_ms, last_end_ms):
                 first_ms = run_start_ms
         return first_ms
