@@ -173,7 +173,7 @@ def report_false(echoes: Sequence[Outcome], rooms: Sequence[Outcome], load: str)
     print_table(f"G3. Nobody speaking: the page's own echo, the room ({load}); "
                 f"false barge-ins by the page VAD {false} (target 0: {verdict(false == 0)})",
                 ["case", "rendered at mic on ms", "plays",
-                 "VAD fired while playing (to the end: after the file too)",
+                 "VAD fired while playing (until read)",
                  "page barge-in", "server VAD turns", "held as echo", "held as room",
                  "echo path lag ms"], rows)
     return [false == 0]
