@@ -122,8 +122,10 @@ def report_people(outcomes: Sequence[Outcome], load: str) -> list[bool]:
         rows.append((*outcome.case.label.split(" | "), round(outcome.rendered_at_click_ms),
                      outcome.plays, outcome.server_turns,
                      "void (stalled)" if outcome.void else "page VAD" if outcome.heard else
-                     ("MISSED: the server stopped it" if outcome.server_barge_in
-                      else "MISSED"),
+                     "MISSED: the server stopped it" if outcome.server_barge_in else
+                     "MISSED: the page fired before the person, at "
+                     f"{outcome.fired_early_ms:.0f} ms" if outcome.fired_early_ms is not None
+                     else "MISSED",
                      fmt(outcome.vad_onset_ms), fmt(outcome.fired_ms),
                      fmt(outcome.onset_to_silence_ms)))
     print_table(f"G1. Real interruptions over a Piper reply, page VAD in Chromium ({load})",

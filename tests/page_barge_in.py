@@ -117,8 +117,8 @@ class Case:
 class Outcome:
     """What a case did on the page: `page_barge_in` (the page's VAD stopped the reply: a
     bargeInTimings entry with source 'vad'; without a person, only a VAD `fired` before the
-    file's end counts: Chromium's fake device falls silent there while the reply plays on, and
-    the end of its echo is no case), `server_barge_in` (the server's VAD did,
+    file's end counts: Chromium's fake device restarts the file there while the reply plays
+    on, and that is no case), `server_barge_in` (the server's VAD did,
     which `SERVER_VAD_OBSERVES` rules out: a case it stopped is never `heard`),
     `server_turns` (the server's VAD's `speech_started` events, waited for up to the file's
     end when a person speaks: it heard the case too),
@@ -126,6 +126,9 @@ class Outcome:
     `fired_ms` (the first VAD `fired` while the reply played, ms after the person's onset on
     the WAV timeline, None: none), `vad_onset_ms` (where the candidate that fired then
     started, the VAD's onset: ms after the person's onset, None: no such fire),
+    `fired_early_ms` (a person case's first VAD `fired` while the reply played before their
+    onset, ms after it (negative): the page stopped the reply on something else first;
+    None: none),
     `rendered_at_click_ms` (reply ms rendered when the mic was
     switched on), `behind_ms` (how far the playback fell behind real time until the case was
     decided: `behind_ms`), the page's VAD events (times made ms on the WAV timeline), how
@@ -139,6 +142,7 @@ class Outcome:
     onset_to_silence_ms: float | None
     fired_ms: float | None
     vad_onset_ms: float | None
+    fired_early_ms: float | None
     rendered_at_click_ms: float
     behind_ms: float
     events: list[dict[str, Any]]
@@ -149,7 +153,8 @@ class Outcome:
     def heard(self) -> bool:
         """The person's interruption stopped the reply through the page's VAD, which fired
         at their onset (not before it, on something else), and nothing else had stopped it."""
-        return self.page_barge_in and self.fired_ms is not None and not self.server_barge_in
+        return (self.page_barge_in and self.fired_ms is not None and self.fired_early_ms is None
+                and not self.server_barge_in)
 
 
 async def reply_audio(ws_url: str) -> np.ndarray:
@@ -266,6 +271,8 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
              and (-50 <= e["t"] - onset <= FIRED_WITHIN_MS if case.person is not None
                   else e["t"] <= end_ms)]
     fired = [e["t"] - onset for e in fires]
+    early = [e["t"] - onset for e in events if e["type"] == "fired" and e["playing"]
+             and case.person is not None and e["t"] - onset < -50]
     vad_onset = None if not fires or fires[0]["onsetT"] is None else fires[0]["onsetT"] - onset
     if case.person is None and not fired:
         page = None  # stopped after the file ended (the fake device's end), or not at all
@@ -275,5 +282,5 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
     void = too_late or (case.echo_db is not None and behind > STALL_MS)
     return Outcome(case, page is not None, any(t["source"] == "server_vad" for t in timings),
                    state["turns"], None if page is None else page["onsetToSilenceMs"],
-                   fired[0] if fired else None, vad_onset, float(mic["rendered"]), behind,
-                   events, void=void)
+                   fired[0] if fired else None, vad_onset, early[0] if early else None,
+                   float(mic["rendered"]), behind, events, void=void)
