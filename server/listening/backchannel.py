@@ -24,7 +24,10 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    Three or more voiced syllables all joined by aspirated gaps, written as laughter or not
    at all, are laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`:
    espeak-ng en-us+f3's "ha ha ha ha" has one of 30 ms at -23 dB, and a dropout inside one
-   vowel is bridged by the prosody);
+   vowel is bridged by the prosody), and so is one syllable written as a laugh and not
+   asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and en-029's one
+   "hee" and "ha"; "Huh?" - espeak-ng's "ha" in other voices - is a question, and "huh" is
+   no laugh spelling: it may mean "what?");
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -174,6 +177,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
             "that's right", "that's true", "that's good", "that's great", "very good",
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
+            "sure thing", "thank you", "thanks a lot", "all good",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -343,6 +347,8 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
         return decided(Verdict.INTERRUPTION, "question")
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
     if syllables >= 3 and laughed and _aspirated(prosody, 0):
+        return decided(Verdict.BACKCHANNEL, "laughter")
+    if syllables == 1 and words and laughed and not _asked(transcript, prosody):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")
