@@ -18,10 +18,10 @@ The bounded wait (`InterruptionSettings`), as an explicit rule:
 
 A backchannel resumes only when the person is done: the verdict, taken at the utterance's
 first 150 ms of silence (`DECISION_TAIL_MS`), is *held* until server VAD has heard
-`RESUME_SILENCE_MS` of silence after it. Speech before then voids it (the same turn goes on,
-or a new one starts: the whole of what the person says decides), so "Okay. (420 ms) Stop." never
-plays a word of the reply between "Okay" and "Stop". Speech that resumes a turn whose
-backchannel already resumed the reply (a longer pause, or a client's longer
+`RESUME_SILENCE_MS` of silence after it, or ended the turn. Speech before then voids it (the
+same turn goes on, or a new one starts: the whole of what the person says decides), so "Okay.
+(420 ms) Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
+a turn whose backchannel already resumed the reply (a longer pause, or a client's longer
 `silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
 reply plays on for at most that pause, and a cut then keeps only what the client played.
 
@@ -173,6 +173,13 @@ class ReplyPauses:
         if again:
             self._resumed_turn = None
         return again
+
+    def stopped(self, item_id: str | None) -> None:
+        """Server VAD ended turn `item_id` (its `silence_duration_ms`, or `semantic_vad`'s
+        verdict): the person is done, and a backchannel held on it resumes the reply now."""
+        pause = self.current
+        if pause is not None and pause.held is not None and pause.item_id == item_id:
+            self._resume_backchannel(pause)
 
     def heard_until(self, position_ms: int) -> None:
         """Server VAD has run over the input up to `position_ms` (input-timeline ms): a held

@@ -173,12 +173,14 @@ class TurnTaking:
 
     def on_speech_stopped(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription
-        (unless it was found to be a backchannel at its pause)."""
+        (unless it was found to be a backchannel at its pause); a backchannel verdict held on
+        it resumes its reply (`ReplyPauses.stopped`)."""
         turn = self._turns.speech_turn
         self._turn_ends.speech_heard(self._clock())
         self._turns.speech_stopped(audio_end_ms)
         if turn is not None and self._turns.committed_audio(turn[0]) is not None:
             self._pauses.committed(turn[0])
+        self._pauses.stopped(turn[0] if turn else None)
 
     def on_prepared_transcription(self, item_id: str, transcript: str) -> None:
         """The speculative transcript of `item_id`'s audio up to its pause is ready: it decides
