@@ -45,6 +45,7 @@ from benchmarks.tables import print_table
 from calibration.local_asr import person_transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
+from server.listening.backchannel import readings_to_score
 from tests import speech_fixtures
 from tests.pausing_page import Outcome, speak_over_reply
 from tests.realtime_client import RealtimeClient
@@ -71,11 +72,11 @@ PIPER_SPELLING = {"uh-huh": "uh huh", "mm-hmm": "mm-hmm.", "uh-uh": "uh, uh."}
 
 
 class TimedTranscriber:
-    """The in-process ASR of the person's turns, keeping (start, end) loop times (s) of every
-    transcription."""
+    """The in-process ASR of the person's turns (scoring the backchannel rule's readings, as
+    the server's does), keeping (start, end) loop times (s) of every transcription."""
 
     def __init__(self) -> None:
-        self.inner = person_transcriber()
+        self.inner = person_transcriber(readings=readings_to_score)
         self.calls: list[tuple[float, float]] = []
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:
