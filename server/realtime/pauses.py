@@ -23,7 +23,8 @@ same turn goes on, or a new one starts: the whole of what the person says decide
 (420 ms) Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
 a turn whose backchannel already resumed the reply (a longer pause, or a client's longer
 `silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
-reply plays on for at most that pause, and a cut then keeps only what the client played.
+reply plays on for at most that pause, and a cut then keeps only what the client played. A
+client that stops sending audio after a backchannel gets its reply back at the timeout.
 
 Prior art: LiveKit Agents' `resume_false_interruption` / `false_interruption_timeout`. Sans-I/O:
 plain state; `Session` applies it.
