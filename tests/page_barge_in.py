@@ -22,13 +22,23 @@ an echo case whose echo lags the playback by more than the page's longest echo l
 (`echoMaxLagMs`) less `LAG_MARGIN_MS` (the harness cannot set the rendered ms at the click):
 `run_case` plays it again, up to `ATTEMPTS` times.
 
+The page asks for server VAD as it always does, but with `SERVER_VAD_OBSERVES`: the server's
+VAD hears the same audio and reports its turns (the page's room rules use its
+`speech_started`), but it never stops nor answers the reply. What is measured is the page's VAD
+alone: the reply plays on until the page's VAD stops it, so every barge-in the page makes is
+seen, at the time it makes it, and a miss is a miss. (With the page's default settings the
+server's VAD may stop the reply first; the page's VAD, deciding after that stop, hears the
+file's echo go on with no output to explain it, as in a stall: its later fire measures nothing.)
+
 Outcomes are read from the page's state: `bargeInTimings` (source 'vad': the page's VAD
-stopped the reply; 'server_vad': the server's did) and `vadEvents`.
+stopped the reply; 'server_vad': the server's did, which `SERVER_VAD_OBSERVES` rules out) and
+`vadEvents`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +80,11 @@ microphone was switched on) before its end is void."""
 ATTEMPTS = 4
 """Times a void case is played (`run_case`)."""
 
+SERVER_VAD_OBSERVES = {"interrupt_response": False, "create_response": False}
+"""Set over the page's `server_vad` request (`window.duplexDemo.serverVad`, web/mic-control.js):
+the server's VAD never stops nor answers the reply (OpenAI's `turn_detection` booleans), so the
+page's VAD alone decides every barge-in (see the module docstring)."""
+
 PLAYBACK_LOG = """(responseId) => {
   const state = window.duplexDemo.state;
   const log = [];
@@ -103,10 +118,15 @@ class Outcome:
     """What a case did on the page: `page_barge_in` (the page's VAD stopped the reply: a
     bargeInTimings entry with source 'vad'; without a person, only a VAD `fired` before the
     file's end counts: Chromium's fake device falls silent there while the reply plays on, and
-    the end of its echo is no case), `server_barge_in` (the server's VAD did),
+    the end of its echo is no case), `server_barge_in` (the server's VAD did,
+    which `SERVER_VAD_OBSERVES` rules out: a case it stopped is never `heard`),
+    `server_turns` (the server's VAD's `speech_started` events, waited for up to the file's
+    end when a person speaks: it heard the case too),
     `onset_to_silence_ms` (bargeInTimings.onsetToSilenceMs of the page's barge-in),
     `fired_ms` (the first VAD `fired` while the reply played, ms after the person's onset on
-    the WAV timeline, None: none), `rendered_at_click_ms` (reply ms rendered when the mic was
+    the WAV timeline, None: none), `vad_onset_ms` (where the candidate that fired then
+    started, the VAD's onset: ms after the person's onset, None: no such fire),
+    `rendered_at_click_ms` (reply ms rendered when the mic was
     switched on), `behind_ms` (how far the playback fell behind real time until the case was
     decided: `behind_ms`), the page's VAD events (times made ms on the WAV timeline), how
     many plays it took (`run_case`: the void ones included) and whether it is `void` (see the
@@ -115,8 +135,10 @@ class Outcome:
     case: Case
     page_barge_in: bool
     server_barge_in: bool
+    server_turns: int
     onset_to_silence_ms: float | None
     fired_ms: float | None
+    vad_onset_ms: float | None
     rendered_at_click_ms: float
     behind_ms: float
     events: list[dict[str, Any]]
@@ -126,8 +148,8 @@ class Outcome:
     @property
     def heard(self) -> bool:
         """The person's interruption stopped the reply through the page's VAD, which fired
-        at their onset (not before it, on something else)."""
-        return self.page_barge_in and self.fired_ms is not None
+        at their onset (not before it, on something else), and nothing else had stopped it."""
+        return self.page_barge_in and self.fired_ms is not None and not self.server_barge_in
 
 
 async def reply_audio(ws_url: str) -> np.ndarray:
@@ -199,6 +221,8 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
         if vad_config:
             await demo.page.evaluate("(c) => Object.assign(window.duplexDemo.vadConfig, c)",
                                      vad_config)
+        await demo.page.evaluate("(c) => Object.assign(window.duplexDemo.serverVad, c)",
+                                 SERVER_VAD_OBSERVES)
         if case.room is not None:
             mic = await demo.page.evaluate(CLICK_MIC, None)
             too_late = False
@@ -225,15 +249,24 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
             await asyncio.sleep(0.3)
         except TimeoutError:
             pass
-        state = await demo.state("({timings: s.bargeInTimings, events: s.vadEvents})")
+        if case.person is not None:  # the server's VAD, slower, may still be hearing it
+            left_s = (clicked + end_ms - await demo.page.evaluate("performance.now()")) / 1000
+            with contextlib.suppress(TimeoutError):
+                await demo.wait_state("s.speechStarted.length > 0", timeout_s=max(0.1, left_s))
+        state = await demo.state("({timings: s.bargeInTimings, events: s.vadEvents, "
+                                 "turns: s.speechStarted.length})")
         log = await demo.page.evaluate("window.playbackLog")
     timings = [t for t in state["timings"] if t["responseId"] == response_id]
     page = next((t for t in timings if t["source"] == "vad"), None)
-    events = [{**e, "t": e["t"] - clicked} for e in state["events"]]
+    events = [{**e, "t": e["t"] - clicked,
+               "onsetT": None if e.get("onsetT") is None else e["onsetT"] - clicked}
+              for e in state["events"]]
     onset = person_onset_ms(case) if case.person is not None else 0.0
-    fired = [e["t"] - onset for e in events if e["type"] == "fired" and e["playing"]
+    fires = [e for e in events if e["type"] == "fired" and e["playing"]
              and (-50 <= e["t"] - onset <= FIRED_WITHIN_MS if case.person is not None
                   else e["t"] <= end_ms)]
+    fired = [e["t"] - onset for e in fires]
+    vad_onset = None if not fires or fires[0]["onsetT"] is None else fires[0]["onsetT"] - onset
     if case.person is None and not fired:
         page = None  # stopped after the file ended (the fake device's end), or not at all
     decided = clicked + (fired[0] + onset if fired else end_ms)
@@ -241,6 +274,6 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
     behind = behind_ms(log, started, decided)
     void = too_late or (case.echo_db is not None and behind > STALL_MS)
     return Outcome(case, page is not None, any(t["source"] == "server_vad" for t in timings),
-                   None if page is None else page["onsetToSilenceMs"],
-                   fired[0] if fired else None, float(mic["rendered"]), behind, events,
-                   void=void)
+                   state["turns"], None if page is None else page["onsetToSilenceMs"],
+                   fired[0] if fired else None, vad_onset, float(mic["rendered"]), behind,
+                   events, void=void)

@@ -190,3 +190,26 @@ async def test_the_person_is_heard_at_once_after_loud_babble_stops(run_room) -> 
     assert not [t for t in fired(remembered) if t > 7000], remembered
     falls = np.concatenate((quiet, loud, room("babble", -45.0, 8000, seed=5)))
     assert not [t for t in fired(await run_room(falls, confirm_turns=True)) if t > 7000]
+
+
+async def test_a_reply_longer_than_the_rooms_history_never_lets_the_room_start_a_turn(
+        run_room) -> None:
+    """Babble at -45 dBFS RMS, lifted by Chromium's auto gain as in the page grid
+    (`CHROMIUM_AGC_AT_REPLY_DB`), heard for 4 s, then through a reply of 11.8 s (two of
+    `REPLY`): no frame of a reply playing is learned as the room, so the background is the
+    room heard before it. The page kept its background frames for `roomHistoryMs` (10 s) of
+    time, not of room heard (the server keeps the last 10 s of windows learned); 10 s after
+    the room was last learned, 6 s into the reply, the background emptied and the room fired
+    the page's VAD (page grid, babble at -45 dBFS: 9.8 s into the reply in Chromium, in 3 of
+    3 runs, once its room case covered the whole reply). The VAD never fires. The level
+    rule's noise floor is held (`noiseRiseDbPerS` 0) so that the room is judged on every
+    frame: in Chromium it lagged 15-30 dB under the lifted babble through the reply (from
+    -64 to -47 dBFS while the babble's loudest 10 ms frames stood at -41 to -11 dBFS), and
+    the babble was one long candidate held as the room."""
+    reply = fx.speech(REPLY)
+    reply = np.concatenate((reply, reply))
+    length_ms = REPLY_AT_MS + round(reply.size * 1000 / fx.RATE_HZ) + 1000
+    babble = with_gain(room("babble", -45.0, length_ms), CHROMIUM_AGC_AT_REPLY_DB)
+    events = await run_room(babble, reply, noiseRiseDbPerS=0)
+    assert not [e for e in events if e["type"] == "fired" and e["playing"]], events
+    assert events[-1]["type"] == "room", events  # judged to the end: held as the room

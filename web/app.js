@@ -4,14 +4,15 @@
  * the live transcript and the history panel.
  *
  * Test hooks: `window.duplexDemo.state` (see `state` below), `window.duplexDemo.vadConfig` (the
- * client VAD parameters, read when the microphone is switched on; see vad.js) and `data-testid`
- * attributes.
+ * client VAD parameters, read when the microphone is switched on; see vad.js),
+ * `window.duplexDemo.serverVad` (the `server_vad` settings asked for when it is switched on;
+ * see mic-control.js) and `data-testid` attributes.
  */
 import { BargeInTimings } from './barge-in-timings.js';
 import { ConversationView } from './conversation-view.js';
 import { HistoryView } from './history-view.js';
 import { LevelMeter } from './level-meter.js';
-import { MicControl } from './mic-control.js';
+import { MicControl, SERVER_VAD } from './mic-control.js';
 import { Playback } from './playback.js';
 import { RealtimeClient } from './realtime-client.js';
 import { StatusView } from './status-view.js';
@@ -67,7 +68,9 @@ const state = {
     contextRate: null, // capture AudioContext rate in Hz (resampled to inputRate in the worklet)
   },
   vadEvents: [], // {type: 'onset'|'echo'|'room'|'fired'|'released', t: performance.now(),
-  //                  playing, likeness, unexplained, echoLagMs}: client VAD transitions (vad.js)
+  //                  onsetT (where the candidate starts, performance.now(); null once
+  //                  released), playing, likeness, unexplained, echoLagMs}: client VAD
+  //                  transitions (vad.js)
   bargeInTimings: timings.list, // per interruption, see barge-in-timings.js
   userTranscripts: [], // {item_id, transcript} from input_audio_transcription.completed
   speechStarted: [], // input_audio_buffer.speech_started events
@@ -76,7 +79,7 @@ const state = {
   resumed: [], // session.resumed events (a session given back after a dropped connection)
   reconnects: [], // {detail, retryMs}: automatic reconnects scheduled after a drop
 };
-window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG } };
+window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG }, serverVad: { ...SERVER_VAD } };
 
 const playback = new Playback({
   onAck(ack) {
@@ -112,6 +115,7 @@ const mic = new MicControl({
   playback,
   state,
   vadConfig: () => window.duplexDemo.vadConfig,
+  serverVad: () => window.duplexDemo.serverVad,
 });
 
 /** Server event handlers by `type`; events not listed are ignored. */

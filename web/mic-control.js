@@ -2,7 +2,13 @@ import { Microphone } from './microphone.js';
 import { encodeBase64 } from './pcm16.js';
 import { DEFAULT_VAD_CONFIG } from './vad.js';
 
-/** Server turn detection asked for while the microphone is on (OpenAI Realtime `server_vad`). */
+/**
+ * Server turn detection asked for while the microphone is on (OpenAI Realtime `server_vad`).
+ * A test may ask for other settings through `window.duplexDemo.serverVad` (app.js) before the
+ * mic is switched on: tests/page_barge_in.py turns `interrupt_response` and `create_response`
+ * off, so that the server's VAD reports turns but never stops the reply before the page's VAD
+ * decides.
+ */
 export const SERVER_VAD = Object.freeze({
   type: 'server_vad',
   threshold: 0.5,
@@ -41,6 +47,7 @@ export class MicControl {
   #playback;
   #state;
   #vadConfig;
+  #serverVad;
   #microphone;
   /** event_id of the session.update that asked for server VAD (its error means: unsupported) */
   #requestId = null;
@@ -56,8 +63,10 @@ export class MicControl {
    * @param {import('./playback.js').Playback} options.playback
    * @param {object} options.state the page state: `mic`, `vadEvents`, `inputRate` are used
    * @param {() => object} options.vadConfig the VAD parameters to use when the mic starts
+   * @param {() => object} options.serverVad the `server_vad` settings to ask for when the mic
+   *   starts (SERVER_VAD unless a test changed them)
    */
-  constructor({ button, error, meter, client, playback, state, vadConfig }) {
+  constructor({ button, error, meter, client, playback, state, vadConfig, serverVad }) {
     this.#button = button;
     this.#error = error;
     this.#meter = meter;
@@ -65,6 +74,7 @@ export class MicControl {
     this.#playback = playback;
     this.#state = state;
     this.#vadConfig = vadConfig;
+    this.#serverVad = serverVad;
     this.#microphone = new Microphone({
       onAudio: (pcm) => this.#sendAudio(pcm),
       onVad: (event) => this.#onVad(event),
@@ -166,9 +176,10 @@ export class MicControl {
 
   /** Ask the server to detect turns in the microphone audio (or to stop doing so). */
   #requestServerVad(on) {
+    const detection = on ? { ...this.#serverVad() } : null;
     const sent = this.#client.send({
       type: 'session.update',
-      session: { type: 'realtime', audio: { input: { turn_detection: on ? SERVER_VAD : null } } },
+      session: { type: 'realtime', audio: { input: { turn_detection: detection } } },
     });
     this.#requestId = on ? (sent?.event_id ?? null) : null;
     if (on && sent) this.#setServerVad('pending');
@@ -189,7 +200,7 @@ export class MicControl {
 
   #onVad({ event, t, onsetT, playing, likeness, unexplained, echoLagMs }) {
     const { vadEvents, mic } = this.#state;
-    vadEvents.push({ type: event, t, playing, likeness, unexplained, echoLagMs });
+    vadEvents.push({ type: event, t, onsetT, playing, likeness, unexplained, echoLagMs });
     if (vadEvents.length > VAD_EVENTS_KEPT) vadEvents.shift();
     mic.vadState = {
       onset: 'speech', echo: 'echo', room: 'room', fired: 'fired', released: 'idle',

@@ -7,7 +7,10 @@
  *
  * - The background: the band levels of the last `roomHistoryMs` of frames heard outside the
  *   person's turns (a candidate that fired, until it is released) and outside the assistant's
- *   playback (its echo is echo-path.js's business), learned once they are `roomSettleMs` old
+ *   playback (its echo is echo-path.js's business); the last that much learned, not of time
+ *   (as the server's): a reply longer than it left no background, 10 s after the room was
+ *   last learned, and the room fired the page's VAD then (the page grid's babble at -45
+ *   dBFS, 9.8 s into a 10.6 s reply). Frames are learned once they are `roomSettleMs` old
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
  *   the room), and the frames before a candidate outside turns and playback. Also learned:
  *   the turns outside playback the server's VAD did not take for the person (`confirmTurns`;
@@ -53,7 +56,7 @@ import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
  * NEAR_DB, PERSON_PRIOR_DBFS), which documents where each was measured.
  */
 export const ROOM_CONFIG = Object.freeze({
-  roomHistoryMs: 10000, // background frames kept
+  roomHistoryMs: 10000, // the background: the last this much of room learned
   roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
   roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
   roomPercentile: 90, // the background's loud levels (per band), the person's level
@@ -149,8 +152,6 @@ export class RoomBackground {
       if (!settled.playing) this.#learn(settled);
     }
     this.#settleTurns(timeS - c.roomConfirmMs / 1000);
-    while (this.#background.length
-      && this.#background[0].t < timeS - c.roomHistoryMs / 1000) this.#background.shift();
     this.#forgetAFallenRoom(timeS);
   }
 
@@ -174,9 +175,12 @@ export class RoomBackground {
       && this.#turns[0].endS <= confirmedS) this.#turns.shift();
   }
 
+  /** Learn `frame` as background; the oldest goes once `roomHistoryMs` of frames were
+   * learned (room heard, not time passed: a reply or a turn learns none meanwhile). */
   #learn(frame) {
     this.#background.push(frame);
     this.#learned += 1;
+    if (this.#background.length > this.#config.roomHistoryMs / FRAME_MS) this.#background.shift();
   }
 
   /**
