@@ -6,10 +6,14 @@ server VAD) and a protocol client that plays, pauses and resumes like the page
 into its playback the microphone carries one recording, then silence. Recordings: the
 backchannels "uh-huh", "mm-hmm", "yeah", "right", "okay", the murmurs "mhm", "mm", "hmm", the
 laughs "ha ha ha ha", "ha ha ha" and the acknowledgments "makes sense", "gotcha", "perfect",
-"thanks" (issue 24), and the real interruptions "wait", "no", "uh-uh", "stop", "hold on",
-"hang on", "what?", "how come?", each by Piper (the bundled voice) and four espeak-ng voices
-(110 recordings; `--words` runs a subset). Piper is given the spellings it actually
-pronounces as meant ("uh huh", "mm-hmm.", "uh, uh."; its "uh-huh" is one short "uh").
+"thanks" (issue 24), and a tester's further kinds: "yep", "oh I see", "cool", "nice", "sure
+thing", "got it thanks", "right right" and a one-syllable laugh, "hee"; the real
+interruptions "wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?", and
+the tester's "nope", "excuse me", "yeah but wait" and "Okay. Stop." (a backchannel, a 420 ms
+pause in espeak-ng, then an interruption: it must never resume the reply), each by Piper (the
+bundled voice) and four espeak-ng voices (170 recordings; `--words` runs a subset). Piper is
+given the spellings it actually pronounces as meant ("uh huh", "mm-hmm.", "uh, uh."; its
+"uh-huh" is one short "uh").
 
 Targets (issue 13): backchannels resumed with the history unchanged and no responder turn
 >= 90 %; interruptions treated as backchannels: 0; the pause -> resume gap the listener hears
@@ -41,6 +45,7 @@ from benchmarks.tables import print_table
 from calibration.local_asr import person_transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
+from server.listening.backchannel import readings_to_score
 from tests import speech_fixtures
 from tests.pausing_page import Outcome, speak_over_reply
 from tests.realtime_client import RealtimeClient
@@ -53,8 +58,11 @@ TAIL_MS = 4000
 """Silence after the recording."""
 ESPEAK_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-029")
 BACKCHANNELS = ("uh-huh", "mm-hmm", "yeah", "right", "okay", "mhm", "mm", "hmm",
-                "ha ha ha ha", "ha ha ha", "makes sense", "gotcha", "perfect", "thanks")
-INTERRUPTIONS = ("wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?")
+                "ha ha ha ha", "ha ha ha", "makes sense", "gotcha", "perfect", "thanks",
+                "yep", "oh I see", "cool", "nice", "sure thing", "got it thanks", "right right",
+                "hee")
+INTERRUPTIONS = ("wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?",
+                 "nope", "excuse me", "yeah but wait", "Okay. Stop.")
 TRANSCRIPT_WAIT_S = 90.0
 """Longest wait for the transcript of a cut reply's turn (s): on a loaded machine one took
 more than 30 s, and the timeout ended the whole run."""
@@ -64,11 +72,11 @@ PIPER_SPELLING = {"uh-huh": "uh huh", "mm-hmm": "mm-hmm.", "uh-uh": "uh, uh."}
 
 
 class TimedTranscriber:
-    """The in-process ASR of the person's turns, keeping (start, end) loop times (s) of every
-    transcription."""
+    """The in-process ASR of the person's turns (scoring the backchannel rule's readings, as
+    the server's does), keeping (start, end) loop times (s) of every transcription."""
 
     def __init__(self) -> None:
-        self.inner = person_transcriber()
+        self.inner = person_transcriber(readings=readings_to_score)
         self.calls: list[tuple[float, float]] = []
 
     async def transcribe(self, pcm_f32: np.ndarray, sample_rate_hz: int) -> str:

@@ -18,6 +18,7 @@ reading, no second encoding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,15 @@ class MurmurReading:
         text_logprob: of the transcript's tokens (0.0 for an empty transcript).
         murmur_logprob: of the likeliest of `MURMUR_READINGS`.
         murmur: that reading, stripped ("Mm-hmm.").
+        alternatives: (reading stripped, mean token log probability) of every other reading
+            the caller asked for (`murmur_reading`'s `alternatives`), in its order; empty
+            when none was asked.
     """
 
     text_logprob: float
     murmur_logprob: float
     murmur: str
+    alternatives: tuple[tuple[str, float], ...] = ()
 
 
 def _mean_logprob(model: WhisperModel, encoded: StorageView, prompt: list[int],
@@ -70,8 +75,10 @@ def _mean_logprob(model: WhisperModel, encoded: StorageView, prompt: list[int],
 
 
 def murmur_reading(model: WhisperModel, encoded: StorageView, tokenizer: Tokenizer,
-                   prompt: list[int], text: str, audio_samples: int) -> MurmurReading | None:
-    """Score the transcript `tokens` and every hum reading of one utterance.
+                   prompt: list[int], text: str, audio_samples: int,
+                   alternatives: Sequence[str] = ()) -> MurmurReading | None:
+    """Score the transcript `tokens`, every hum reading and the `alternatives` of one
+    utterance.
 
     Args:
         model: the faster-whisper model that decoded it.
@@ -81,6 +88,8 @@ def murmur_reading(model: WhisperModel, encoded: StorageView, tokenizer: Tokeniz
             timestamps).
         text: its transcript (the decoded text, stripped; "" when none).
         audio_samples: length of the audio at 16 kHz (samples).
+        alternatives: other readings to score (with whisper's leading space, " Cool."): one
+            decoder pass each, 5-10 ms for tiny.en on a loaded 2-core machine.
 
     Returns:
         The scores, or None for audio longer than `MAX_SCORED_S`.
@@ -93,4 +102,7 @@ def murmur_reading(model: WhisperModel, encoded: StorageView, tokenizer: Tokeniz
     scored = [(_mean_logprob(model, encoded, prompt, tokenizer.encode(reading), frames),
                reading.strip()) for reading in MURMUR_READINGS]
     best, murmur = max(scored)
-    return MurmurReading(own, best, murmur)
+    others = tuple((reading.strip(), _mean_logprob(model, encoded, prompt,
+                                                   tokenizer.encode(reading), frames))
+                   for reading in alternatives)
+    return MurmurReading(own, best, murmur, others)

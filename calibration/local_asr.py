@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,6 +134,11 @@ class LocalWhisperTranscriber:
             greedily, without timestamps (`PERSON_WINDOW_S`; other audio, and decodes the
             window cannot vouch for, take the 30 s path). Below 30 it needs `word_timestamps`
             and `temperature_fallback` off (else ValueError).
+        readings: in the short window, given a transcript, the other readings of the same
+            audio to score beside it (`calibration.asr_readings.MurmurReading.alternatives`,
+            on the `Transcript`'s `murmur`); None or an empty answer: none. The server's
+            backchannel rule asks for acknowledgments and interruptions when a short
+            transcript is spelled letters (`server.listening.backchannel_readings`).
 
     Decoding: `beam_size=1`, `language="en"`, `condition_on_previous_text=False`,
     `vad_filter=False`, `word_timestamps` (cross-attention alignment after decoding; it does not
@@ -156,7 +162,8 @@ class LocalWhisperTranscriber:
     def __init__(self, model_path: Path | None = None, cpu_threads: int = 2,
                  word_timestamps: bool = True, priority: AsrPriority = AsrPriority.FOREGROUND,
                  budget_s: float | None = None, temperature_fallback: bool = True,
-                 window_s: int = WHISPER_WINDOW_S) -> None:
+                 window_s: int = WHISPER_WINDOW_S,
+                 readings: Callable[[str], Sequence[str]] | None = None) -> None:
         if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1:
             raise ValueError("cpu_threads must be an int >= 1")
         if not WINDOW_PADDING_S < window_s <= WHISPER_WINDOW_S:
@@ -172,6 +179,7 @@ class LocalWhisperTranscriber:
         self.budget_s = budget_s
         self.temperature_fallback = temperature_fallback
         self.window_s = window_s
+        self.readings = readings
 
     def load(self) -> None:
         """Load (or reuse) the model now; blocking. Call once at start to warm up."""
@@ -190,7 +198,7 @@ class LocalWhisperTranscriber:
         model = load_whisper_model(self.model_path, self.cpu_threads)
         scored = None
         if self.window_s < WHISPER_WINDOW_S:
-            text, scored = decode_window(model, audio, self.window_s)
+            text, scored = decode_window(model, audio, self.window_s, self.readings)
             if text is not None:
                 return Transcript(text, murmur=scored(text))
         fallback = {} if self.temperature_fallback else {"temperature": 0.0}
@@ -256,9 +264,10 @@ class LocalWhisperTranscriber:
             )
 
 
-def person_transcriber() -> LocalWhisperTranscriber:
+def person_transcriber(
+        readings: Callable[[str], Sequence[str]] | None = None) -> LocalWhisperTranscriber:
     """The in-process transcriber of the person's spoken turns: no word timings, and one
-    greedy decode (no temperature fallback).
+    greedy decode (no temperature fallback); `readings` as `LocalWhisperTranscriber`'s.
 
     The fallback re-decodes by sampling whenever the greedy result's average log probability
     is below -1, which is what a murmur over a paused reply gives: measured on
@@ -274,7 +283,7 @@ def person_transcriber() -> LocalWhisperTranscriber:
     not 30 s: 2.8 times faster, and as accurate or better on short turns (measured there).
     """
     return LocalWhisperTranscriber(word_timestamps=False, temperature_fallback=False,
-                                   window_s=PERSON_WINDOW_S)
+                                   window_s=PERSON_WINDOW_S, readings=readings)
 
 
 def _release_after(job: asyncio.Future[str], limit: PriorityLimit,

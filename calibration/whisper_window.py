@@ -11,7 +11,7 @@ Blocking, CPU-bound: call from a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,8 +81,9 @@ WINDOW_TOKENS_SLACK = 10
 """See `WINDOW_TOKENS_PER_S`."""
 
 
-def decode_window(model: WhisperModel, audio: np.ndarray,
-                   window_s: int) -> tuple[str | None, Callable[[str], MurmurReading | None]]:
+def decode_window(model: WhisperModel, audio: np.ndarray, window_s: int,
+                  alternatives: Callable[[str], Sequence[str]] | None = None,
+                  ) -> tuple[str | None, Callable[[str], MurmurReading | None]]:
     """One greedy English decode of `audio` (1-D float32 at 16 kHz) with its log-mel features
     padded to `window_s` seconds instead of `WHISPER_WINDOW_S` (`PERSON_WINDOW_S`), as
     faster-whisper's `transcribe` decodes one segment otherwise: no timestamps, its suppressed
@@ -91,7 +92,9 @@ def decode_window(model: WhisperModel, audio: np.ndarray,
     `COMPRESSION_RATIO_THRESHOLD`; at most `WINDOW_TOKENS_PER_S` are written): decode it in
     the 30 s window then. Also returns the scorer of a transcript of this audio against its
     hum readings on the same encoding (`calibration.asr_readings.murmur_reading`), which
-    gives None for audio that does not fit the window or is longer than `MAX_SCORED_S`."""
+    gives None for audio that does not fit the window or is longer than `MAX_SCORED_S`;
+    `alternatives(text)` names further readings of the audio to score beside the transcript
+    `text` (`MurmurReading.alternatives`; None: none)."""
     from faster_whisper.audio import pad_or_trim
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import get_compression_ratio, get_suppressed_tokens
@@ -107,7 +110,8 @@ def decode_window(model: WhisperModel, audio: np.ndarray,
     encoded = model.encode(pad_or_trim(features, frames))
 
     def scored(text: str) -> MurmurReading | None:
-        return murmur_reading(model, encoded, tokenizer, prompt, text, audio.size)
+        return murmur_reading(model, encoded, tokenizer, prompt, text, audio.size,
+                              alternatives(text) if alternatives is not None else ())
 
     result = model.model.generate(
         encoded, [prompt], beam_size=1,

@@ -28,6 +28,7 @@ from server.app import (
     ServerOptions,
 )
 from server.listening import smart_turn
+from server.listening.backchannel import readings_to_score
 from server.listening.silero_vad import load_vad_model
 from server.logs import LOG_FORMATS
 from server.realtime.input_budget import INPUT_SPEED, INPUT_WINDOW_MS
@@ -479,7 +480,7 @@ def build_services(
     transcriber = build_transcriber(config)
     if input_transcriber is None:
         input_transcriber = (transcriber if isinstance(transcriber, RemoteTranscriber)
-                             else person_transcriber())
+                             else person_transcriber(readings=readings_to_score))
     for asr in (input_transcriber, transcriber):
         if isinstance(asr, LocalWhisperTranscriber):
             asr.load()

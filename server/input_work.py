@@ -203,6 +203,8 @@ class SessionInput:
                                               effect.assistant_playing, playback_ms, echo)
                 self.session.set_clock(time.monotonic() * 1000.0)
                 self._hand_over(events)
+                self.session.turn_taking.on_vad_position(
+                    effect.position_ms + end * 1000 // (2 * rate_hz))
                 await settle()
 
     def _hand_over(self, events: list[TurnEvent]) -> None:

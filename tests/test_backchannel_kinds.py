@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from calibration.local_asr import person_transcriber
-from server.listening.backchannel import Decision, Verdict, classify
+from server.listening.backchannel import Decision, Verdict, classify, readings_to_score
 from tests import speech_fixtures
 from tests.test_asr import decision_audio
 
@@ -23,7 +23,8 @@ def decided(text: str, engine: str, voice: str | None) -> Decision | None:
         pcm: np.ndarray = decision_audio(speech_fixtures.speech(text, engine, voice))
     except AssertionError:
         return None
-    return classify(person_transcriber().transcribe_blocking(pcm, RATE), pcm, RATE)
+    transcriber = person_transcriber(readings=readings_to_score)
+    return classify(transcriber.transcribe_blocking(pcm, RATE), pcm, RATE)
 
 
 @pytest.mark.parametrize(("text", "engine", "voice"), [
@@ -55,3 +56,25 @@ def test_real_interruptions_are_never_backchannels(text: str) -> None:
     heard = [(voice, d) for voice, d in decisions if d is not None]
     assert len(heard) >= len(VOICES) - 1
     assert all(d.verdict is Verdict.INTERRUPTION for _, d in heard), heard
+
+
+def test_an_acknowledgment_tiny_en_spells_as_letters_resumes_on_whisper_s_own_scores() -> None:
+    """A tester's "oh I see" (espeak-ng en-gb-scotland) read "Y-T" was answered. No word was
+    said; whisper, forced to read the audio as "Oh, I see.", finds that likelier than the
+    letters, and every interruption's reading far less likely (rule 4b): it resumes."""
+    decision = decided("oh I see", "espeak", "en-gb-scotland")
+    assert decision is not None and decision.verdict is Verdict.BACKCHANNEL, decision
+    assert decision.words == ("y-t",) and decision.reading == "Oh, I see."
+
+
+@pytest.mark.parametrize(("text", "voice"), [
+    ("coffee", "en-gb-scotland"), ("me too", "en-029"), ("name", "en-us+f2"),
+    ("nothing", "en-us+m3"), ("kill", "en-gb-scotland"), ("nope", "en-gb-scotland"),
+    ("yeah but wait", "en-029"), ("tonight", "en-gb-x-rp")])
+def test_words_said_alone_and_misread_interruptions_are_not_taken_by_their_readings(
+        text: str, voice: str) -> None:
+    """Real words said alone over a reply, and interruptions, that tiny.en misreads ("copy",
+    which whisper scores as likely as "Got it.", "meet all", "Build" for "nope", "8.0." for
+    "yeah but wait"): never backchannels."""
+    decision = decided(text, "espeak", voice)
+    assert decision is None or decision.verdict is Verdict.INTERRUPTION, decision

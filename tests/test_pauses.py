@@ -16,6 +16,7 @@ from server.realtime.effects import (
     Transcribe,
     WakeSender,
 )
+from server.realtime.pauses import RESUME_SILENCE_MS
 from server.realtime.session import Session, SessionConfig
 from tests import speech_fixtures
 from tests.pausing_page import mic_pcm16
@@ -73,6 +74,9 @@ def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn()
     item_id = session.input_turns.speech_turn[0]
     session.set_clock(1200.0)
     session.turn_taking.on_prepared_transcription(item_id, "Uh-uh.")
+    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS - 1)
+    assert session.take_events() == [], "held until the person is done"
+    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS)
     events = session.take_events()
     assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
     assert events[0]["transcript"] == "Uh-uh." and events[0]["rule"] == "murmur_h"
@@ -87,6 +91,32 @@ def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn()
     send(session, type="playback.ack", response_id=rid, played_ms=500)
     session.pull_outbound(now_ms=1300.0)
     assert sent_ends(session.take_events()) == [900], "continues after the 800 ms sent"
+
+
+def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_decides() -> None:
+    """"Okay. (420 ms) Stop.": the verdict on "Okay" waits for `RESUME_SILENCE_MS` of silence;
+    the person speaks on first, so the reply stays paused, and the turn's next gap decides
+    on all of it: "Stop" cuts at the paused position, with no word played between."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", "en-us+m3"), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    item_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay.")
+    session.turn_taking.on_vad_position(650 + 350)
+    session.turn_taking.on_speech_resumed()
+    session.turn_taking.on_vad_position(650 + RESUME_SILENCE_MS + 400)
+    assert session.take_events() == [], "no resume: the person was not done"
+    session.turn_taking.on_speech_gap(1400)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay, stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
 
 
 def test_a_never_word_cuts_at_the_paused_position() -> None:
@@ -248,10 +278,12 @@ def test_a_backchannel_verdict_before_the_pause_prepares_nothing() -> None:
     session.turn_taking.on_speech_gap(700)
     session.take_effects()
     session.turn_taking.on_decision_transcription(item_id, 700, "Uh-huh.")
-    assert types(session.take_events()) == ["input_audio_buffer.backchannel",
-                                             "response.resumed"]
+    assert session.take_events() == [], "held until the person is done"
     session.turn_taking.on_speech_paused(700)
     session.turn_taking.on_speech_stopped(700)
+    assert types(session.take_events()) == ["input_audio_buffer.speech_stopped",
+                                             "input_audio_buffer.backchannel",
+                                             "response.resumed"], "the turn ended: done"
     assert not [e for e in session.take_effects()
                 if isinstance(e, PrepareTranscription | Transcribe)]
     assert item_id not in session.items.reserved

@@ -24,7 +24,10 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    Three or more voiced syllables all joined by aspirated gaps, written as laughter or not
    at all, are laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`:
    espeak-ng en-us+f3's "ha ha ha ha" has one of 30 ms at -23 dB, and a dropout inside one
-   vowel is bridged by the prosody);
+   vowel is bridged by the prosody), and so is one syllable written as a laugh and not
+   asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and en-029's one
+   "hee" and "ha"; "Huh?" - espeak-ng's "ha" in other voices - is a question, and "huh" is
+   no laugh spelling: it may mean "what?");
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -50,6 +53,15 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    `MIN_HUM_READING_LOGPROB`, or far below their words: `HUM_READING_MARGIN`). One
    syllable is never taken here: Piper's "mm" read "Amen." and espeak-ng en-029's read "in"
    sound, to whisper and to `prosody`, like "mom" and "him", and are answered.
+4b. Letters spelled out ("Y-T", "A-E, A-E": what tiny.en writes for a sound it cannot read as
+   words; no word was said), but whisper, forced to read the audio as an acknowledgment
+   ("Oh, I see."), finds that likelier than the letters and far likelier than any
+   interruption (`server.listening.backchannel_readings`; not asked): a backchannel. tiny.en
+   writes "Y-T" for espeak-ng en-gb-scotland's "oh I see". Other misread words are answered:
+   whisper's scores do not tell them from words said ("Oh my feet." and "shorting" prefer
+   "Oh, I see." and "Sure thing.", but "copy", for "coffee", prefers "Got it." as much), nor
+   do misreads it prefers to the acknowledgment ("Kill." for "cool", "The ice." for "nice",
+   "Amen." for Piper's "mm").
 5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
    (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
    wrote are never overruled by the sound.
@@ -72,6 +84,7 @@ import numpy as np
 
 from calibration.asr import Transcript
 from calibration.asr_readings import MurmurReading
+from server.listening.backchannel_readings import READINGS, acknowledgment_reading
 from server.listening.prosody import Prosody, analyse
 
 MAX_WORDS = 3
@@ -174,6 +187,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
             "that's right", "that's true", "that's good", "that's great", "very good",
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
+            "sure thing", "thank you", "thanks a lot", "all good",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -196,6 +210,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
 """Word lists per language (ISO 639-1)."""
 
 _WORD = re.compile(r"[a-z0-9'.-]+")
+_LETTERS = re.compile(r"[a-z](?:[-.][a-z])+")
+"""Letters spelled out, joined by hyphens or dots ("y-t", "a.e": the word's edge punctuation
+is stripped by `normalise`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,10 +223,12 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "hum_reading", "noise", "other_words").
+            "murmur", "murmur_closure", "hum_reading", "acknowledgment_reading", "noise",
+            "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
-        reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), None when the
+        reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), or the
+            acknowledgment whisper preferred (rule 4b: "Oh, I see."), None when the
             transcript's own words were.
     """
 
@@ -310,7 +329,41 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         return _by_sound(words, transcript, prosody, vocabulary, decided)
     if hum is not None:
         return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum.murmur)
+    acknowledged = _acknowledgment(transcript, prosody, language) if few else None
+    if acknowledged is not None:
+        return Decision(Verdict.BACKCHANNEL, "acknowledgment_reading", words, prosody,
+                        reading=acknowledged)
     return decided(Verdict.INTERRUPTION, "other_words" if few else "too_long")
+
+
+def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
+    """The readings the person's transcriber scores beside `transcript` for rule 4b
+    (`server.listening.backchannel_readings.READINGS`) when it is not content
+    (`_spelled_letters`: "Y-T", "A-E, A-E"), at most `MAX_WORDS` words and no question mark;
+    otherwise none (nothing to pay for)."""
+    words = normalise(transcript)
+    if "?" in transcript or _word_count(words) > MAX_WORDS or not _spelled_letters(
+            words, language):
+        return ()
+    return READINGS
+
+
+def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
+    """Every word spells letters ("y-t", "a-e": what tiny.en writes for a sound it cannot
+    read), and none is a hum (rule 4 decides those: "m-h-m"). No content: no word said."""
+    vocabulary = VOCABULARIES[language]
+    return bool(words) and all(_LETTERS.fullmatch(word) and not vocabulary.murmur(word)
+                               for word in words)
+
+
+def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | None:
+    """Rule 4b: for a transcript of spelled letters, the acknowledgment whisper found
+    likelier than those letters (`backchannel_readings.acknowledgment_reading`), not asked
+    (`_asked`); else None."""
+    reading = transcript.murmur if isinstance(transcript, Transcript) else None
+    if _asked(transcript, prosody) or not _spelled_letters(normalise(transcript), language):
+        return None
+    return acknowledgment_reading(reading)
 
 
 def _murmured(prosody: Prosody) -> bool:
@@ -343,6 +396,8 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
         return decided(Verdict.INTERRUPTION, "question")
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
     if syllables >= 3 and laughed and _aspirated(prosody, 0):
+        return decided(Verdict.BACKCHANNEL, "laughter")
+    if syllables == 1 and words and laughed and not _asked(transcript, prosody):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")

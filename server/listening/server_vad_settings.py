@@ -27,8 +27,10 @@ tail, when the audio a commit would take is complete (`TurnTaking.on_speech_paus
 DECISION_TAIL_MS = 150
 """Silence after a turn's speech at which server VAD reports a gap
 (`server.listening.turn_events.SpeechGap`) and a turn deciding a paused reply is transcribed for
-that decision, with this much audio after its speech end (`InputTurns.decide`): a backchannel
-then resumes the reply 150 ms sooner than at `UTTERANCE_TAIL_MS`. Measured on
+that decision, with this much audio after its speech end (`InputTurns.decide`): the verdict is
+ready 150 ms sooner than at `UTTERANCE_TAIL_MS` (a cut comes then; a backchannel's resume waits
+until the person is done, `server.realtime.pauses.RESUME_SILENCE_MS`, and the transcription
+runs in that wait). Measured on
 `benchmarks/bench_backchannel.py`'s recordings (tails of 100, 150, 200 ms on the audio server
 VAD prepares, tiny.en): all 44 decisions as with 300 ms, and the words of 45 of 50 recordings
 (the rest differ in punctuation or a murmur's spelling; benchmarks/README.md); a bench run

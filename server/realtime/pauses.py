@@ -16,6 +16,16 @@ The bounded wait (`InterruptionSettings`), as an explicit rule:
   no utterance at all (the client's VAD fired on a cough or a door that server VAD did not take
   for speech, or the utterance had no words) resumes (reason `timeout`).
 
+A backchannel resumes only when the person is done: the verdict, taken at the utterance's
+first 150 ms of silence (`DECISION_TAIL_MS`), is *held* until server VAD has heard
+`RESUME_SILENCE_MS` of silence after it, or ended the turn. Speech before then voids it (the
+same turn goes on, or a new one starts: the whole of what the person says decides), so "Okay.
+(420 ms) Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
+a turn whose backchannel already resumed the reply (a longer pause, or a client's longer
+`silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
+reply plays on for at most that pause, and a cut then keeps only what the client played. A
+client that stops sending audio after a backchannel gets its reply back at the timeout.
+
 Prior art: LiveKit Agents' `resume_false_interruption` / `false_interruption_timeout`. Sans-I/O:
 plain state; `Session` applies it.
 """
@@ -39,6 +49,15 @@ if TYPE_CHECKING:
     from server.realtime.interruptions import Interruptions
     from server.realtime.responses import ResponseLifecycle
 
+RESUME_SILENCE_MS = 500
+"""Silence (ms, as server VAD hears it) after a backchannel before the reply resumes: the person
+is done. `silence_duration_ms`'s default (OpenAI's `server_vad`: 500 ms), which ends a turn.
+A tester's "Okay. Stop." (espeak-ng, a 420 ms pause, which server VAD hears as about 350 ms of
+silence) resumed the reply for 0.8 s when it resumed at the decision; a sentence pause of more
+than this is a second utterance, after which the reply has resumed (and pauses again when the
+person speaks). The resume's wait is the larger of this and the decision's transcription
+(150 ms of silence plus the ASR's wall time)."""
+
 
 @dataclass(slots=True)
 class Pause:
@@ -52,6 +71,10 @@ class Pause:
         item_id: the person's input turn deciding it (server VAD), None until one started.
         speech_start_ms: input-timeline start (ms) of that turn's speech.
         transcribing: that turn was committed and waits for its transcript.
+        silent_since_ms: input-timeline end (ms) of that turn's speech while it is silent
+            (server VAD reported a gap or a pause, no speech since); None while it speaks.
+        held: the `input_audio_buffer.backchannel` fields (transcript, rule) of a backchannel
+            verdict waiting for `RESUME_SILENCE_MS` of silence, None when none waits.
     """
 
     response_id: str
@@ -61,6 +84,8 @@ class Pause:
     item_id: str | None = None
     speech_start_ms: int | None = None
     transcribing: bool = False
+    silent_since_ms: int | None = None
+    held: tuple[str, str] | None = None
 
     def deadline_ms(self, settings: InterruptionSettings) -> float:
         """Session clock (ms) at which the timeout rule applies."""
@@ -95,6 +120,8 @@ class ReplyPauses:
         self._interruptions = interruptions
         self._log = log
         self._rate = sample_rate_hz
+        self._heard_ms = 0
+        self._resumed_turn: str | None = None
 
     def pause(self, response: ResponseState, reason: str, audio_end_ms: int) -> None:
         """Pause `response` at `audio_end_ms` (ms of its audio) now; announce
@@ -114,12 +141,69 @@ class ReplyPauses:
 
     def attach_turn(self, item_id: str, audio_start_ms: int) -> bool:
         """A server VAD turn started: it decides the pause that has none yet. True when it
-        does."""
+        does.
+
+        A new turn also decides a pause whose turn's backchannel verdict waits for silence
+        (`held`): the person spoke again before they were done, and the new words decide.
+        """
         pause = self.current
-        if pause is None or pause.item_id is not None:
+        if pause is None or (pause.item_id is not None and pause.held is None):
             return False
         pause.item_id, pause.speech_start_ms = item_id, audio_start_ms
+        pause.held = pause.silent_since_ms = None
         return True
+
+    def silent(self, item_id: str | None, audio_end_ms: int) -> None:
+        """Server VAD reported a gap or pause of turn `item_id` after `audio_end_ms` (input
+        ms): the deciding turn is silent since then."""
+        pause = self.current
+        if pause is not None and item_id is not None and pause.item_id == item_id:
+            pause.silent_since_ms = audio_end_ms
+            self._release_held()
+
+    def spoke_again(self, item_id: str | None) -> bool:
+        """Server VAD heard turn `item_id` speak again after a gap or pause. A backchannel
+        verdict held for its silence is void (the whole turn decides at its next gap). True
+        when that turn's backchannel already resumed the latest reply: the caller pauses it
+        again (`pause`), and the turn decides anew."""
+        pause = self.current
+        if pause is not None and item_id is not None and pause.item_id == item_id:
+            pause.silent_since_ms = None
+            pause.held = None
+        again = item_id is not None and pause is None and self._resumed_turn == item_id
+        if again:
+            self._resumed_turn = None
+        return again
+
+    def stopped(self, item_id: str | None) -> None:
+        """Server VAD ended turn `item_id` (its `silence_duration_ms`, or `semantic_vad`'s
+        verdict): the person is done, and a backchannel held on it resumes the reply now."""
+        pause = self.current
+        if pause is not None and pause.held is not None and pause.item_id == item_id:
+            self._resume_backchannel(pause)
+
+    def heard_until(self, position_ms: int) -> None:
+        """Server VAD has run over the input up to `position_ms` (input-timeline ms): a held
+        backchannel whose turn stayed silent `RESUME_SILENCE_MS` resumes the reply now."""
+        self._heard_ms = max(self._heard_ms, position_ms)
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Resume on a held backchannel when the silence after it is long enough."""
+        pause = self.current
+        if pause is None or pause.held is None or pause.silent_since_ms is None:
+            return
+        if self._heard_ms - pause.silent_since_ms >= RESUME_SILENCE_MS:
+            self._resume_backchannel(pause)
+
+    def _resume_backchannel(self, pause: Pause) -> None:
+        """Announce the held backchannel and resume the reply (reason `backchannel`)."""
+        assert pause.held is not None and pause.item_id is not None
+        transcript, rule = pause.held
+        self._log.emit("input_audio_buffer.backchannel", item_id=pause.item_id,
+                       response_id=pause.response_id, transcript=transcript, rule=rule)
+        self._resumed_turn = pause.item_id
+        self.resume("backchannel")
 
     def speech_paused(self, item_id: str | None, audio_end_ms: int) -> None:
         """The deciding turn's speech paused at `audio_end_ms` (input ms): cut when it already
@@ -206,6 +290,9 @@ class ReplyPauses:
             return None
         if now_ms < pause.deadline_ms(self.settings):
             return pause.deadline_ms(self.settings)
+        if pause.held is not None:
+            self._resume_backchannel(pause)
+            return None
         undecided = pause.item_id is not None and (
             pause.transcribing or self._turns.speech_turn is not None
             or self._turns.awaits_decision(pause.item_id))
@@ -264,9 +351,13 @@ class ReplyPauses:
         if decision.verdict is Verdict.INTERRUPTION:
             self.cut("interruption")
             return decision.verdict
-        if decision.verdict is Verdict.BACKCHANNEL:
-            self._log.emit("input_audio_buffer.backchannel", item_id=item_id,
-                           response_id=pause.response_id, transcript=transcript.strip(),
-                           rule=decision.rule)
-        self.resume(decision.verdict.value)
+        if decision.verdict is Verdict.NOISE:
+            self.resume(decision.verdict.value)
+            return decision.verdict
+        pause.held = (transcript.strip(), decision.rule)
+        turn = self._turns.speech_turn
+        if turn is None or turn[0] != item_id:  # the turn ended: the person is done
+            self._resume_backchannel(pause)
+        else:
+            self._release_held()
         return decision.verdict

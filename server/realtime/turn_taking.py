@@ -117,14 +117,30 @@ class TurnTaking:
         if turn is None:
             return
         self._turns.speech_gap(audio_end_ms)
+        self._pauses.silent(turn[0], audio_end_ms)
         self._pauses.speech_paused(turn[0], audio_end_ms)
         if self._pauses.awaits(turn[0]):
             self._turns.decide()
 
     def on_speech_resumed(self) -> None:
-        """Server VAD heard speech again after a reported gap or pause of the turn."""
+        """Server VAD heard speech again after a reported gap or pause of the turn. A
+        backchannel verdict on the turn that waits for the person to be done is void
+        (`ReplyPauses.spoke_again`); when the turn's backchannel already resumed the reply,
+        the reply still playing is paused again, and the whole turn decides."""
+        turn = self._turns.speech_turn
         self._turns.speech_resumed()
         self._turn_ends.resumed()
+        if turn is None or not self._pauses.spoke_again(turn[0]):
+            return
+        response = self._responses.latest()
+        if response is not None and response.active and self._playback.assistant_playing():
+            self._pauses.pause(response, "speech_started", response.cursor.played_ms)
+
+    def on_vad_position(self, position_ms: int) -> None:
+        """Server VAD ran over the input up to `position_ms` (input-timeline ms): a
+        backchannel held until the person is done may resume its reply
+        (`ReplyPauses.heard_until`)."""
+        self._pauses.heard_until(position_ms)
 
     def on_turn_end_probability(self, item_id: str, audio_end_ms: int,
                                 probability: float) -> None:
@@ -152,16 +168,19 @@ class TurnTaking:
         when the speech was too long for a backchannel (`ReplyPauses.speech_paused`)."""
         turn = self._turns.speech_turn
         self._turns.speech_paused(audio_end_ms)
+        self._pauses.silent(turn[0] if turn else None, audio_end_ms)
         self._pauses.speech_paused(turn[0] if turn else None, audio_end_ms)
 
     def on_speech_stopped(self, audio_end_ms: int) -> None:
         """Server VAD heard the utterance end at `audio_end_ms`: commit it for transcription
-        (unless it was found to be a backchannel at its pause)."""
+        (unless it was found to be a backchannel at its pause); a backchannel verdict held on
+        it resumes its reply (`ReplyPauses.stopped`)."""
         turn = self._turns.speech_turn
         self._turn_ends.speech_heard(self._clock())
         self._turns.speech_stopped(audio_end_ms)
         if turn is not None and self._turns.committed_audio(turn[0]) is not None:
             self._pauses.committed(turn[0])
+        self._pauses.stopped(turn[0] if turn else None)
 
     def on_prepared_transcription(self, item_id: str, transcript: str) -> None:
         """The speculative transcript of `item_id`'s audio up to its pause is ready: it decides
