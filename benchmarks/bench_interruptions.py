@@ -114,11 +114,11 @@ def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
 
 
 def interruption(text: str, engine: str, voice: str | None, played_ms: int,
-                 room: Room) -> tuple[bool, int]:
-    """(heard, false barge-ins) for a person saying `text` `played_ms` into the reply, the
-    microphone from `HISTORY_MS` before (from the session's start, `LEAD_MS` before the reply,
-    when that is sooner)."""
-    person = fx.at_peak_dbfs(fx.speech(text, engine, voice), -6.0)
+                 room: Room, peak_dbfs: float = -6.0) -> tuple[bool, int]:
+    """(heard, false barge-ins) for a person saying `text` at `peak_dbfs` (dBFS peak)
+    `played_ms` into the reply, the microphone from `HISTORY_MS` before (from the session's
+    start, `LEAD_MS` before the reply, when that is sooner)."""
+    person = fx.at_peak_dbfs(fx.speech(text, engine, voice), peak_dbfs)
     at_ms = LEAD_MS + played_ms
     onset_ms = at_ms + fx.active_span_ms(person)[0]
     started = turn_starts(room_microphone(room, person, at_ms), max(at_ms - HISTORY_MS, 0.0),

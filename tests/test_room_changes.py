@@ -15,8 +15,12 @@ import base64
 import numpy as np
 import pytest
 
+from benchmarks.bench_interruptions import turn_starts
+from server.listening.turn_events import SpeechStarted, SpeechStopped
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
+from tests.echo_microphone import LEAD_MS, room_microphone
+from tests.echo_room import Room
 from tests.realtime_client import RealtimeClient
 from tests.test_rooms import (
     EARLIEST_START_MS,
@@ -36,6 +40,9 @@ SPEED = 4.0
 """Appends go this many times faster than real time."""
 
 LOUD_BABBLE_DBFS = -25.0
+MASKED_ONSET_MS = 100
+"""How late a turn may start after the person's first sound (-40 dBFS) under a room at -35
+dBFS RMS: the soft "H" of "Hold on" is under that room's level (measured: 72 ms, babble)."""
 MAX_TURN_MS = 4000
 
 
@@ -113,3 +120,104 @@ def test_the_person_over_the_auto_gained_room_is_heard_at_once(kind: str) -> Non
         events = server_vad_events(mic)
         assert len(starts(events)) == 1, (at_ms, events)
         assert onset_ms - EARLIEST_START_MS <= starts(events)[0] <= onset_ms, (at_ms, events)
+
+
+@pytest.mark.parametrize("echo_db", [None, -30.0])
+@pytest.mark.parametrize("kind", ["babble", "tv"])
+def test_a_room_heard_only_while_a_reply_plays_is_the_room(kind: str, echo_db: float | None
+                                                           ) -> None:
+    """The microphone switched on as a reply starts (a typed prompt's reply, the page's
+    microphone enabled during it), the room louder than the issue's -45 dBFS (-35 dBFS RMS),
+    with no echo and a -30 dB one: no turn while the reply plays (8 s), two seeds; and the
+    person at -20 dBFS RMS 5 s in is heard from their voice (up to `MASKED_ONSET_MS` after
+    its first sound, which that room masks). Before, the windows of a reply
+    playing were never learned as the room: only the person's level rule stood between the
+    room and a turn, and these rooms started 1 to 4 turns each."""
+    for seed in (0, 1):
+        mic = room_microphone(Room(echo_db, 150, -60.0))
+        mic += room(kind, -35.0, mic.size * 1000 / fx.RATE_HZ + 100, seed)[:mic.size]
+        assert turn_starts(mic, LEAD_MS) == [], seed
+    voice = person()
+    at_ms = LEAD_MS + 5000
+    onset_ms = at_ms + fx.active_span_ms(voice)[0]
+    mic = room_microphone(Room(echo_db, 150, -60.0), voice, at_ms)
+    mic += room(kind, -35.0, mic.size * 1000 / fx.RATE_HZ + 100)[:mic.size]
+    started = turn_starts(mic, LEAD_MS)
+    assert len(started) == 1, started
+    assert onset_ms - EARLIEST_START_MS <= started[0] <= onset_ms + MASKED_ONSET_MS, started
+
+
+@pytest.mark.parametrize("gap_ms", [1200, 1700])
+@pytest.mark.parametrize("playing", [False, True], ids=["no reply", "over a reply"])
+def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, gap_ms: int
+                                                                 ) -> None:
+    """Piper "Uh." (too short to start a turn), then "Stop." `gap_ms` later, -6 dBFS peak,
+    with no reply and over one (no echo): "Stop." starts a turn at its voice. Before, "Uh."
+    was learned as the room a second later, "Stop." 1.2 s after it stood less than
+    `ABOVE_DB` above the room's last second, and no turn started; over a reply the same once
+    its windows were learned as the room."""
+    uh, stop = (fx.at_peak_dbfs(fx.speech(text), -6.0) for text in ("Uh.", "Stop."))
+    uh_ms = 3500
+    stop_ms = uh_ms + gap_ms
+    onset_ms = stop_ms + fx.active_span_ms(stop)[0]
+    if playing:
+        mic = room_microphone(Room(None, 150, -60.0), uh, uh_ms)
+    else:
+        mic = rs.at_rms_dbfs(fx.pink_noise(np.random.default_rng(3), stop_ms + 1500),
+                             FLOOR_DBFS)
+        mic[uh_ms * fx.RATE_HZ // 1000:][:uh.size] += uh
+    mic[stop_ms * fx.RATE_HZ // 1000:][:stop.size] += stop
+    started = turn_starts(mic, LEAD_MS) if playing else starts(server_vad_events(mic))
+    assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
+
+
+def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
+                                                                 float, float]:
+    """Server VAD over `before` (a 180 ms cough at -10 dBFS peak, or Piper saying it at -10
+    dBFS peak) ending `gap_ms` before Piper "Can you repeat that?" (-10 dBFS peak) 12 s into a
+    session, no reply playing, over a -60 dBFS pink floor: the turns (start, stop ms), where
+    the sound began, and the sentence's voice onset and end (ms)."""
+    sentence = fx.at_peak_dbfs(fx.speech("Can you repeat that?"), -10.0)
+    if before == "cough":
+        sound = fx.cough(np.random.default_rng(3), 180, -10.0)
+    else:
+        sound = fx.at_peak_dbfs(fx.speech(before), -10.0)
+    at_ms = 12_000
+    onset_ms, end_ms = (at_ms + edge for edge in fx.active_span_ms(sentence))
+    mic = fx.with_noise_floor(np.zeros((at_ms + 3000) * fx.RATE_HZ // 1000, np.float32),
+                              np.random.default_rng(1), -60.0)
+    sound_ms = at_ms - gap_ms - fx.active_span_ms(sound)[1]
+    mic[round(sound_ms * fx.RATE_HZ / 1000):][:sound.size] += sound
+    mic[at_ms * fx.RATE_HZ // 1000:][:sentence.size] += sentence
+    events = server_vad_events(mic)
+    started = [e.audio_start_ms for e in events if isinstance(e, SpeechStarted)]
+    stopped = [e.audio_end_ms for e in events if isinstance(e, SpeechStopped)]
+    return list(zip(started, stopped, strict=True)), sound_ms, onset_ms, end_ms
+
+
+@pytest.mark.parametrize("before", ["Um,", "mm"])
+@pytest.mark.parametrize("gap_ms", [250, 500, 900])
+def test_the_persons_own_sound_before_a_sentence_never_hides_it(before: str, gap_ms: int
+                                                                 ) -> None:
+    """Piper "Um," or "mm" before a sentence (`short_sound_then_sentence`): one turn, from
+    the sentence's voice (or the sound: an "Um," may be its first word) to its end (a long
+    enough "mm" is a turn of its own before it). Before, the sound (too short for a turn) was
+    learned as the room's last second, the sentence stood less than `ABOVE_DB` above it, and
+    was no turn or a turn cut after its first word (a tester's runs)."""
+    turns, sound_ms, onset_ms, end_ms = short_sound_then_sentence(before, gap_ms)
+    over = [(start, stop) for start, stop in turns if stop >= onset_ms]
+    assert len(over) == 1, turns
+    assert sound_ms - EARLIEST_START_MS <= over[0][0] <= onset_ms <= end_ms - 300 <= over[0][1]
+
+
+@pytest.mark.parametrize("gap_ms", [250, 500, 900])
+def test_a_cough_before_a_sentence_never_hides_its_start(gap_ms: int) -> None:
+    """A cough before a sentence (`short_sound_then_sentence`): a turn starts at the
+    sentence's voice. Before, the cough was the room's loud levels of the last second and the
+    sentence was no turn at all (8 of 8 over the protocol, a tester); a rising gain is now
+    taken from that second's upper quartile for a candidate. (Its turn may still end at the
+    sentence's first pause: a turn's end follows the last second's 90th percentile, which a
+    TV lifted by an auto gain needs.)"""
+    turns, _, onset_ms, _ = short_sound_then_sentence("cough", gap_ms)
+    over = [start for start, stop in turns if stop >= onset_ms]
+    assert over and onset_ms - EARLIEST_START_MS <= over[0] <= onset_ms, turns

@@ -187,7 +187,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
             "that's right", "that's true", "that's good", "that's great", "very good",
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
-            "sure thing", "thank you", "thanks a lot", "all good",
+            "sure thing", "thank you", "thanks a lot", "all good", "for sure", "right on",
+            "brilliant", "you bet", "agreed", "i hear you", "lovely", "amazing", "that's fair",
+            "neat",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",

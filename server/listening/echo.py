@@ -134,6 +134,15 @@ REFUTE_SPAN_MS = 2500
 """Longest stretch `EchoDetector.echo_refuted` compares (ms, ending at its decision): the
 candidate (up to a few words), its lead-in and `server.listening.vad.RECONSIDER_MS` after it."""
 
+ROOM_ECHO_CORRELATION = 0.7
+"""A second of the microphone heard while the reply plays whose best correlation with the
+reply stays below this holds no echo that rules it (`EchoDetector.echo_rules`): the room
+(babble, a TV) may be learned from it. Measured (`tests/echo_room.py` rooms, 1 s spans every
+250 ms over a Piper reply): with no echo, a TV talker at -45 dBFS RMS correlated 0.24-0.64,
+babble at -45 and -55 dBFS 0.19-0.62; the echo alone, -30 dB over a pink floor 0.92-1.0, -10 dB
+in a 400 ms RT60 room 0.82-0.94; a -30 dB echo under that TV 0.20-0.81 (the TV is the louder
+there)."""
+
 TURN_HISTORY_MS = 15_000
 """Microphone levels kept (ms) for `EchoDetector.echo_levels`, which a turn's echo suppression
 asks for when the turn is committed: its start (where the echo overlaps the first words) and
@@ -190,6 +199,7 @@ class EchoDetector:
         self.path: EchoPath | None = None
         """The held echo path (None: no stretch of the stream taught one yet)."""
         self._next_window_end = LEARN_WINDOW_MS // FRAME_MS
+        self._rules: tuple[int | None, bool] = (None, True)
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -281,6 +291,23 @@ class EchoDetector:
             return False
         runs = np.lib.stride_tricks.sliding_window_view(short, MISSING_FRAMES).all(axis=1)
         return bool(runs.any())
+
+    def echo_rules(self, end_ms: int) -> bool:
+        """True unless the second of microphone around `end_ms` (ms on this stream; from
+        `MAX_SPAN_MS` / 2 before the `LEARN_STEP_MS` step nearest to it, to as long after)
+        correlates with the reply below `ROOM_ECHO_CORRELATION` (`match`): the reply's echo
+        may rule what the microphone heard there, so the room is not to be learned from it.
+        True when nothing could be compared (too few frames tagged with a reply position,
+        or not all of that second heard yet). One correlation per step, kept for the
+        windows asking about the same step."""
+        step_ms = round(end_ms / LEARN_STEP_MS) * LEARN_STEP_MS
+        half_ms = MAX_SPAN_MS // 2
+        if self._mic.end * FRAME_MS < step_ms + half_ms:
+            return True
+        if step_ms != self._rules[0]:
+            correlation = self.match(step_ms - half_ms + LEAD_IN_MS, step_ms + half_ms)
+            self._rules = (step_ms, not 0.0 < correlation.correlation < ROOM_ECHO_CORRELATION)
+        return self._rules[1]
 
     def held_excess(self, from_ms: int, end_ms: int) -> EchoMatch | None:
         """The excess of the microphone from `from_ms` to `end_ms` over the held echo path (the

@@ -72,6 +72,8 @@ class InputSpeechDetector:
         self._turns.echo_refuted = self._echo.echo_refuted
         self._room = RoomBackground()
         self._turns.room_gate = self._room.is_background
+        self._room.echo_rules = self._echo.echo_rules
+        self._turns.speech_dropped = self._room.speech_dropped
 
     def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
              reference: EchoReference | None = None) -> list[TurnEvent]:
@@ -94,7 +96,7 @@ class InputSpeechDetector:
         self._room.feed(pcm_16k, self._turns.assistant_playing)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
-            self._room.advance(window.end_ms)
+            self._room.advance(window.end_ms, self._turns.echo_held)
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
             if isinstance(event, SpeechStarted):
                 self._room.turn_started(event.audio_start_ms)

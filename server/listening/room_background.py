@@ -7,9 +7,12 @@ takes the room's chatter for a turn, and a turn over steady babble never ends. `
 follows the same 512-sample windows as `server.listening.silero_vad.SileroStreamingVad` and keeps:
 
 - the background: the band levels (`BANDS_HZ`) of the last `HISTORY_MS` of windows heard
-  outside turns and outside the assistant's playback (the echo is `server.listening.echo`'s
-  business), learned once they are `SETTLE_MS` old (a candidate turn that started by then
-  keeps its windows out), plus the windows before a candidate's start;
+  outside turns, learned once they are `SETTLE_MS` old (a candidate turn that started by then
+  keeps its windows out, and so does speech that started none but stands out of the room: a
+  person's "Uh."), plus the windows before a candidate's start; windows of the assistant's
+  playback only where its echo does not rule the microphone (`echo_rules`: the echo is
+  `server.listening.echo`'s business, but a room heard only while a reply plays, or lifted by
+  an auto gain while it does, is still the room);
 - the person's level: the `LOUD_PERCENTILE` level of the windows of the person's recent turns
   (`PERSON_HISTORY_MS`), `PERSON_PRIOR_DBFS` before the first one.
 
@@ -37,6 +40,7 @@ window is at -14 dBFS.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,9 +90,18 @@ FALL_FLOOR_MS = 3000
 """The background whose floor a fall is measured from: its last 3 s (see `FALL_DB`)."""
 
 RECENT_MS = 1000
-"""The background's loud band levels are the louder, band by band, of those of all of it and
-of its last second before `RECENT_GAP_MS` ahead of the candidate: a room whose gain rises (an
-auto gain converging) is as loud as it is now, not as it was on average over `HISTORY_MS`."""
+"""The background's loud band levels are raised by how far its last second before
+`RECENT_GAP_MS` ahead of the candidate rose over all of it (`_gain_rise`, `RISE_PERCENTILE`):
+a room whose gain rises (an auto gain converging) is as loud as it is now, not as it was on
+average over `HISTORY_MS`."""
+
+RISE_PERCENTILE = 75.0
+"""The percentile of the room's last second and of its background whose rise is the room's
+rising gain for a candidate (`_gain_rise`; in a turn, `LOUD_PERCENTILE`'s): an auto gain lifts
+it, a cough or a knock shorter than a quarter of that second does not (measured: a 180 ms
+cough at -10 dBFS 500 ms before a sentence, taken as the room's loud levels, kept the whole
+sentence from being a turn). A turn's end keeps the 90th percentile: with the 75th, a person's
+turn over a -45 dBFS TV lifted by an auto gain ran on 2 s over the TV's words after them."""
 
 RECENT_GAP_MS = 500
 """The windows right before a candidate are left out of its last second of background: the
@@ -130,9 +143,9 @@ COLD_ROOM_MS = 1000
 """A candidate that starts in the microphone's first second (ms from the first sample fed)
 comes before the background can tell a TV's first words from the person's: the `COLD_NEAR_DB`
 level rule decides. Counted in microphone time, not in room heard: the auto gain converges
-with the stream's time, and the windows of a reply playing are never room heard, so counted
-so a session's first reply kept the room cold while it played and held a person at -12 dBFS
-peak over it for the room (`tests/test_echo_suppression.py`)."""
+with the stream's time, and the windows of a reply playing whose echo rules them are not
+room heard, so counted so a session's first reply kept the room cold while it played and held
+a person at -12 dBFS peak over it for the room (`tests/test_echo_suppression.py`)."""
 
 COLD_NEAR_DB = 12.0
 """How far below the person's level a candidate's loudest window may stay in a cold room
@@ -169,6 +182,17 @@ def total_dbfs(bands_db: np.ndarray) -> np.ndarray:
     return 10.0 * np.log10(np.sum(10.0 ** (np.asarray(bands_db) / 10.0), axis=-1))
 
 
+def _gain_rise(background: np.ndarray, recent: list[np.ndarray],
+               percentile: float) -> np.ndarray | float:
+    """How far (dB per band, at least 0) the room's last second (`recent` band levels) rose
+    over the `background` (windows, bands): the rise of their `percentile` levels, band by
+    band. 0.0 without a last second."""
+    if not recent:
+        return 0.0
+    return np.maximum(np.percentile(np.stack(recent), percentile, axis=0)
+                      - np.percentile(background, percentile, axis=0), 0.0)
+
+
 @dataclass(slots=True)
 class _Window:
     end_ms: int
@@ -176,6 +200,7 @@ class _Window:
     bands_db: np.ndarray
     playing: bool
     in_turn: bool | None = None
+    held: bool = False
 
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
@@ -221,6 +246,10 @@ class RoomBackground:
         self._person: collections.deque[float] = collections.deque(maxlen=_PERSON_WINDOWS)
         self._turn: _Turn | None = None
         self._room_windows = 0
+        self.echo_rules: Callable[[int], bool] | None = None
+        """Whether the reply's echo may rule the microphone around a window of a reply playing
+        (its end ms in, True: it may), the server's `server.listening.echo.EchoDetector.echo_rules`;
+        None: it may always (such windows are never learned)."""
 
     @property
     def person_dbfs(self) -> float:
@@ -252,21 +281,24 @@ class RoomBackground:
             self._windows += 1
             self._recent.append(_Window(self._windows * WINDOW_MS, float(level), bands, playing))
 
-    def advance(self, end_ms: int) -> None:
+    def advance(self, end_ms: int, held: bool = False) -> None:
         """The turn detector takes the windows up to the one ending at `end_ms` (ms): they
-        belong to the turn in progress, if any; windows `SETTLE_MS` older outside turns and
-        playback become background."""
+        belong to the turn in progress, if any, or to speech it holds back as the reply's echo
+        (`held`); windows `SETTLE_MS` older outside turns and held speech become background,
+        those of a reply playing only where `echo_rules` says the echo does not rule them."""
         for window in self._recent:
             if window.end_ms > end_ms:
                 break
             if window.in_turn is None:
                 window.in_turn = self._turn is not None
+                window.held = held
                 if self._turn is not None:
                     self._turn.levels.append(window.level_dbfs)
                     self._turn.bands.append(window.bands_db)
         while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
             window = self._recent.popleft()
-            if not window.in_turn and not window.playing:
+            if not (window.in_turn or window.held or (window.playing
+                    and (self.echo_rules is None or self.echo_rules(window.end_ms)))):
                 self._learn([window.bands_db])
         self._forget_a_fallen_room()
 
@@ -297,6 +329,18 @@ class RoomBackground:
             self._background_dbfs.clear()
             while self._recent[0] is not heard[0]:
                 self._recent.popleft()
+
+    def speech_dropped(self, start_ms: int, end_ms: int) -> None:
+        """Speech whose windows end in (`start_ms`, `end_ms`] (ms) started no turn (too short,
+        or held back): unless it is the room's (`is_background`), its windows are never
+        learned as background. A person's own short sound is not the room: measured, Piper
+        "Uh." learned so made the same voice's "Stop." 1.2 s later stand less than
+        `ABOVE_DB` above the room's last second, and it started no turn."""
+        if self.is_background(start_ms, end_ms):
+            return
+        for window in self._recent:
+            if start_ms < window.end_ms <= end_ms:
+                window.held = True
 
     def turn_started(self, start_ms: int) -> None:
         """A turn started at `start_ms` (its speech start, ms): its windows from there on are
@@ -333,8 +377,8 @@ class RoomBackground:
         if not candidate:
             return False
         in_turn = self._turn is not None
-        before = [w.bands_db for w in self._recent
-                  if w.end_ms <= start_ms and not w.in_turn and not w.playing]
+        before = [w.bands_db for w in self._recent if w.end_ms <= start_ms
+                  and not (w.in_turn or w.held or w.playing)]
         heard = self._room_windows + len(before)
         near_db = COLD_NEAR_DB if start_ms < COLD_ROOM_MS else NEAR_DB
         if not in_turn and max(w.level_dbfs for w in candidate) < self.person_dbfs - near_db:
@@ -346,12 +390,10 @@ class RoomBackground:
             return False
         recent = list(self._background) + [
             w.bands_db for w in self._recent if w.end_ms <= start_ms - RECENT_GAP_MS
-            and not w.in_turn and not w.playing]
-        loud_db = np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0)
-        if recent:
-            loud_db = np.maximum(loud_db, np.percentile(
-                np.stack(recent[-_RECENT_WINDOWS:]), LOUD_PERCENTILE, axis=0))
-        loud = 10.0 ** (loud_db / 10.0)
+            and not (w.in_turn or w.held or w.playing)]
+        loud = 10.0 ** ((np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0)
+                         + _gain_rise(np.stack(background), recent[-_RECENT_WINDOWS:],
+                                      LOUD_PERCENTILE if in_turn else RISE_PERCENTILE)) / 10.0)
         powers = 10.0 ** (np.stack([w.bands_db for w in candidate]) / 10.0)
         excess = np.maximum(powers - loud, 0.0).sum(axis=1).max()
         margin_db = CONTINUE_DB if in_turn else (

@@ -170,11 +170,33 @@ def past_the_room(room_gate: Callable[[int, int], bool] | None, start_ms: int,
     return moved_ms
 
 
+def level_range_open(recent: collections.deque[tuple[int, float | None]], start_ms: int,
+                     min_level_range_db: float) -> bool:
+    """The level-range gate (`TurnDetectionConfig.min_level_range_db`) over a candidate's
+    recent (window end ms, level dBFS) pairs, its speech from `start_ms`: its windows after
+    the first, those within `MODULATION_FLOOR_DB` of the loudest, must differ by
+    `min_level_range_db` (dB); open while a level is unknown, with fewer than two such
+    windows, or with a range of 0."""
+    known = [(end_ms, level) for end_ms, level in recent if level is not None]
+    if len(known) < len(recent):
+        return True
+    modulated = [level for end_ms, level in known if end_ms - WINDOW_MS > start_ms]
+    if len(modulated) >= 2 and min_level_range_db > 0:
+        loudest = max(modulated)
+        audible = [level for level in modulated if level >= loudest - MODULATION_FLOOR_DB]
+        if loudest - min(audible) < min_level_range_db:
+            return False
+    return True
+
+
 class TurnDetector:
     """OpenAI `server_vad` turn detection over VAD windows; sans-I/O (no model, no clock).
 
     Feed every window in order to `process`; a window spans `WINDOW_MS` (32 ms) ending at
-    `window_end_ms`. With `low = max(active threshold - hysteresis, 0.01)`:
+    `window_end_ms`. With `low = max(active threshold - hysteresis, 0.01)` in a turn, before
+    one the lower of that and the idle level `max(threshold - hysteresis, 0.01)` (a candidate
+    over a reply opens at `echo_threshold` and runs on to the idle level: Piper's "Nope." and
+    "hey" end in windows at 0.41-0.44, one window short of `min_speech_ms` at 0.45):
 
     - silence: a window >= the active threshold opens a candidate; its speech starts at the
       start of that window, or up to `ONSET_LOOKBACK_MS` earlier over the unbroken run of
@@ -220,7 +242,8 @@ class TurnDetector:
     after the person stopped ends the turn). A candidate the echo gate held back is judged
     again after it ended (`_reconsider`, with `echo_refuted(first_ms, speech_end_ms,
     window_end_ms)`, set by the caller, None: none; the server's is
-    `server.listening.echo.EchoDetector.echo_refuted`).
+    `server.listening.echo.EchoDetector.echo_refuted`). `speech_dropped(first_ms, end_ms)`
+    (set by the caller, None: none) hears of every run of speech that started no turn.
     """
 
     def __init__(self, config: TurnDetectionConfig | None = None) -> None:
@@ -231,6 +254,7 @@ class TurnDetector:
         self.voice_onset: Callable[[int, int, int | None], int | None] | None = None
         self.room_gate: Callable[[int, int], bool] | None = None
         self.echo_refuted: Callable[[int, int, int], bool] | None = None
+        self.speech_dropped: Callable[[int, int], None] | None = None
         self._turn_start_ms = 0
         self._last_end_ms: int | None = None
         self._run_start_ms: int | None = None
@@ -253,6 +277,11 @@ class TurnDetector:
     def speaking(self) -> bool:
         """True between a `SpeechStarted` and its `SpeechStopped`."""
         return self._speaking
+
+    @property
+    def echo_held(self) -> bool:
+        """True while a candidate turn is held back as the reply's echo (`echo_gate`)."""
+        return self._echo_held
 
     def reset(self) -> None:
         """Return to silence, dropping a candidate or a turn in progress without an event.
@@ -314,15 +343,16 @@ class TurnDetector:
             started = self._reconsider(window_end_ms, probability >= low)
             if started is not None:
                 return started
+        run_low = min(low, max(config.threshold - config.hysteresis, 0.01))
         if self._start_ms is None:
-            return self._listen(window_end_ms, probability, level_dbfs, threshold, low)
+            return self._listen(window_end_ms, probability, level_dbfs, threshold, run_low)
         self._remember(window_end_ms, level_dbfs)
-        if probability < low:
+        if probability < run_low:
             if window_end_ms - self._speech_end_ms > config.candidate_gap_ms:
                 if self._echo_held:
                     self._held = (self._loud_span()[0], self._speech_end_ms)
                 else:
-                    self._dropped.append((self._first_ms(), self._speech_end_ms))
+                    self._drop_run(self._first_ms(), self._speech_end_ms)
                 self._drop_candidate()
             return None
         self._speech_end_ms = window_end_ms
@@ -333,7 +363,7 @@ class TurnDetector:
         """Silence: track the run of windows >= low; a window >= threshold opens a candidate."""
         if probability < low:
             if self._run_start_ms is not None:
-                self._dropped.append((self._run_start_ms, self._speech_end_ms))
+                self._drop_run(self._run_start_ms, self._speech_end_ms)
             self._drop_candidate()
             return None
         window_start_ms = max(window_end_ms - WINDOW_MS, 0)
@@ -346,6 +376,13 @@ class TurnDetector:
         self._start_ms = max(self._run_start_ms, window_start_ms - ONSET_LOOKBACK_MS)
         self._speech_end_ms = window_end_ms
         return self._maybe_start(window_end_ms, self._start_ms)
+
+    def _drop_run(self, first_ms: int, end_ms: int) -> None:
+        """A run of speech windows (`first_ms` to `end_ms`) started no turn: kept for the
+        first-word look-back and told to `speech_dropped`."""
+        self._dropped.append((first_ms, end_ms))
+        if self.speech_dropped is not None:
+            self.speech_dropped(first_ms, end_ms)
 
     def _reconsider(self, window_end_ms: int, speech: bool) -> SpeechStarted | None:
         """Judge the last candidate the echo gate held back again, on what the microphone
@@ -406,7 +443,8 @@ class TurnDetector:
         window's end: the turn needs `min_speech_ms` of speech the gate passed throughout."""
         if self._echo_held and self._is_echo(start_ms, window_end_ms):
             return self._outlived(window_end_ms)
-        if window_end_ms - start_ms < self.config.min_speech_ms or not self._gates_open(start_ms):
+        if window_end_ms - start_ms < self.config.min_speech_ms or not level_range_open(
+                self._recent, start_ms, self.config.min_level_range_db):
             return None
         heard_from_ms = min(start_ms, self._loud_span()[0]) if self._echo_held else start_ms
         if self.room_gate is not None and self.room_gate(heard_from_ms, window_end_ms):
@@ -500,19 +538,6 @@ class TurnDetector:
             if self.room_gate is None or not self.room_gate(run_start_ms, last_end_ms):
                 first_ms = run_start_ms
         return first_ms
-
-    def _gates_open(self, start_ms: int) -> bool:
-        """The level gates over the recent windows; open while a recent level is unknown."""
-        recent = [(end_ms, level) for end_ms, level in self._recent if level is not None]
-        if len(recent) < len(self._recent):
-            return True
-        modulated = [level for end_ms, level in recent if end_ms - WINDOW_MS > start_ms]
-        if len(modulated) >= 2 and self.config.min_level_range_db > 0:
-            loudest = max(modulated)
-            audible = [level for level in modulated if level >= loudest - MODULATION_FLOOR_DB]
-            if loudest - min(audible) < self.config.min_level_range_db:
-                return False
-        return True
 
     def _refuted(self, first_ms: int, speech_end_ms: int, window_end_ms: int) -> bool:
         """`echo_refuted`'s verdict on the candidate's speech (False without one)."""
