@@ -103,8 +103,7 @@ def synthesize_all() -> None:
     espeak-ng keeps global state that no call resets (`server.speech.engines`: the same text
     said four times in a row gives four lengths), and Piper's word marks run espeak-ng too;
     so each recording is the same whichever tables, levels and backgrounds a run asks for."""
-    for kind in sorted(BACKGROUNDS):
-        BACKGROUNDS[kind](1000, TARGET_DBFS)
+    rs.synthesize_talkers()
     for text in SENTENCES:
         for engine, voice in VOICES:
             person_speech(text, engine, voice)
