@@ -391,8 +391,9 @@ class RoomBackground:
         recent = list(self._background) + [
             w.bands_db for w in self._recent if w.end_ms <= start_ms - RECENT_GAP_MS
             and not (w.in_turn or w.held or w.playing)]
-        loud = 10.0 ** ((np.percentile(np.stack(background), LOUD_PERCENTILE, axis=0)
-                         + _gain_rise(np.stack(background), recent[-_RECENT_WINDOWS:],
+        learned = np.stack(background)
+        loud = 10.0 ** ((np.percentile(learned, LOUD_PERCENTILE, axis=0)
+                         + _gain_rise(learned, recent[-_RECENT_WINDOWS:],
                                       LOUD_PERCENTILE if in_turn else RISE_PERCENTILE)) / 10.0)
         powers = 10.0 ** (np.stack([w.bands_db for w in candidate]) / 10.0)
         excess = np.maximum(powers - loud, 0.0).sum(axis=1).max()
