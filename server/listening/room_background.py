@@ -9,7 +9,8 @@ follows the same 512-sample windows as `server.listening.silero_vad.SileroStream
 - the background: the band levels (`BANDS_HZ`) of the last `HISTORY_MS` of windows heard
   outside turns, learned once they are `SETTLE_MS` old (a candidate turn that started by then
   keeps its windows out, and so does speech that started none but stands out of the room: a
-  person's "Uh."), plus the windows before a candidate's start; windows of the assistant's
+  person's "Uh.", and a short loud non-speech sound, `server.listening.transients`: a
+  cough), plus the windows before a candidate's start; windows of the assistant's
   playback only where its echo does not rule the microphone (`echo_rules`: the echo is
   `server.listening.echo`'s business, but a room heard only while a reply plays, or lifted by
   an auto gain while it does, is still the room);
@@ -99,10 +100,10 @@ average over `HISTORY_MS`."""
 RISE_PERCENTILE = 75.0
 """The percentile of the room's last second and of its background whose rise is the room's
 rising gain for a candidate (`_gain_rise`; in a turn, `LOUD_PERCENTILE`'s): an auto gain lifts
-it, a cough or a knock shorter than a quarter of that second does not (measured: a 180 ms
-cough at -10 dBFS 500 ms before a sentence, taken as the room's loud levels, kept the whole
-sentence from being a turn). A turn's end keeps the 90th percentile: with the 75th, a person's
-turn over a -45 dBFS TV lifted by an auto gain ran on 2 s over the TV's words after them."""
+it, a sound shorter than a quarter of that second does not, even one the transient detector
+(`server.listening.transients`, which keeps coughs, claps and knocks out of that second) does
+not find. A turn's end keeps the 90th percentile: with the 75th, a person's turn over a
+-45 dBFS TV lifted by an auto gain ran on 2 s over the TV's words after them."""
 
 RECENT_GAP_MS = 500
 """The windows right before a candidate are left out of its last second of background: the
