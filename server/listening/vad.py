@@ -57,8 +57,11 @@ class TurnDetectionConfig:
             and "hey" at -12 dBFS peak over a reply ran 224 ms of Silero speech, one window
             short of 250 (missed 4 of 495 runs of "Nope.", "No.", "Wait.", "hey" and "Stop." in
             three voices at 11 positions and three rooms, `benchmarks/bench_interruptions.py`'s
-            `interruption`; 0 at 200, none started before the voice). The echo gate still
-            judges every candidate.
+            `interruption`; 0 at 200, none started before the voice). Not shorter: the echo
+            gate needs `mic_timeline.MIN_FRAMES` (200 ms) of frames to call a candidate echo,
+            and calls a shorter one never echo: at 100 ms (0ccfa32, since reverted) the
+            page's barge-in over a Piper echo in `tests/test_browser_microphone.py` timed out
+            3 of 3.
         hysteresis: windows down to `threshold - hysteresis` (at least 0.01) continue speech,
             and such windows just before the first one >= threshold count as its start
             (faster-whisper's `neg_threshold` default; default 0.15).
