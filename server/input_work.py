@@ -49,6 +49,7 @@ from websockets.asyncio.server import ServerConnection
 
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.room_floor import trim_room
 from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
@@ -199,9 +200,11 @@ class SessionInput:
                 playback_ms = effect.playback_ms
                 if playback_ms is not None:
                     playback_ms -= (len(pcm16) - end) * 1000 // (2 * rate_hz)
-                events = await self._lane.run(_feed_speech, detector, pcm16[start:end],
-                                              effect.assistant_playing, playback_ms, echo)
+                events, room_dbfs = await self._lane.run(
+                    _feed_speech, detector, pcm16[start:end], effect.assistant_playing,
+                    playback_ms, echo)
                 self.session.set_clock(time.monotonic() * 1000.0)
+                self.session.turn_taking.on_room_level(room_dbfs)
                 self._hand_over(events)
                 self.session.turn_taking.on_vad_position(
                     effect.position_ms + end * 1000 // (2 * rate_hz))
@@ -237,11 +240,16 @@ class SessionInput:
             self._hand_over([stopped])
             await settle()
 
-    async def asr_samples(self, pcm16: bytes, start_ms: int) -> np.ndarray:
+    async def asr_samples(self, pcm16: bytes, start_ms: int, person_only: bool = False
+                          ) -> np.ndarray:
         """A turn's PCM16 LE mono from `start_ms` on the input timeline as float samples for
         ASR, with the reply's echo in front of the person's voice suppressed where server
-        VAD's echo detector knows it (`InputSpeechDetector.without_echo`), on the input lane."""
-        return await self._lane.run(_asr_samples, self.detector, pcm16, start_ms)
+        VAD's echo detector knows it (`InputSpeechDetector.without_echo`), on the input lane.
+        `person_only`: the room before and after the person silenced too
+        (`server.listening.room_floor.trim_room` at server VAD's room level): the words that
+        decide a paused reply are the person's, not the room's."""
+        return await self._lane.run(_asr_samples, self.detector, pcm16, start_ms,
+                                    self.session.config.sample_rate_hz if person_only else None)
 
     async def throttle(self, appended_ms: int, websocket: ServerConnection) -> bool:
         """Count `appended_ms` ms of input audio just applied against the bound; beyond it,
@@ -269,18 +277,24 @@ class SessionInput:
 
 
 def _feed_speech(detector: InputSpeechDetector, pcm16: bytes, assistant_playing: bool,
-                 playback_ms: int | None, echo: ReplyEcho | None) -> list[TurnEvent]:
+                 playback_ms: int | None, echo: ReplyEcho | None
+                 ) -> tuple[list[TurnEvent], float | None]:
     """On an input worker: server VAD over appended PCM16 LE mono, compared with the echo
-    reference of the reply `echo` (None: no reply to compare with)."""
+    reference of the reply `echo` (None: no reply to compare with); its turn events and the
+    room's loud level after it (`InputSpeechDetector.room_dbfs`)."""
     reference = None if echo is None else echo.reference()
-    return detector.feed(pcm16, assistant_playing, playback_ms, reference)
+    return detector.feed(pcm16, assistant_playing, playback_ms, reference), detector.room_dbfs
 
 
-def _asr_samples(detector: InputSpeechDetector | None, pcm16: bytes,
-                 start_ms: int) -> np.ndarray:
-    """On an input worker: `SessionInput.asr_samples`."""
+def _asr_samples(detector: InputSpeechDetector | None, pcm16: bytes, start_ms: int,
+                 person_rate_hz: int | None) -> np.ndarray:
+    """On an input worker: `SessionInput.asr_samples` (`person_rate_hz`: the input rate when
+    the room around the person is silenced, None when it is not)."""
     samples = None if detector is None else detector.without_echo(pcm16, start_ms)
-    return pcm16_to_float(pcm16) if samples is None else samples
+    samples = pcm16_to_float(pcm16) if samples is None else samples
+    if person_rate_hz is not None and detector is not None:
+        return trim_room(samples, person_rate_hz, detector.room_dbfs)
+    return samples
 
 
 async def wait_through_cancellation(future: asyncio.Future[T]) -> None:

@@ -93,7 +93,7 @@ class TurnWork:
             case DecideTranscription(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
                                      audio_end_ms=end_ms):
                 self._in_background(self._decision_transcription(
-                    item_id, end_ms, self._recognise(pcm16, start_ms)))
+                    item_id, end_ms, self._recognise(pcm16, start_ms, person_only=True)))
             case PredictTurnEnd(item_id=item_id, pcm16=pcm16, audio_end_ms=end_ms):
                 self._in_background(self._predict_turn_end(item_id, pcm16, end_ms))
             case EndTurn(audio_end_ms=end_ms, min_silence_ms=wait_ms):
@@ -142,13 +142,14 @@ class TurnWork:
         prepared[1].cancel()
         return None
 
-    async def _recognise(self, pcm16: bytes, start_ms: int) -> str:
+    async def _recognise(self, pcm16: bytes, start_ms: int, person_only: bool = False) -> str:
         """Run the input transcriber (faster-whisper on a worker thread) on PCM16 LE mono at
         the input rate from `start_ms` on the input timeline, with the reply's echo that
         server VAD's echo detector knows there suppressed (`SessionInput.asr_samples`, on the
-        input workers); "" when it fails (logged)."""
+        input workers; `person_only`: and the room around the person); "" when it fails
+        (logged)."""
         try:
-            samples = await self._input.asr_samples(pcm16, start_ms)
+            samples = await self._input.asr_samples(pcm16, start_ms, person_only)
             return await self.transcriber.transcribe(samples, self.session.config.sample_rate_hz)
         except Exception as exc:
             log.warning("input transcription failed: %s", type(exc).__name__)

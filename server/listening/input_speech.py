@@ -108,6 +108,12 @@ class InputSpeechDetector:
                 events.append(replace(event, audio_end_ms=event.audio_end_ms + self.start_ms))
         return events
 
+    @property
+    def room_dbfs(self) -> float | None:
+        """The room's loud level (dBFS) as learned so far (`RoomBackground.loud_dbfs`), None
+        while no background was learned."""
+        return self._room.loud_dbfs
+
     def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
         """`semantic_vad` judged the turn whose speech ended at `audio_end_ms` (ms on the input
         timeline) finished: it stops once its silence reaches `min_silence_ms`, with its

@@ -49,6 +49,8 @@ ENVELOPE_EDGES_HZ = tuple(float(f) for f in np.geomspace(100.0, 4000.0, 13))
 """Edges of the 12 log-spaced bands (100-4000 Hz) of a nucleus's spectral envelope."""
 ENVELOPE_FLOOR_DB = -40.0
 """Bands more than this below a nucleus's loudest band count as this (noise, not shape)."""
+_SILENT_DB = -120.0
+"""Level (dB) given to frames below `analyse`'s floor: silence."""
 FINAL_MS = 120
 """The end of an utterance whose pitch, against the utterance's median, is its final rise
 (a question's terminal rise: J. Pierrehumbert, "The phonology and phonetics of English
@@ -111,8 +113,13 @@ class Prosody:
         return self.voiced_ms / self.duration_ms if self.duration_ms else 0.0
 
 
-def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
+def analyse(pcm: np.ndarray, sample_rate_hz: int, floor_dbfs: float | None = None) -> Prosody:
     """Measure the prosody of `pcm` (1-D float in [-1, 1] at `sample_rate_hz`).
+
+    `floor_dbfs`: frames below this level (dBFS, RMS over `FRAME_MS`) are silence, as if
+    the audio held nothing there: the room's background (babble, a TV) under and around a
+    short utterance, whose voices would otherwise be syllables of it and its pitch its
+    terminal rise (`server.listening.backchannel.ROOM_MARGIN_DB`). None: no floor.
 
     Returns an empty `Prosody` (all zero, level -inf) for audio shorter than one frame or
     silent.
@@ -137,6 +144,9 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int) -> Prosody:
         lag = lag_lo + int(np.argmax(autocorr[lag_lo:lag_hi]))
         if autocorr[lag] / autocorr[0] > VOICING_THRESHOLD:
             f0[index] = sample_rate_hz / lag
+    if floor_dbfs is not None:
+        below = levels < floor_dbfs
+        levels[below], f0[below] = _SILENT_DB, 0.0
     peak = float(levels.max())
     if peak <= -100.0:
         return Prosody(0, 0, (), (), 0.0, float("-inf"))

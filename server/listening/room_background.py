@@ -268,6 +268,16 @@ class RoomBackground:
             return PERSON_PRIOR_DBFS
         return float(np.percentile(self._person, LOUD_PERCENTILE))
 
+    @property
+    def loud_dbfs(self) -> float | None:
+        """The room's loud level (dBFS): the `LOUD_PERCENTILE` level of the background's
+        learned windows (RMS over 32 ms), None while none was learned. A short utterance's
+        prosody is measured above it (`server.listening.backchannel.classify`'s `room_dbfs`):
+        the room's own voices are not the person's syllables."""
+        if not self._background_dbfs:
+            return None
+        return float(np.percentile(self._background_dbfs, LOUD_PERCENTILE))
+
     def feed(self, pcm_16k: np.ndarray, playing: bool) -> None:
         """Append 16 kHz float samples; `playing`: the assistant's reply (or its echo tail)
         may be in them, so their windows are never learned as background.

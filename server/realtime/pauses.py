@@ -107,6 +107,9 @@ class ReplyPauses:
     Attributes:
         settings: the rules in force (`session.interruption`).
         current: the pause in progress, None when no reply is paused.
+        room_dbfs: server VAD's room background, its loud level (dBFS; None while none was
+            learned, or without server VAD): the utterance is measured above it
+            (`classify`'s `room_dbfs`).
     """
 
     def __init__(self, responses: ResponseLifecycle, turns: InputTurns,
@@ -115,6 +118,7 @@ class ReplyPauses:
         self.settings = settings
         self._clock = clock
         self.current: Pause | None = None
+        self.room_dbfs: float | None = None
         self._responses = responses
         self._turns = turns
         self._interruptions = interruptions

@@ -142,6 +142,11 @@ class TurnTaking:
         (`ReplyPauses.heard_until`)."""
         self._pauses.heard_until(position_ms)
 
+    def on_room_level(self, room_dbfs: float | None) -> None:
+        """Server VAD's room background: its loud level (dBFS, None while none was learned),
+        above which a paused reply's utterance is measured (`ReplyPauses.room_dbfs`)."""
+        self._pauses.room_dbfs = room_dbfs
+
     def on_turn_end_probability(self, item_id: str, audio_end_ms: int,
                                 probability: float) -> None:
         """`semantic_vad`: the end-of-turn model's `probability` (0-1) that the turn `item_id`
