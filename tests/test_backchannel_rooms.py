@@ -1,0 +1,140 @@
+"""Issue 24: a backchannel over a room is judged on the person, not the room. A tester's Piper
+"yeah" over babble at -45 dBFS RMS, espeak-ng en-us+m3 "makes sense" and Piper "okay" over a
+TV at -45 cut the reply and were answered: the room's voices in the utterance's audio were
+syllables of it (its pitch a question's rise), and its words were the person's ("time. Okay.").
+Now the prosody counts only what is above server VAD's room level and the deciding words are
+transcribed from the person's span (`server.listening.room_floor`). Real Piper and espeak-ng
+audio over `tests/room_sounds.py`'s rooms, cut and measured by the server's own server VAD
+(`InputSpeechDetector`, which learns the room), through the person's real tiny.en transcriber;
+real interruptions over the same rooms stay interruptions."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from calibration.asr import Transcript
+from calibration.local_asr import person_transcriber
+from server.listening.backchannel import Verdict, classify, readings_to_score
+from server.listening.input_speech import InputSpeechDetector
+from server.listening.prosody import analyse
+from server.listening.room_floor import floor_dbfs, trim_room
+from server.listening.server_vad_settings import DECISION_TAIL_MS, TurnDetection
+from server.listening.turn_events import SpeechGap, SpeechStarted
+from tests import room_sounds, speech_fixtures
+from tests.pausing_page import FRAME_MS, INPUT_RATE_HZ, mic_pcm16
+
+RATE = speech_fixtures.RATE_HZ
+LEAD_MS = 3300
+"""Room before the person speaks (ms): the tester's "yeah" came 3300 ms into a reply; server
+VAD learns a room after `room_background.SETTLE_MS`."""
+REPLY_FROM_MS = 1500
+"""Where the reply starts playing in the offline stream (ms): the room before it is learned
+as the room is before a reply; from it on server VAD listens with the echo threshold."""
+
+
+def room(kind: str, dbfs: float, duration_ms: float, seed: int) -> np.ndarray:
+    """`tests.room_sounds`' babble or TV talker at `dbfs` RMS."""
+    make = room_sounds.babble if kind == "babble" else room_sounds.tv_talker
+    return make(duration_ms, dbfs, seed=seed)
+
+
+def over_room(utterance: np.ndarray, kind: str, dbfs: float, seed: int = 0
+              ) -> tuple[np.ndarray, float | None]:
+    """`utterance` said `LEAD_MS` into a room: the audio a pause over a reply is decided on
+    (server VAD's turn start to its first gap plus the decision tail, as `InputTurns.decide`
+    takes it) and server VAD's room level then (`InputSpeechDetector.room_dbfs`)."""
+    lead = LEAD_MS * RATE // 1000
+    mic = room(kind, dbfs, (lead + utterance.size) * 1000 / RATE + 1500, seed)
+    mic[lead:lead + utterance.size] += utterance
+    stream = mic_pcm16(mic)
+    detector = InputSpeechDetector(TurnDetection(), INPUT_RATE_HZ, 0)
+    step = INPUT_RATE_HZ * 2 * FRAME_MS // 1000
+    start_ms = None
+    for at in range(0, len(stream), step):
+        playing = at >= REPLY_FROM_MS * INPUT_RATE_HZ * 2 // 1000
+        for event in detector.feed(stream[at:at + step], assistant_playing=playing):
+            if isinstance(event, SpeechStarted):
+                start_ms = event.audio_start_ms
+            elif isinstance(event, SpeechGap) and start_ms is not None:
+                end = (event.audio_end_ms + DECISION_TAIL_MS) * RATE // 1000
+                return mic[start_ms * RATE // 1000:end], detector.room_dbfs
+    raise AssertionError("server VAD heard no utterance")
+
+
+@functools.cache
+def transcriber():
+    """The person's transcriber as the server runs it (rule 4b's readings scored)."""
+    asr = person_transcriber(readings=readings_to_score)
+    asr.load()
+    return asr
+
+
+def heard(text: str, spec: str, kind: str, dbfs: float, seed: int = 0
+          ) -> tuple[Transcript, np.ndarray, float | None]:
+    """`text` by `spec` ("piper" or an espeak-ng voice) at -6 dBFS peak over the room: its
+    deciding transcript (of the person's span), audio and the room level."""
+    engine, voice = ("piper", None) if spec == "piper" else ("espeak", spec)
+    said = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(text, engine, voice), -6.0)
+    pcm, room_dbfs = over_room(said, kind, dbfs, seed)
+    assert room_dbfs is not None, "server VAD learned the room"
+    return transcriber().transcribe_blocking(trim_room(pcm, RATE, room_dbfs), RATE), pcm, room_dbfs
+
+
+@pytest.mark.parametrize(("text", "spec", "kind", "dbfs"), [
+    ("Yeah.", "piper", "babble", -45), ("Makes sense.", "en-us+m3", "tv", -45),
+    ("Okay.", "piper", "tv", -45), ("Right.", "piper", "babble", -50),
+    ("Mm-hmm.", "piper", "babble", -45), ("yeah", "en-us", "tv", -45),
+    ("okay", "en-gb-x-rp", "babble", -45), ("got it", "piper", "tv", -45)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_backchannel_over_a_room_resumes(text: str, spec: str, kind: str, dbfs: float,
+                                            seed: int) -> None:
+    """The tester's backchannels over babble and a TV (two stretches of each room) and more
+    of the kind: each is a backchannel, its syllables the person's."""
+    transcript, pcm, room_dbfs = heard(text, spec, kind, dbfs, seed)
+    decision = classify(transcript, pcm, RATE, room_dbfs=room_dbfs)
+    assert decision.verdict is Verdict.BACKCHANNEL, (str(transcript), decision)
+
+
+def test_the_rooms_voices_are_not_the_persons_syllables() -> None:
+    """The tester's Piper "yeah" over babble at -45 dBFS: measured over the whole audio the
+    babble's voices around it are syllables of it; above the room, one syllable is left."""
+    _, pcm, room_dbfs = heard("Yeah.", "piper", "babble", -45)
+    assert len(analyse(pcm, RATE).nuclei) > 1
+    assert len(analyse(pcm, RATE, floor_dbfs(room_dbfs)).nuclei) == 1
+
+
+@pytest.mark.parametrize(("text", "spec", "kind", "dbfs", "peak"), [
+    ("Stop.", "en-us+m3", "babble", -45, -6), ("No.", "piper", "babble", -45, -6),
+    ("Wait.", "piper", "tv", -45, -6), ("Hold on.", "en-gb-x-gbclan", "tv", -45, -6),
+    ("Hey.", "piper", "babble", -45, -6), ("Pause.", "piper", "tv", -45, -6),
+    ("Excuse me.", "en-us-nyc", "tv", -45, -10), ("Wait, what?", "piper", "babble", -45, -8),
+    ("Stop.", "piper", "babble", -45, -20), ("No.", "en-us", "tv", -45, -20),
+    ("Hold on.", "en-gb-x-rp", "babble", -45, -20), ("Sorry.", "en-us+f3", "tv", -45, -20)])
+def test_an_interruption_over_a_room_cuts(text: str, spec: str, kind: str, dbfs: float,
+                                          peak: float) -> None:
+    """Real interruptions over the same rooms, loud and at -20 dBFS peak (the room's voices
+    then 15 dB closer to the person's): never taken for a backchannel."""
+    engine, voice = ("piper", None) if spec == "piper" else ("espeak", spec)
+    said = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(text, engine, voice), peak)
+    pcm, room_dbfs = over_room(said, kind, dbfs)
+    transcript = transcriber().transcribe_blocking(trim_room(pcm, RATE, room_dbfs), RATE)
+    decision = classify(transcript, pcm, RATE, room_dbfs=room_dbfs)
+    assert decision.verdict is Verdict.INTERRUPTION, (str(transcript), decision)
+
+
+def test_trim_room_keeps_the_person_and_silences_the_room() -> None:
+    """The deciding words come from the person's span: the room before and after it is
+    silence, the person's audio is untouched, and without a learned room nothing changes."""
+    said = speech_fixtures.at_peak_dbfs(speech_fixtures.speech("Okay.", "piper"), -6.0)
+    pcm, room_dbfs = over_room(said, "tv", -45)
+    kept = trim_room(pcm, RATE, room_dbfs)
+    assert trim_room(pcm, RATE, None) is pcm
+    voiced = np.flatnonzero(kept)
+    assert 0 < voiced[0] and voiced[-1] < pcm.size - 1, "the room each side is silenced"
+    assert np.array_equal(kept[voiced[0]:voiced[-1] + 1], pcm[voiced[0]:voiced[-1] + 1])
+    onset, end = speech_fixtures.active_span_ms(said)
+    person = np.flatnonzero(np.abs(pcm) >= np.abs(said).max() / 2)
+    assert voiced[0] <= person[0] and person[-1] <= voiced[-1], (onset, end)
