@@ -52,8 +52,11 @@ import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
 /**
  * The room's parameters, part of vad.js DEFAULT_VAD_CONFIG (dB values are dB differences
  * unless named dBFS; times in ms). The server's (server/listening/room_background.py:
- * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, YOUNG_*, COLD_*,
- * NEAR_DB, PERSON_PRIOR_DBFS), which documents where each was measured.
+ * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, RISE_PERCENTILE,
+ * YOUNG_*, COLD_*, NEAR_DB, PERSON_PRIOR_DBFS; server/listening/echo.py
+ * ROOM_ECHO_CORRELATION, MAX_SPAN_MS; server/listening/echo_path.py LEARN_STEP_MS), which
+ * documents where each was measured; tests/test_client_vad_rooms.py checks that the values
+ * are the same.
  */
 export const ROOM_CONFIG = Object.freeze({
   roomHistoryMs: 10000, // the background: the last this much of room learned
@@ -64,7 +67,11 @@ export const ROOM_CONFIG = Object.freeze({
   roomYoungMs: 4000, // until this much room was heard, a candidate needs up to ...
   roomYoungAboveDb: 8, // ... this much more
   roomRecentMs: 1000, // the background's last this much counts on its own (a rising gain) ...
-  roomRecentGapMs: 500, // ... up to this long before the candidate
+  roomRecentGapMs: 500, // ... up to this long before the candidate ...
+  roomRisePercentile: 75, // ... by the rise of this percentile of it over the background's
+  roomEchoCorrelation: 0.7, // a second of a reply playing correlating under this is room ...
+  roomEchoStepMs: 250, // ... judged every this much ...
+  roomEchoSpanMs: 1000, // ... over this much around each step (echo-correlation.js)
   roomFallSpanMs: 640, // the room fell when this long outside turns stays ...
   roomFallDb: 10, // ... this far below the floor ...
   roomFallFloorMs: 3000, // ... of the last this much background
@@ -106,9 +113,13 @@ function percentileOf(values, percentile) {
 export class RoomBackground {
   #config;
   confirmTurns = false;
+  /** Whether the reply's echo may rule the microphone around the frame that started at a
+   * time (s) of a reply playing (echo-correlation.js RoomEchoRules.rules; true: it may, and
+   * the frame is not learned); null: it may always. */
+  echoRules = null;
   /** start time (s) of the first frame pushed */
   #firstS = null;
-  /** frames not yet settled, outside turns: {t, row, db, playing}, oldest first */
+  /** frames not yet settled, outside turns: {t, row, db, playing, held}, oldest first */
   #recent = [];
   /** settled background frames, oldest first: {t, row, db} */
   #background = [];
@@ -130,11 +141,12 @@ export class RoomBackground {
   }
 
   /** A frame that started at `timeS` with band levels `row`; `playing`: the reply (or its
-   * echo tail) may be in it. */
-  push(timeS, row, playing) {
+   * echo tail) may be in it; `held`: it is of a candidate held back as the reply's echo (never
+   * learned: the echo or the person talking over it). */
+  push(timeS, row, playing, held = false) {
     const c = this.#config;
     this.#firstS ??= timeS;
-    const frame = { t: timeS, row, db: totalDb(row), playing };
+    const frame = { t: timeS, row, db: totalDb(row), playing, held };
     const turn = this.#turns.at(-1);
     if (turn && turn.endS === null) {
       turn.frames.push(frame);
@@ -149,7 +161,9 @@ export class RoomBackground {
     }
     while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
       const settled = this.#recent.shift();
-      if (!settled.playing) this.#learn(settled);
+      if (!settled.held && !(settled.playing && (this.echoRules?.(settled.t) ?? true))) {
+        this.#learn(settled);
+      }
     }
     this.#settleTurns(timeS - c.roomConfirmMs / 1000);
     this.#forgetAFallenRoom(timeS);
@@ -211,6 +225,22 @@ export class RoomBackground {
     }
   }
 
+  /**
+   * A candidate from `fromS` to `toS` (s) ended without firing (too short, or held back):
+   * unless the room explains it (`isBackground`), its frames are never learned as background
+   * nor counted in the room's last second. A person's own short sound is not the room: the
+   * server's rule (room_background.py `speech_dropped`; measured there, Piper "Uh." learned
+   * so kept the same voice's "Stop." 1.2 s later from starting a turn).
+   */
+  speechDropped(fromS, toS) {
+    const frames = this.#recent.filter((frame) => frame.t >= fromS - 1e-6 && frame.t <= toS);
+    if (!frames.length) return;
+    const { background } = this.isBackground(fromS, frames.map((frame) => frame.t),
+      frames.map((frame) => frame.row));
+    if (background) return;
+    for (const frame of frames) frame.held = true;
+  }
+
   /** The person's turn started at `fromS` (a candidate fired): its frames are never room,
    * unless the server's VAD does not confirm it (`confirmTurns`). */
   turnStarted(fromS) {
@@ -249,16 +279,18 @@ export class RoomBackground {
    * and how much of the room was heard (frames): see the module comment. */
   #loud(fromS) {
     const c = this.#config;
-    const before = this.#recent.filter((frame) => frame.t < fromS && !frame.playing);
+    const before = this.#recent.filter((frame) => frame.t < fromS && !frame.playing
+      && !frame.held);
     const rows = [...this.#background, ...before].map((frame) => frame.row);
     if (!rows.length) return { loud: null, heard: this.#learned };
     const gapS = fromS - c.roomRecentGapMs / 1000;
     const recent = [...this.#background, ...before.filter((frame) => frame.t < gapS)]
       .slice(-Math.round(c.roomRecentMs / FRAME_MS)).map((frame) => frame.row);
     const all = bandPercentile(rows, c.roomPercentile);
-    const last = bandPercentile(recent, c.roomPercentile);
+    const then = bandPercentile(rows, c.roomRisePercentile);
+    const last = recent.length ? bandPercentile(recent, c.roomRisePercentile) : then;
     const rise = this.#gainRise(rows);
-    return { loud: all.map((db, band) => Math.max(db, last[band]) + rise),
+    return { loud: all.map((db, band) => db + Math.max(0, last[band] - then[band]) + rise),
       heard: this.#learned + before.length };
   }
 
