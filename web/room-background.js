@@ -6,13 +6,19 @@
  * VAD already computes. Plain objects, no audio APIs. Times are seconds on one clock.
  *
  * - The background: the band levels of the last `roomHistoryMs` of frames heard outside the
- *   person's turns (a candidate that fired, until it is released) and outside the assistant's
- *   playback (its echo is echo-path.js's business); the last that much learned, not of time
+ *   person's turns (a candidate that fired, until it is released), outside candidates that
+ *   ended without firing and stand out of the room (`speechDropped`: a person's cough or
+ *   "Uh." is not the room) or were held back as the echo, and outside the assistant's
+ *   playback where its echo may rule the microphone (`echoRules`, echo-correlation.js
+ *   RoomEchoRules: the echo is echo-path.js's business, and a learned echo would hide the
+ *   person talking over it; a room heard only while a reply plays is still the room, the
+ *   server's rule); the last that much learned, not of time
  *   (as the server's): a reply longer than it left no background, 10 s after the room was
  *   last learned, and the room fired the page's VAD then (the page grid's babble at -45
  *   dBFS, 9.8 s into a 10.6 s reply). Frames are learned once they are `roomSettleMs` old
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
- *   the room), and the frames before a candidate outside turns and playback. Also learned:
+ *   the room), and the frames before a candidate outside turns, playback and dropped
+ *   candidates. Also learned:
  *   the turns outside playback the server's VAD did not take for the person (`confirmTurns`;
  *   a TV's sentences fire the page's VAD, which cannot tell a TV's voice from the person's,
  *   but the server's keeps the room's background and the person's level too; without server
@@ -32,9 +38,13 @@
  *   constants, measured there on tests/room_sounds.py's babble and TV at -45 dBFS RMS: the
  *   loudest window of babble held at most 2.5 dB above its 90th percentile levels, a TV
  *   talker's 5.3 dB; a person at -20 dBFS RMS, 20 dB and more.
- * - It follows a rising gain: the background's loud band levels are the louder, band by band,
- *   of those of all of it and of its last `roomRecentMs` before `roomRecentGapMs` ahead of the
- *   candidate (the person's own first word may be right before it). Chromium's auto gain,
+ * - It follows a rising gain: the background's loud band levels rise, band by band, by as much
+ *   as the `roomRisePercentile` levels of its last `roomRecentMs` before `roomRecentGapMs`
+ *   ahead of the candidate (the person's own first word may be right before it) rose over
+ *   those of all of it: an auto gain lifts that upper quartile, a cough shorter than a quarter
+ *   of the second does not (the server's RISE_PERCENTILE; with the 90th percentile and the
+ *   cough learned, a 180 ms cough 500 ms before a sentence kept it from firing the page).
+ *   Chromium's auto gain,
  *   which the page asks for, lifts a TV at -45 dBFS by 10 dB at once and by 22 dB after
  *   4.6 s (measured: tests/room_sounds.py CHROMIUM_AGC_DB).
  * - It falls when the room falls: once the loud frames (`roomPercentile`) of the last
@@ -69,9 +79,15 @@ export const ROOM_CONFIG = Object.freeze({
   roomRecentMs: 1000, // the background's last this much counts on its own (a rising gain) ...
   roomRecentGapMs: 500, // ... up to this long before the candidate ...
   roomRisePercentile: 75, // ... by the rise of this percentile of it over the background's
-  roomEchoCorrelation: 0.7, // a second of a reply playing correlating under this is room ...
-  roomEchoStepMs: 250, // ... judged every this much ...
-  roomEchoSpanMs: 1000, // ... over this much around each step (echo-correlation.js)
+  // A second of a reply playing whose band rows correlate with the output under this is room,
+  // judged every roomEchoStepMs over roomEchoSpanMs around each step (echo-correlation.js).
+  // Measured on the page's rows (the server tests' rooms, tests/test_client_vad_rooms.py):
+  // a TV or babble at -35 to -40 dBFS RMS with no echo 0.05-0.48, with a -30 dB echo under
+  // it up to 0.64; the echo alone, -30 dB over a -60 dBFS pink floor 0.73-0.88, -10 dB
+  // 0.96-0.99, -10 dB in a 400 ms RT60 room 0.76-0.94.
+  roomEchoCorrelation: 0.7,
+  roomEchoStepMs: 250,
+  roomEchoSpanMs: 1000,
   roomFallSpanMs: 640, // the room fell when this long outside turns stays ...
   roomFallDb: 10, // ... this far below the floor ...
   roomFallFloorMs: 3000, // ... of the last this much background
