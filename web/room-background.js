@@ -19,7 +19,9 @@
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
  *   the room), and the frames before a candidate outside turns, playback and dropped
  *   candidates. Also learned:
- *   the turns outside playback the server's VAD did not take for the person (`confirmTurns`;
+ *   the turns the server's VAD did not take for the person (`confirmTurns`; outside playback
+ *   or where the echo does not rule, and not shorter than the server's `min_speech_ms`,
+ *   `roomTurnMinMs`: an "Uh." that fired the page is a person's sound the server dropped;
  *   a TV's sentences fire the page's VAD, which cannot tell a TV's voice from the person's,
  *   but the server's keeps the room's background and the person's level too; without server
  *   VAD every turn is the person's). When none is known (the microphone was switched on
@@ -64,14 +66,16 @@ import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
  * unless named dBFS; times in ms). The server's (server/listening/room_background.py:
  * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, RISE_PERCENTILE,
  * YOUNG_*, COLD_*, NEAR_DB, PERSON_PRIOR_DBFS; server/listening/echo.py
- * ROOM_ECHO_CORRELATION, MAX_SPAN_MS; server/listening/echo_path.py LEARN_STEP_MS), which
+ * ROOM_ECHO_CORRELATION, MAX_SPAN_MS; server/listening/echo_path.py LEARN_STEP_MS;
+ * server/listening/vad.py TurnDetectionConfig.min_speech_ms), which
  * documents where each was measured; tests/test_client_vad_rooms.py checks that the values
  * are the same.
  */
 export const ROOM_CONFIG = Object.freeze({
   roomHistoryMs: 10000, // the background: the last this much of room learned
   roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
-  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
+  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room,
+  roomTurnMinMs: 250, // unless its speech was shorter than this (the server's min_speech_ms)
   roomPercentile: 90, // the background's loud levels (per band), the person's level
   roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
   roomYoungMs: 4000, // until this much room was heard, a candidate needs up to ...
@@ -177,16 +181,14 @@ export class RoomBackground {
     }
     while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
       const settled = this.#recent.shift();
-      if (!settled.held && !(settled.playing && (this.echoRules?.(settled.t) ?? true))) {
-        this.#learn(settled);
-      }
+      if (this.#learnable(settled)) this.#learn(settled);
     }
     this.#settleTurns(timeS - c.roomConfirmMs / 1000);
     this.#forgetAFallenRoom(timeS);
   }
 
   /** Turn frames that started by `confirmedS` leave their turn: the person's level, or
-   * background (`confirmTurns`, not confirmed, outside playback). */
+   * background (`confirmTurns`, not confirmed, `#learnable`, and not `#short`). */
   #settleTurns(confirmedS) {
     const c = this.#config;
     for (const old of this.#turns) {
@@ -196,13 +198,30 @@ export class RoomBackground {
         if (!this.confirmTurns || old.person) {
           this.#person.push(frame.db);
           if (this.#person.length > c.roomPersonHistoryMs / FRAME_MS) this.#person.shift();
-        } else if (!frame.playing) {
+        } else if (!this.#short(old) && this.#learnable(frame)) {
           this.#learn(frame);
         }
       }
     }
     while (this.#turns.length && this.#turns[0].endS !== null
       && this.#turns[0].endS <= confirmedS) this.#turns.shift();
+  }
+
+  /** Whether an ended `turn` was too short for the server's VAD to take it for a turn: its
+   * speech (up to its release less `hangoverMs`) lasted under `roomTurnMinMs`. Its frames are
+   * then never learned when the server does not confirm it: the person's own short sound (an
+   * "Uh." that fired the page), which the server's VAD drops and never learns either. */
+  #short(turn) {
+    const c = this.#config;
+    if (turn.endS === null) return false;
+    return turn.endS - turn.fromS - c.hangoverMs / 1000 < c.roomTurnMinMs / 1000;
+  }
+
+  /** Whether a frame heard outside the person's turns may be learned as background: it was not
+   * held back (`held`), and outside playback or where the reply's echo does not rule it
+   * (`echoRules`). */
+  #learnable(frame) {
+    return !frame.held && !(frame.playing && (this.echoRules?.(frame.t) ?? true));
   }
 
   /** Learn `frame` as background; the oldest goes once `roomHistoryMs` of frames were
