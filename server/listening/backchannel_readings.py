@@ -31,12 +31,13 @@ from calibration.asr_readings import MurmurReading
 
 ACKNOWLEDGMENT_READINGS = (" Oh, I see.", " I see.", " Cool.", " Nice.", " Sure thing.",
                            " Got it.", " Got it, thanks.", " Gotcha.", " Right, right.",
-                           " Yep.", " Okay.", " Makes sense.")
+                           " Yep.", " Okay.", " Makes sense.", " Fair enough.")
 """Acknowledgments scored (whisper's spelling, with its leading space): those a tester heard
 misread, and the list's common ones."""
 
 INTERRUPTION_READINGS = (" Stop.", " Wait.", " No.", " Nope.", " Hold on.", " Hang on.",
-                         " Excuse me.", " What?", " Why?", " Uh-uh.", " But wait.")
+                         " Excuse me.", " What?", " Why?", " Uh-uh.", " But wait.", " Pause.",
+                         " Hey.", " Sorry.", " Enough.", " One second.", " Listen.")
 """Interruptions scored beside them: the issue's and the tester's."""
 
 READINGS = ACKNOWLEDGMENT_READINGS + INTERRUPTION_READINGS
@@ -48,11 +49,12 @@ token log probability, natural log). Measured: the misread acknowledgments 1.75-
 interruptions below 0 ("Build" for "nope": -1.21; "8.0." for "yeah but wait": -0.54)."""
 
 
-def acknowledgment_reading(reading: MurmurReading | None) -> str | None:
-    """The acknowledgment (stripped, "Oh, I see.") whisper finds at least as likely as its own
-    words and likelier than every interruption by `MIN_INTERRUPTION_MARGIN`, from the scores of
-    `READINGS` in `reading.alternatives`; None when there is none, or the readings were not
-    scored (another transcriber, long audio, a transcript that was clearly content)."""
+def acknowledgment_reading(reading: MurmurReading | None, margin: float = 0.0) -> str | None:
+    """The acknowledgment (stripped, "Oh, I see.") whisper finds at most `margin` (mean token
+    log probability) less likely than its own words and likelier than every interruption by
+    `MIN_INTERRUPTION_MARGIN`, from the scores of `READINGS` in `reading.alternatives`; None
+    when there is none, or the readings were not scored (another transcriber, long audio, a
+    transcript the word lists decide)."""
     if reading is None or not reading.alternatives:
         return None
     scores = dict(reading.alternatives)
@@ -62,6 +64,7 @@ def acknowledgment_reading(reading: MurmurReading | None) -> str | None:
     if not acknowledgments or not interruptions:
         return None
     best, said = max(acknowledgments)
-    if best < reading.text_logprob or best < max(interruptions) + MIN_INTERRUPTION_MARGIN:
+    if (best < reading.text_logprob - margin
+            or best < max(interruptions) + MIN_INTERRUPTION_MARGIN):
         return None
     return said
