@@ -7,14 +7,17 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 1. Longer than `max_ms` or more than `MAX_WORDS` words (a word or phrase repeated at once
    counts once: "ha ha ha ha", "yeah yeah yeah", "I see, I see"): an interruption.
 2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption, also
-   beside a backchannel ("yeah but wait").
+   beside a backchannel ("yeah but wait"); not inside a listed acknowledgment that holds it
+   ("fair enough"; "that's enough" stays an interruption).
 3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", and acknowledgments of
    one to three words: "makes sense", "gotcha", "perfect", "thanks", "sounds good", ...),
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
    it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
    `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
-   rising "sure?" in some voices).
+   rising "sure?" in some voices), or its sound does not fit the words (`sound_misfit`,
+   `server.listening.backchannel_fit`: "Of course." for Piper's one-syllable "pause",
+   "Okay." for espeak-ng en-029's "hey", "Yeah." for en-gb-x-rp's "enough").
 4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ..., any spelling of a hum the
    ASR writes for one - "M-H-M", "M. M.", "Emm" -, laughter - "ha", "haha" - or no words at
    all) or a lone interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a
@@ -57,11 +60,14 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    words; no word was said), but whisper, forced to read the audio as an acknowledgment
    ("Oh, I see."), finds that likelier than the letters and far likelier than any
    interruption (`server.listening.backchannel_readings`; not asked): a backchannel. tiny.en
-   writes "Y-T" for espeak-ng en-gb-scotland's "oh I see". Other misread words are answered:
-   whisper's scores do not tell them from words said ("Oh my feet." and "shorting" prefer
-   "Oh, I see." and "Sure thing.", but "copy", for "coffee", prefers "Got it." as much), nor
-   do misreads it prefers to the acknowledgment ("Kill." for "cool", "The ice." for "nice",
-   "Amen." for Piper's "mm").
+   writes "Y-T" for espeak-ng en-gb-scotland's "oh I see". Other short words (no never-word)
+   are taken for an acknowledgment on the same scores when its reading is within
+   `READING_MARGIN` of the words, they are spelled alike (`MIN_SPELLING_MATCH`) and the sound
+   fits it (`backchannel_fit`): "The ice." for espeak-ng's "nice", "Bike right." for Piper's
+   "right right", "Oh my feet." for "oh I see", "shorting" for "sure thing". Whisper's scores
+   alone do not tell misreads from words said ("copy", for "coffee", scores "Got it." as
+   likely; "Amen." for Piper's "mm" prefers its words): the spelling and the interruptions'
+   readings keep words said, and misread interruptions, out.
 5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
    (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
    wrote are never overruled by the sound.
@@ -86,7 +92,11 @@ import numpy as np
 from calibration.asr import Transcript
 from calibration.asr_readings import MurmurReading
 from server.listening import backchannel_fit
-from server.listening.backchannel_readings import READINGS, acknowledgment_reading
+from server.listening.backchannel_readings import (
+    ACKNOWLEDGMENT_READINGS,
+    READINGS,
+    acknowledgment_reading,
+)
 from server.listening.prosody import Prosody, analyse
 
 MAX_WORDS = 3
@@ -381,8 +391,9 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     """The readings the person's transcriber scores beside `transcript` for rule 4b
     (`server.listening.backchannel_readings.READINGS`): for a transcript of at most
     `MAX_WORDS` words, no question mark and no never-word, that the lists do not decide
-    (not only backchannel words, interjections and murmurs: "The ice.", "Bike right.",
-    "Y-T"); otherwise none (nothing to pay for)."""
+    (not only backchannel words, interjections and murmurs) and that is spelled letters or
+    spelled like one of the acknowledgments (`_spelled_alike`: "The ice.", "Bike right.",
+    "Y-T"); otherwise none (nothing to pay for: "Console" for "cancel" is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
@@ -390,7 +401,10 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
             or _never_said(words, vocabulary)
             or _covered(tuple(w for w in words if not vocabulary.murmur(w)), listed)):
         return ()
-    return READINGS
+    if _spelled_letters(words, language) or any(
+            _spelled_alike(transcript, reading) for reading in ACKNOWLEDGMENT_READINGS):
+        return READINGS
+    return ()
 
 
 def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
