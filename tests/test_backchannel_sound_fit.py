@@ -127,3 +127,23 @@ async def test_an_interruption_read_as_an_acknowledgment_cuts_the_reply(
     assert [e["reason"] for e in outcome.paused] == ["speech_started"]
     assert outcome.resumed == [] and outcome.backchannels == []
     assert outcome.status == "cancelled"
+
+
+@pytest.mark.parametrize(("text", "voice", "misread"), [
+    ("hey", "en-us", "Hee."), ("hey", "en-gb-x-rp", "Hee."), ("hey", "en-us+m3", "Hee!")])
+def test_a_hey_written_as_a_one_syllable_laugh_is_cut(text: str, voice: str,
+                                                      misread: str) -> None:
+    """The benchmark's grid: espeak-ng en-gb-scotland's "hey", 900 ms into a reply, read
+    "Hee." and resumed as a one-syllable laugh. A one-syllable laugh is one only when whisper
+    finds every interruption's reading ("Hey.") far less likely than its words; a real "hey"
+    read "Hee." fails that in every voice (checked on their audio: en-gb-scotland's "hey" is
+    not always heard by server VAD offline)."""
+    decision = read_as(text, "espeak", voice, misread)
+    assert decision.verdict is Verdict.INTERRUPTION, decision
+    assert len(decision.prosody.nuclei) == 1
+
+
+def test_a_one_syllable_laugh_whisper_reads_clearly_still_resumes() -> None:
+    """espeak-ng en-029's "hee", read "Hee!": "Hey!" is 1.25 below its words."""
+    decision = read_as("hee", "espeak", "en-029", "Hee!")
+    assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "laughter")

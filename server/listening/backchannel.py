@@ -30,7 +30,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    vowel is bridged by the prosody), and so is one syllable written as a laugh and not
    asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and en-029's one
    "hee" and "ha"; "Huh?" - espeak-ng's "ha" in other voices - is a question, and "huh" is
-   no laugh spelling: it may mean "what?");
+   no laugh spelling: it may mean "what?") and whisper finds every interruption's reading
+   far less likely (`backchannel_readings.clear_of_interruptions`: tiny.en wrote "Hee." for
+   espeak-ng en-gb-scotland's "hey", and it resumed);
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -94,8 +96,10 @@ from calibration.asr_readings import MurmurReading
 from server.listening import backchannel_fit
 from server.listening.backchannel_readings import (
     ACKNOWLEDGMENT_READINGS,
+    INTERRUPTION_READINGS,
     READINGS,
     acknowledgment_reading,
+    clear_of_interruptions,
 )
 from server.listening.prosody import Prosody, analyse
 
@@ -393,10 +397,14 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     `MAX_WORDS` words, no question mark and no never-word, that the lists do not decide
     (not only backchannel words, interjections and murmurs) and that is spelled letters or
     spelled like one of the acknowledgments (`_spelled_alike`: "The ice.", "Bike right.",
-    "Y-T"); otherwise none (nothing to pay for: "Console" for "cancel" is cut at once)."""
+    "Y-T"); the interruptions' readings alone for one word spelling a laugh ("Hee.": rule 4
+    takes it only when they are far less likely); otherwise none (nothing to pay for:
+    "Console" for "cancel" is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
+    if "?" not in transcript and _one_laugh(words, vocabulary):
+        return INTERRUPTION_READINGS
     if ("?" in transcript or not words or _word_count(words) > MAX_WORDS
             or _never_said(words, vocabulary)
             or _covered(tuple(w for w in words if not vocabulary.murmur(w)), listed)):
@@ -405,6 +413,11 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
             _spelled_alike(transcript, reading) for reading in ACKNOWLEDGMENT_READINGS):
         return READINGS
     return ()
+
+
+def _one_laugh(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
+    """One word, and it spells a laugh ("Hee.", "Ha!"): rule 4's one-syllable laugh."""
+    return len(words) == 1 and vocabulary.laugh_spelling.fullmatch(words[0]) is not None
 
 
 def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
@@ -473,7 +486,9 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
     if syllables >= 3 and laughed and _aspirated(prosody, 0):
         return decided(Verdict.BACKCHANNEL, "laughter")
-    if syllables == 1 and words and laughed and not _asked(transcript, prosody):
+    if (syllables == 1 and words and laughed and not _asked(transcript, prosody)
+            and clear_of_interruptions(transcript.murmur if isinstance(transcript, Transcript)
+                                       else None)):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")
