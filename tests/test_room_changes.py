@@ -20,7 +20,7 @@ from server.listening.turn_events import SpeechStarted, SpeechStopped
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests.echo_microphone import LEAD_MS, room_microphone
-from tests.echo_room import Room
+from tests.echo_room import Room, words
 from tests.realtime_client import RealtimeClient
 from tests.test_rooms import (
     EARLIEST_START_MS,
@@ -168,24 +168,35 @@ def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, g
     assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
 
 
-def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
-                                                                 float, float]:
-    """Server VAD over `before` (a 180 ms cough at -10 dBFS peak, or Piper saying it at -10
-    dBFS peak) ending `gap_ms` before Piper "Can you repeat that?" (-10 dBFS peak) 12 s into a
-    session, no reply playing, over a -60 dBFS pink floor: the turns (start, stop ms), where
-    the sound began, and the sentence's voice onset and end (ms)."""
-    sentence = fx.at_peak_dbfs(fx.speech("Can you repeat that?"), -10.0)
-    if before == "cough":
-        sound = fx.cough(np.random.default_rng(3), 180, -10.0)
-    else:
-        sound = fx.at_peak_dbfs(fx.speech(before), -10.0)
-    at_ms = 12_000
+SENTENCE = "Can you repeat that?"
+
+
+def sound_then_sentence(sound: np.ndarray, gap_ms: int, at_ms: int = 12_000
+                        ) -> tuple[np.ndarray, float, float, float]:
+    """`sound` ending `gap_ms` before Piper saying `SENTENCE` (-10 dBFS peak) `at_ms` into a
+    session, over a -60 dBFS pink floor (16 kHz, 3 s after the sentence starts): the
+    microphone, where the sound began, and the sentence's voice onset and end (ms)."""
+    sentence = fx.at_peak_dbfs(fx.speech(SENTENCE), -10.0)
     onset_ms, end_ms = (at_ms + edge for edge in fx.active_span_ms(sentence))
     mic = fx.with_noise_floor(np.zeros((at_ms + 3000) * fx.RATE_HZ // 1000, np.float32),
                               np.random.default_rng(1), -60.0)
     sound_ms = at_ms - gap_ms - fx.active_span_ms(sound)[1]
     mic[round(sound_ms * fx.RATE_HZ / 1000):][:sound.size] += sound
     mic[at_ms * fx.RATE_HZ // 1000:][:sentence.size] += sentence
+    return mic, sound_ms, onset_ms, end_ms
+
+
+def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
+                                                                 float, float]:
+    """Server VAD over `before` (Piper saying it at -10 dBFS peak, or a
+    `tests.room_sounds.TRANSIENTS` sound at -10 dBFS peak) before the sentence
+    (`sound_then_sentence`): the turns (start, stop ms), where the sound began, and the
+    sentence's voice onset and end (ms)."""
+    if before in rs.TRANSIENTS:
+        sound = rs.TRANSIENTS[before](np.random.default_rng(3), -10.0)
+    else:
+        sound = fx.at_peak_dbfs(fx.speech(before), -10.0)
+    mic, sound_ms, onset_ms, end_ms = sound_then_sentence(sound, gap_ms)
     events = server_vad_events(mic)
     started = [e.audio_start_ms for e in events if isinstance(e, SpeechStarted)]
     stopped = [e.audio_end_ms for e in events if isinstance(e, SpeechStopped)]
@@ -207,14 +218,36 @@ def test_the_persons_own_sound_before_a_sentence_never_hides_it(before: str, gap
     assert sound_ms - EARLIEST_START_MS <= over[0][0] <= onset_ms <= end_ms - 300 <= over[0][1]
 
 
-@pytest.mark.parametrize("gap_ms", [250, 500, 900])
-def test_a_cough_before_a_sentence_never_hides_its_start(gap_ms: int) -> None:
-    """A cough before a sentence (`short_sound_then_sentence`): a turn starts at the
-    sentence's voice. Before, the cough was the room's loud levels of the last second and the
-    sentence was no turn at all (8 of 8 over the protocol, a tester); a rising gain is now
-    taken from that second's upper quartile for a candidate. (Its turn may still end at the
-    sentence's first pause: a turn's end follows the last second's 90th percentile, which a
-    TV lifted by an auto gain needs.)"""
-    turns, _, onset_ms, _ = short_sound_then_sentence("cough", gap_ms)
-    over = [start for start, stop in turns if stop >= onset_ms]
-    assert over and onset_ms - EARLIEST_START_MS <= over[0] <= onset_ms, turns
+@pytest.mark.parametrize("kind", sorted(rs.TRANSIENTS))
+def test_a_transient_before_a_sentence_leaves_it_one_turn(kind: str) -> None:
+    """A short loud non-speech sound (`tests.room_sounds.TRANSIENTS`: a cough, a clap, three
+    knocks, a dropped cup; -10 dBFS peak) ending 0.3-1.2 s before a sentence
+    (`short_sound_then_sentence`): the sentence is one turn, from its voice to its end. Before,
+    the sound was the room's loud levels of the last second (a 180 ms cough is 7 of its 31
+    windows): a turn's windows stood less than `CONTINUE_DB` over them at the sentence's
+    first pause, and it became two turns (the cough, the knocks and the cup at every
+    position; `server.listening.transients` now keeps such sounds out of the room)."""
+    split = {}
+    for gap_ms in (300, 600, 900, 1200):
+        turns, _, onset_ms, end_ms = short_sound_then_sentence(kind, gap_ms)
+        over = [(start, stop) for start, stop in turns if stop >= onset_ms]
+        if not (len(over) == 1 and onset_ms - EARLIEST_START_MS <= over[0][0] <= onset_ms
+                and over[0][1] >= end_ms - 300):
+            split[gap_ms] = turns
+    assert split == {}
+
+
+@pytest.mark.parametrize("kind", sorted(rs.TRANSIENTS))
+async def test_the_sentence_after_a_transient_is_transcribed_whole(start_server, kind: str
+                                                                   ) -> None:
+    """Over the protocol (a real server, the real transcriber): a `tests.room_sounds.TRANSIENTS`
+    sound at -6 dBFS peak 600 ms before the sentence, 4 s into the session: one turn, whose
+    transcript is the whole sentence. Before, the turn ended at the sentence's first pause:
+    two transcripts, "Can you" answerable on its own."""
+    sound = rs.TRANSIENTS[kind](np.random.default_rng(5), -6.0)
+    mic, _, _, _ = sound_then_sentence(sound, 600, at_ms=4000)
+    client = await turns_over_the_protocol(start_server, mic, 1)
+    transcripts = [e["transcript"] for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(client.of_type("input_audio_buffer.speech_started")) == 1, transcripts
+    assert [words(text) for text in transcripts] == [words(SENTENCE)], transcripts
