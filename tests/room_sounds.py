@@ -105,3 +105,49 @@ def with_agc(pcm_16k: np.ndarray, rise: float = 1.0) -> np.ndarray:
     gain_db = np.interp(times_ms, [t for t, _ in CHROMIUM_AGC_DB],
                         [first_db + (g - first_db) * rise for _, g in CHROMIUM_AGC_DB])
     return (pcm_16k * 10.0 ** (gain_db / 20.0)).astype(np.float32)
+
+
+def _decaying(rng: np.random.Generator, duration_ms: float, low_hz: float, high_hz: float,
+              decay_ms: float) -> np.ndarray:
+    """Band-limited noise (`low_hz`-`high_hz`) with a 1 ms attack and an exponential decay of
+    time constant `decay_ms`, `duration_ms` long, peak 1.0."""
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    t_ms = np.arange(samples) * 1000.0 / fx.RATE_HZ
+    envelope = np.clip(t_ms, 0.0, 1.0) * np.exp(-np.maximum(t_ms - 1.0, 0.0) / decay_ms)
+    spectrum = np.fft.rfft(rng.standard_normal(samples))
+    freqs = np.fft.rfftfreq(samples, 1.0 / fx.RATE_HZ)
+    noise = np.fft.irfft(spectrum * ((freqs >= low_hz) & (freqs <= high_hz)), samples)
+    shaped = noise * envelope
+    return (shaped / np.max(np.abs(shaped))).astype(np.float32)
+
+
+def clap(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """A hand clap: a 1-4 kHz noise burst decaying in 15 ms (80 ms long), peak `dbfs`."""
+    return fx.at_peak_dbfs(_decaying(rng, 80.0, 1000.0, 4000.0, 15.0), dbfs)
+
+
+def knock(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """Three knocks on a door, 180 ms apart: 150-900 Hz thumps decaying in 20 ms, peak `dbfs`."""
+    thump = _decaying(rng, 100.0, 150.0, 900.0, 20.0)
+    gap = np.zeros(round(80 * fx.RATE_HZ / 1000), np.float32)
+    return fx.at_peak_dbfs(np.concatenate((thump, gap, thump, gap, thump)), dbfs)
+
+
+def dropped_cup(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """A cup dropped on a table: a broadband crack, then the cup's ring (inharmonic partials at
+    2.1, 3.4 and 5.2 kHz) decaying in 90 ms (400 ms long), peak `dbfs`."""
+    crack = _decaying(rng, 400.0, 200.0, 7000.0, 8.0)
+    t_s = np.arange(crack.size) / fx.RATE_HZ
+    ring = sum(np.sin(2 * np.pi * hz * t_s + rng.uniform(0, 2 * np.pi))
+               for hz in (2100, 3400, 5200))
+    ring = ring * np.exp(-t_s * 1000.0 / 90.0) / 3.0
+    return fx.at_peak_dbfs((crack + 0.6 * ring).astype(np.float32), dbfs)
+
+
+TRANSIENTS = {
+    "cough": lambda rng, dbfs: fx.cough(rng, 180, dbfs),
+    "clap": clap,
+    "knock": knock,
+    "dropped cup": dropped_cup,
+}
+"""Short loud non-speech sounds by name: maker(rng, peak dBFS) -> 16 kHz PCM."""

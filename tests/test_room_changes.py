@@ -20,7 +20,7 @@ from server.listening.turn_events import SpeechStarted, SpeechStopped
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests.echo_microphone import LEAD_MS, room_microphone
-from tests.echo_room import Room
+from tests.echo_room import Room, words
 from tests.realtime_client import RealtimeClient
 from tests.test_rooms import (
     EARLIEST_START_MS,
@@ -132,16 +132,22 @@ def test_a_room_heard_only_while_a_reply_plays_is_the_room(kind: str, echo_db: f
     playing were never learned as the room: only the person's level rule stood between the
     room and a turn, and these rooms started 1 to 4 turns each."""
     for seed in (0, 1):
-        mic = room_microphone(Room(echo_db, 150, -60.0))
-        mic += room(kind, -35.0, mic.size * 1000 / fx.RATE_HZ + 100, seed)[:mic.size]
-        assert turn_starts(mic, LEAD_MS) == [], seed
+        assert turn_starts(reply_in_a_room(kind, echo_db, -35.0, seed), LEAD_MS) == [], seed
     voice = person()
     at_ms = LEAD_MS + 5000
     onset_ms = at_ms + fx.active_span_ms(voice)[0]
-    mic = room_microphone(Room(echo_db, 150, -60.0), voice, at_ms)
-    mic += room(kind, -40.0, mic.size * 1000 / fx.RATE_HZ + 100)[:mic.size]
-    started = turn_starts(mic, LEAD_MS)
+    started = turn_starts(reply_in_a_room(kind, echo_db, -40.0, 0, voice, at_ms), LEAD_MS)
     assert len(started) == 1 and onset_ms - EARLIEST_START_MS <= started[0] <= onset_ms, started
+
+
+def reply_in_a_room(kind: str, echo_db: float | None, dbfs: float, seed: int,
+                    voice: np.ndarray | None = None, at_ms: float = 0.0) -> np.ndarray:
+    """16 kHz microphone: the reply playing from `LEAD_MS` (`room_microphone`, its echo
+    `echo_db`, None: none, over a -60 dBFS pink floor) in babble or a TV (`kind`) at `dbfs`
+    RMS (`seed`), with `voice` at `at_ms`."""
+    mic = room_microphone(Room(echo_db, 150, -60.0), voice, at_ms)
+    mic += room(kind, dbfs, mic.size * 1000 / fx.RATE_HZ + 100, seed)[:mic.size]
+    return mic
 
 
 @pytest.mark.parametrize("gap_ms", [1200, 1700])
@@ -153,10 +159,18 @@ def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, g
     was learned as the room a second later, "Stop." 1.2 s after it stood less than
     `ABOVE_DB` above the room's last second, and no turn started; over a reply the same once
     its windows were learned as the room."""
+    mic, onset_ms = uh_then_stop(playing, gap_ms)
+    started = turn_starts(mic, LEAD_MS) if playing else starts(server_vad_events(mic))
+    assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
+
+
+def uh_then_stop(playing: bool, gap_ms: int) -> tuple[np.ndarray, float]:
+    """16 kHz microphone: Piper "Uh." 3.5 s in, "Stop." `gap_ms` later, -6 dBFS peak, over a
+    reply playing from `LEAD_MS` with no echo (`playing`) or over the room's pink floor; and
+    the voice onset (ms) of "Stop."."""
     uh, stop = (fx.at_peak_dbfs(fx.speech(text), -6.0) for text in ("Uh.", "Stop."))
     uh_ms = 3500
     stop_ms = uh_ms + gap_ms
-    onset_ms = stop_ms + fx.active_span_ms(stop)[0]
     if playing:
         mic = room_microphone(Room(None, 150, -60.0), uh, uh_ms)
     else:
@@ -164,28 +178,41 @@ def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, g
                              FLOOR_DBFS)
         mic[uh_ms * fx.RATE_HZ // 1000:][:uh.size] += uh
     mic[stop_ms * fx.RATE_HZ // 1000:][:stop.size] += stop
-    started = turn_starts(mic, LEAD_MS) if playing else starts(server_vad_events(mic))
-    assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
+    return mic, stop_ms + fx.active_span_ms(stop)[0]
 
 
-def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
-                                                                 float, float]:
-    """Server VAD over `before` (a 180 ms cough at -10 dBFS peak, or Piper saying it at -10
-    dBFS peak) ending `gap_ms` before Piper "Can you repeat that?" (-10 dBFS peak) 12 s into a
-    session, no reply playing, over a -60 dBFS pink floor: the turns (start, stop ms), where
-    the sound began, and the sentence's voice onset and end (ms)."""
-    sentence = fx.at_peak_dbfs(fx.speech("Can you repeat that?"), -10.0)
-    if before == "cough":
-        sound = fx.cough(np.random.default_rng(3), 180, -10.0)
-    else:
-        sound = fx.at_peak_dbfs(fx.speech(before), -10.0)
-    at_ms = 12_000
+SENTENCE = "Can you repeat that?"
+
+
+def sound_then_sentence(sound: np.ndarray, gap_ms: int, at_ms: int = 12_000
+                        ) -> tuple[np.ndarray, float, float, float]:
+    """`sound` ending `gap_ms` before Piper saying `SENTENCE` (-10 dBFS peak) `at_ms` into a
+    session, over a -60 dBFS pink floor (16 kHz, 3 s after the sentence starts): the
+    microphone, where the sound began, and the sentence's voice onset and end (ms)."""
+    sentence = fx.at_peak_dbfs(fx.speech(SENTENCE), -10.0)
     onset_ms, end_ms = (at_ms + edge for edge in fx.active_span_ms(sentence))
     mic = fx.with_noise_floor(np.zeros((at_ms + 3000) * fx.RATE_HZ // 1000, np.float32),
                               np.random.default_rng(1), -60.0)
     sound_ms = at_ms - gap_ms - fx.active_span_ms(sound)[1]
     mic[round(sound_ms * fx.RATE_HZ / 1000):][:sound.size] += sound
     mic[at_ms * fx.RATE_HZ // 1000:][:sentence.size] += sentence
+    return mic, sound_ms, onset_ms, end_ms
+
+
+def short_sound(before: str) -> np.ndarray:
+    """Piper saying `before` at -10 dBFS peak, or the `tests.room_sounds.TRANSIENTS` sound
+    named `before` at -10 dBFS peak (16 kHz)."""
+    if before in rs.TRANSIENTS:
+        return rs.TRANSIENTS[before](np.random.default_rng(3), -10.0)
+    return fx.at_peak_dbfs(fx.speech(before), -10.0)
+
+
+def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
+                                                                 float, float]:
+    """Server VAD over `short_sound(before)` before the sentence (`sound_then_sentence`): the
+    turns (start, stop ms), where the sound began, and the sentence's voice onset and end
+    (ms)."""
+    mic, sound_ms, onset_ms, end_ms = sound_then_sentence(short_sound(before), gap_ms)
     events = server_vad_events(mic)
     started = [e.audio_start_ms for e in events if isinstance(e, SpeechStarted)]
     stopped = [e.audio_end_ms for e in events if isinstance(e, SpeechStopped)]
@@ -207,14 +234,36 @@ def test_the_persons_own_sound_before_a_sentence_never_hides_it(before: str, gap
     assert sound_ms - EARLIEST_START_MS <= over[0][0] <= onset_ms <= end_ms - 300 <= over[0][1]
 
 
-@pytest.mark.parametrize("gap_ms", [250, 500, 900])
-def test_a_cough_before_a_sentence_never_hides_its_start(gap_ms: int) -> None:
-    """A cough before a sentence (`short_sound_then_sentence`): a turn starts at the
-    sentence's voice. Before, the cough was the room's loud levels of the last second and the
-    sentence was no turn at all (8 of 8 over the protocol, a tester); a rising gain is now
-    taken from that second's upper quartile for a candidate. (Its turn may still end at the
-    sentence's first pause: a turn's end follows the last second's 90th percentile, which a
-    TV lifted by an auto gain needs.)"""
-    turns, _, onset_ms, _ = short_sound_then_sentence("cough", gap_ms)
-    over = [start for start, stop in turns if stop >= onset_ms]
-    assert over and onset_ms - EARLIEST_START_MS <= over[0] <= onset_ms, turns
+@pytest.mark.parametrize("kind", sorted(rs.TRANSIENTS))
+def test_a_transient_before_a_sentence_leaves_it_one_turn(kind: str) -> None:
+    """A short loud non-speech sound (`tests.room_sounds.TRANSIENTS`: a cough, a clap, three
+    knocks, a dropped cup; -10 dBFS peak) ending 0.3-1.2 s before a sentence
+    (`short_sound_then_sentence`): the sentence is one turn, from its voice to its end. Before,
+    the sound was the room's loud levels of the last second (a 180 ms cough is 7 of its 31
+    windows): a turn's windows stood less than `CONTINUE_DB` over them at the sentence's
+    first pause, and it became two turns (the cough, the knocks and the cup at every
+    position; `server.listening.transients` now keeps such sounds out of the room)."""
+    split = {}
+    for gap_ms in (300, 600, 900, 1200):
+        turns, _, onset_ms, end_ms = short_sound_then_sentence(kind, gap_ms)
+        over = [(start, stop) for start, stop in turns if stop >= onset_ms]
+        if not (len(over) == 1 and onset_ms - EARLIEST_START_MS <= over[0][0] <= onset_ms
+                and over[0][1] >= end_ms - 300):
+            split[gap_ms] = turns
+    assert split == {}
+
+
+@pytest.mark.parametrize("kind", sorted(rs.TRANSIENTS))
+async def test_the_sentence_after_a_transient_is_transcribed_whole(start_server, kind: str
+                                                                   ) -> None:
+    """Over the protocol (a real server, the real transcriber): a `tests.room_sounds.TRANSIENTS`
+    sound at -6 dBFS peak 600 ms before the sentence, 4 s into the session: one turn, whose
+    transcript is the whole sentence. Before, the turn ended at the sentence's first pause:
+    two transcripts, "Can you" answerable on its own."""
+    sound = rs.TRANSIENTS[kind](np.random.default_rng(5), -6.0)
+    mic, _, _, _ = sound_then_sentence(sound, 600, at_ms=4000)
+    client = await turns_over_the_protocol(start_server, mic, 1)
+    transcripts = [e["transcript"] for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(client.of_type("input_audio_buffer.speech_started")) == 1, transcripts
+    assert [words(text) for text in transcripts] == [words(SENTENCE)], transcripts

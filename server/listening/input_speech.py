@@ -96,7 +96,7 @@ class InputSpeechDetector:
         self._room.feed(pcm_16k, self._turns.assistant_playing)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
-            self._room.advance(window.end_ms, self._turns.echo_held)
+            self._room.advance(window.end_ms, self._turns.echo_held, window.probability)
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
             if isinstance(event, SpeechStarted):
                 self._room.turn_started(event.audio_start_ms)

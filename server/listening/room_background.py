@@ -9,7 +9,8 @@ follows the same 512-sample windows as `server.listening.silero_vad.SileroStream
 - the background: the band levels (`BANDS_HZ`) of the last `HISTORY_MS` of windows heard
   outside turns, learned once they are `SETTLE_MS` old (a candidate turn that started by then
   keeps its windows out, and so does speech that started none but stands out of the room: a
-  person's "Uh."), plus the windows before a candidate's start; windows of the assistant's
+  person's "Uh.", and a short loud non-speech sound, `server.listening.transients`: a
+  cough), plus the windows before a candidate's start; windows of the assistant's
   playback only where its echo does not rule the microphone (`echo_rules`: the echo is
   `server.listening.echo`'s business, but a room heard only while a reply plays, or lifted by
   an auto gain while it does, is still the room);
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.listening.silero_vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
+from server.listening.transients import TransientDetector
 
 BANDS_HZ = ((100, 300), (300, 700), (700, 1500), (1500, 3000), (3000, 5000), (5000, 8000))
 """Bands (Hz) whose energy is compared with the background's: the voice's fundamental, first
@@ -98,10 +100,10 @@ average over `HISTORY_MS`."""
 RISE_PERCENTILE = 75.0
 """The percentile of the room's last second and of its background whose rise is the room's
 rising gain for a candidate (`_gain_rise`; in a turn, `LOUD_PERCENTILE`'s): an auto gain lifts
-it, a cough or a knock shorter than a quarter of that second does not (measured: a 180 ms
-cough at -10 dBFS 500 ms before a sentence, taken as the room's loud levels, kept the whole
-sentence from being a turn). A turn's end keeps the 90th percentile: with the 75th, a person's
-turn over a -45 dBFS TV lifted by an auto gain ran on 2 s over the TV's words after them."""
+it, a sound shorter than a quarter of that second does not, even one the transient detector
+(`server.listening.transients`, which keeps coughs, claps and knocks out of that second) does
+not find. A turn's end keeps the 90th percentile: with the 75th, a person's turn over a
+-45 dBFS TV lifted by an auto gain ran on 2 s over the TV's words after them."""
 
 RECENT_GAP_MS = 500
 """The windows right before a candidate are left out of its last second of background: the
@@ -201,6 +203,12 @@ class _Window:
     playing: bool
     in_turn: bool | None = None
     held: bool = False
+    transient: bool = False
+
+    @property
+    def room(self) -> bool:
+        """Heard outside turns, and neither speech held back nor a transient."""
+        return not (self.in_turn or self.held or self.transient)
 
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
@@ -246,6 +254,7 @@ class RoomBackground:
         self._person: collections.deque[float] = collections.deque(maxlen=_PERSON_WINDOWS)
         self._turn: _Turn | None = None
         self._room_windows = 0
+        self._transients = TransientDetector()
         self.echo_rules: Callable[[int], bool] | None = None
         """Whether the reply's echo may rule the microphone around a window of a reply playing
         (its end ms in, True: it may), the server's `server.listening.echo.EchoDetector.echo_rules`;
@@ -281,11 +290,15 @@ class RoomBackground:
             self._windows += 1
             self._recent.append(_Window(self._windows * WINDOW_MS, float(level), bands, playing))
 
-    def advance(self, end_ms: int, held: bool = False) -> None:
-        """The turn detector takes the windows up to the one ending at `end_ms` (ms): they
-        belong to the turn in progress, if any, or to speech it holds back as the reply's echo
-        (`held`); windows `SETTLE_MS` older outside turns and held speech become background,
-        those of a reply playing only where `echo_rules` says the echo does not rule them."""
+    def advance(self, end_ms: int, held: bool = False, probability: float | None = None
+                ) -> None:
+        """The turn detector takes the windows up to the one ending at `end_ms` (ms), whose
+        Silero speech probability is `probability` (None: unknown): they belong to the turn in
+        progress, if any, or to speech it holds back as the reply's echo (`held`); the others
+        go to the transient detector (`server.listening.transients`: a cough, a knock), whose
+        transients are never the room; windows `SETTLE_MS` older outside turns, held speech and
+        transients become background, those of a reply playing only where `echo_rules` says
+        the echo does not rule them."""
         for window in self._recent:
             if window.end_ms > end_ms:
                 break
@@ -295,12 +308,22 @@ class RoomBackground:
                 if self._turn is not None:
                     self._turn.levels.append(window.level_dbfs)
                     self._turn.bands.append(window.bands_db)
+                self._mark_transient(self._transients.push(
+                    window.end_ms, window.level_dbfs,
+                    probability if window.end_ms == end_ms else None, window.room))
         while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
             window = self._recent.popleft()
-            if not (window.in_turn or window.held or (window.playing
-                    and (self.echo_rules is None or self.echo_rules(window.end_ms)))):
+            if window.room and not (window.playing and (
+                    self.echo_rules is None or self.echo_rules(window.end_ms))):
                 self._learn([window.bands_db])
         self._forget_a_fallen_room()
+
+    def _mark_transient(self, span: tuple[int, int] | None) -> None:
+        """The windows ending in the (start, end] ms `span` are a transient (None: none)."""
+        if span is not None:
+            for window in self._recent:
+                if span[0] < window.end_ms <= span[1]:
+                    window.transient = True
 
     def _learn(self, bands: list[np.ndarray]) -> None:
         """Add windows' band levels to the background."""
@@ -317,7 +340,8 @@ class RoomBackground:
         them not learned yet are forgotten too."""
         if len(self._background_dbfs) < _FALL_WINDOWS:
             return
-        heard = [w for w in self._recent if w.in_turn is not None][-_FALL_WINDOWS:]
+        heard = [w for w in self._recent
+                 if w.in_turn is not None and not w.transient][-_FALL_WINDOWS:]
         if len(heard) < _FALL_WINDOWS or any(w.in_turn for w in heard):
             return
         loud = np.percentile(total_dbfs(np.stack([w.bands_db for w in heard])),
@@ -377,8 +401,8 @@ class RoomBackground:
         if not candidate:
             return False
         in_turn = self._turn is not None
-        before = [w.bands_db for w in self._recent if w.end_ms <= start_ms
-                  and not (w.in_turn or w.held or w.playing)]
+        before = [w.bands_db for w in self._recent
+                  if w.end_ms <= start_ms and w.room and not w.playing]
         heard = self._room_windows + len(before)
         near_db = COLD_NEAR_DB if start_ms < COLD_ROOM_MS else NEAR_DB
         if not in_turn and max(w.level_dbfs for w in candidate) < self.person_dbfs - near_db:
@@ -389,8 +413,8 @@ class RoomBackground:
         if not background:
             return False
         recent = list(self._background) + [
-            w.bands_db for w in self._recent if w.end_ms <= start_ms - RECENT_GAP_MS
-            and not (w.in_turn or w.held or w.playing)]
+            w.bands_db for w in self._recent
+            if w.end_ms <= start_ms - RECENT_GAP_MS and w.room and not w.playing]
         learned = np.stack(background)
         loud = 10.0 ** ((np.percentile(learned, LOUD_PERCENTILE, axis=0)
                          + _gain_rise(learned, recent[-_RECENT_WINDOWS:],

@@ -27,6 +27,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from server.listening.candidate_gates import level_range_open, past_the_room
 from server.listening.silero_vad import WINDOW_MS
 from server.listening.turn_events import (
     SpeechGap,
@@ -50,6 +51,17 @@ class TurnDetectionConfig:
             (default 500).
         min_speech_ms: speech must last this long (ms from the start of its first window)
             before the turn starts, so that coughs, clicks and knocks do not (default 250).
+        echo_min_speech_ms: used instead of `min_speech_ms` while the assistant is playing
+            (default 200, Pipecat's `VADParams.start_secs`). A candidate then opens only at
+            `echo_threshold`, later than at `threshold`: Piper "Nope." (about 190 ms of sound)
+            and "hey" at -12 dBFS peak over a reply ran 224 ms of Silero speech, one window
+            short of 250 (missed 4 of 495 runs of "Nope.", "No.", "Wait.", "hey" and "Stop." in
+            three voices at 11 positions and three rooms, `benchmarks/bench_interruptions.py`'s
+            `interruption`; 0 at 200, none started before the voice). Not shorter: the echo
+            gate needs `mic_timeline.MIN_FRAMES` (200 ms) of frames to call a candidate echo,
+            and calls a shorter one never echo: at 100 ms (0ccfa32, since reverted) the
+            page's barge-in over a Piper echo in `tests/test_browser_microphone.py` timed out
+            3 of 3.
         hysteresis: windows down to `threshold - hysteresis` (at least 0.01) continue speech,
             and such windows just before the first one >= threshold count as its start
             (faster-whisper's `neg_threshold` default; default 0.15).
@@ -58,10 +70,10 @@ class TurnDetectionConfig:
             "Actually" (measured with espeak-ng: up to three windows at 0.16-0.34; default 96 ms).
         min_level_range_db: before the turn starts, the window levels of the last
             `min_speech_ms` (the first window of the speech excluded, windows more than
-            `MODULATION_FLOOR_DB` below the loudest ignored) must differ by this much: speech
-            rises and falls by syllable, a hum does not (measured: Silero scores harmonic hums
-            at 0.5-0.85 with a level range under 1 dB; speech at the start moment ranged
-            5.5-105 dB). 0 disables the check (default 3.0 dB).
+            `candidate_gates.MODULATION_FLOOR_DB` below the loudest ignored) must differ by
+            this much: speech rises and falls by syllable, a hum does not (measured: Silero
+            scores harmonic hums at 0.5-0.85 with a level range under 1 dB; speech at the
+            start moment ranged 5.5-105 dB). 0 disables the check (default 3.0 dB).
         echo_threshold: used instead of `threshold` while the assistant is playing (default
             0.6). Measured (`benchmarks/bench_backchannel.py`'s 50 recordings 900 ms into the
             microphone, 40 ms appends): at 0.8, 6 short words were never heard over a reply
@@ -94,6 +106,7 @@ class TurnDetectionConfig:
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
     min_speech_ms: int = 250
+    echo_min_speech_ms: int = 200
     hysteresis: float = 0.15
     candidate_gap_ms: int = 96
     min_level_range_db: float = 3.0
@@ -107,7 +120,7 @@ class TurnDetectionConfig:
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in (0, 1)")
         for name in ("prefix_padding_ms", "silence_duration_ms", "min_speech_ms",
-                     "candidate_gap_ms", "min_level_range_db"):
+                     "echo_min_speech_ms", "candidate_gap_ms", "min_level_range_db"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 <= self.hysteresis < 1.0:
@@ -116,6 +129,11 @@ class TurnDetectionConfig:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be >= 0")
+
+    def min_speech(self, playing: bool) -> int:
+        """The minimum speech (ms) of a candidate turn: `echo_min_speech_ms` while the
+        assistant is `playing`, else `min_speech_ms`."""
+        return self.echo_min_speech_ms if playing else self.min_speech_ms
 
 
 ONSET_LOOKBACK_MS = 64
@@ -149,46 +167,6 @@ HELD_LOUD_DB = 10.0
 """A reconsidered candidate's turn starts where its speech came this close (dB) to its
 loudest window."""
 
-MODULATION_FLOOR_DB = 30.0
-"""Windows this far below the loudest recent one do not count for `min_level_range_db` (the
-silence right after a hum stops, which Silero still scores at about 0.6)."""
-
-
-def past_the_room(room_gate: Callable[[int, int], bool] | None, start_ms: int,
-                  window_end_ms: int) -> int:
-    """Where a candidate turn the room gate rejected before (speech from `start_ms`, passed at
-    `window_end_ms`, ms) becomes the person: its start moved on, window by window, while its
-    speech from `start_ms` to that window's end is still the room's by `room_gate` (at most
-    to the last window before `window_end_ms`). The gate asks every `min_speech_ms` or so,
-    so the room talking since its last rejection would otherwise begin the turn: measured,
-    Piper "Wait, stop, ..." 330 ms after the last rejection of babble at -55 dBFS RMS began
-    630 ms before the voice."""
-    moved_ms = start_ms
-    while (room_gate is not None and moved_ms + 2 * WINDOW_MS <= window_end_ms
-           and room_gate(start_ms, moved_ms + WINDOW_MS)):
-        moved_ms += WINDOW_MS
-    return moved_ms
-
-
-def level_range_open(recent: collections.deque[tuple[int, float | None]], start_ms: int,
-                     min_level_range_db: float) -> bool:
-    """The level-range gate (`TurnDetectionConfig.min_level_range_db`) over a candidate's
-    recent (window end ms, level dBFS) pairs, its speech from `start_ms`: its windows after
-    the first, those within `MODULATION_FLOOR_DB` of the loudest, must differ by
-    `min_level_range_db` (dB); open while a level is unknown, with fewer than two such
-    windows, or with a range of 0."""
-    known = [(end_ms, level) for end_ms, level in recent if level is not None]
-    if len(known) < len(recent):
-        return True
-    modulated = [level for end_ms, level in known if end_ms - WINDOW_MS > start_ms]
-    if len(modulated) >= 2 and min_level_range_db > 0:
-        loudest = max(modulated)
-        audible = [level for level in modulated if level >= loudest - MODULATION_FLOOR_DB]
-        if loudest - min(audible) < min_level_range_db:
-            return False
-    return True
-
-
 class TurnDetector:
     """OpenAI `server_vad` turn detection over VAD windows; sans-I/O (no model, no clock).
 
@@ -202,7 +180,7 @@ class TurnDetector:
       start of that window, or up to `ONSET_LOOKBACK_MS` earlier over the unbroken run of
       windows >= low right before it;
     - candidate: windows >= low continue it, dips below low longer than `candidate_gap_ms`
-      drop it silently; on a window >= low once it lasted `min_speech_ms`, its recent
+      drop it silently; on a window >= low once it lasted `min_speech` ms, its recent
       levels pass the `min_level_range_db` gate and `echo_gate` does not call it echo,
       `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
     - speaking: a window >= low is speech; once the windows below low reach
@@ -443,8 +421,8 @@ class TurnDetector:
         window's end: the turn needs `min_speech_ms` of speech the gate passed throughout."""
         if self._echo_held and self._is_echo(start_ms, window_end_ms):
             return self._outlived(window_end_ms)
-        if window_end_ms - start_ms < self.config.min_speech_ms or not level_range_open(
-                self._recent, start_ms, self.config.min_level_range_db):
+        if window_end_ms - start_ms < self.config.min_speech(self.assistant_playing) or (
+                not level_range_open(self._recent, start_ms, self.config.min_level_range_db)):
             return None
         heard_from_ms = min(start_ms, self._loud_span()[0]) if self._echo_held else start_ms
         if self.room_gate is not None and self.room_gate(heard_from_ms, window_end_ms):
