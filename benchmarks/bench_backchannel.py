@@ -14,7 +14,12 @@ pause in espeak-ng, then an interruption: it must never resume the reply), each 
 bundled voice) and four espeak-ng voices (170 recordings), and an interruption grid: a
 tester's words ("stop", "wait", "hold on", "no", "hey", "pause", "excuse me", "sorry", "one
 second", "actually", "but", "enough") by Piper and six espeak-ng voices, each 900 and 2600 ms
-into the reply (168 recordings; 338 in all; `--words` runs a subset, "grid:hey" a grid word).
+into the reply (168 recordings), and a room grid: "yeah", "okay", "right", "makes sense",
+"mm-hmm", "uh-huh" and the interruptions "stop", "wait", "no", "hold on" by Piper and two
+espeak-ng voices over babble and a TV at -45 dBFS RMS and a pink floor at -60, said 3300 ms
+into the reply (a tester's, issue 24: the room heard from the reply's start, learned by server
+VAD by then; 90 recordings; 428 in all; `--words` runs a subset, "grid:hey" a grid word,
+"room:yeah" a room word).
 Piper is given the spellings it actually pronounces as meant ("uh huh", "mm-hmm.", "uh, uh.";
 its "uh-huh" is one short "uh").
 
@@ -49,7 +54,7 @@ from calibration.local_asr import person_transcriber
 from server.app import DemoServer
 from server.config import ServerConfig, build_services
 from server.listening.backchannel import readings_to_score
-from tests import speech_fixtures
+from tests import room_sounds, speech_fixtures
 from tests.pausing_page import Outcome, speak_over_reply
 from tests.realtime_client import RealtimeClient
 
@@ -74,6 +79,13 @@ GRID_VOICES = ("piper", "en-us", "en-gb-x-rp", "en-us+f3", "en-029", "en-gb-scot
 GRID_ONSETS_MS = (900, 2600)
 """Playback times at which a grid word starts (the server VAD's 32 ms windows fall
 differently on the audio, and tiny.en's reading can change with them)."""
+ROOMS = (("babble", -45.0), ("tv", -45.0), ("pink", -60.0))
+"""The room grid's rooms (`tests.room_sounds`' babble and TV talker, pink noise), RMS dBFS."""
+ROOM_BACKCHANNELS = ("yeah", "okay", "right", "makes sense", "mm-hmm", "uh-huh")
+ROOM_INTERRUPTIONS = ("stop", "wait", "no", "hold on")
+ROOM_VOICES = ("piper", "en-us", "en-gb-x-rp")
+ROOM_ONSET_MS = 3300
+"""Playback time (ms) at which a room grid word starts: the tester's "yeah" over babble."""
 TRANSCRIPT_WAIT_S = 90.0
 """Longest wait for the transcript of a cut reply's turn (s): on a loaded machine one took
 more than 30 s, and the timeout ended the whole run."""
@@ -114,6 +126,7 @@ class Recording:
     voice: str
     pcm: np.ndarray
     onset_ms: int = ONSET_MS
+    room: tuple[str, float] | None = None
 
 
 @dataclass
@@ -151,7 +164,8 @@ class Trial:
 
 def recordings(only: frozenset[str] | None = None) -> list[Recording]:
     """The recordings (16 kHz float) of every word, or of the words in `only` ("grid:stop"
-    for a word of the interruption grid); Piper first, the grid last."""
+    for a word of the interruption grid, "room:yeah" of the room grid); Piper first, the
+    grids last."""
     made = []
     for kind, words in (("backchannel", BACKCHANNELS), ("interruption", INTERRUPTIONS)):
         for word in words:
@@ -171,13 +185,38 @@ def recordings(only: frozenset[str] | None = None) -> list[Recording]:
             name = voice if voice == "piper" else f"espeak {voice}"
             made.extend(Recording(f"grid:{word}", "interruption", f"{name} @{onset}", pcm,
                                   onset) for onset in GRID_ONSETS_MS)
+    for kind, words in (("backchannel", ROOM_BACKCHANNELS),
+                        ("interruption", ROOM_INTERRUPTIONS)):
+        for word in words:
+            if only is not None and f"room:{word}" not in only:
+                continue
+            for voice in ROOM_VOICES:
+                pcm = (speech_fixtures.speech(PIPER_SPELLING.get(word, word), "piper")
+                       if voice == "piper" else speech_fixtures.speech(word, "espeak", voice))
+                name = voice if voice == "piper" else f"espeak {voice}"
+                made.extend(Recording(f"room:{word}", kind, f"{name} over {room} {dbfs:g}",
+                                      pcm, ROOM_ONSET_MS, (room, dbfs))
+                            for room, dbfs in ROOMS)
     return made
+
+
+def room_audio(room: tuple[str, float], samples: int) -> np.ndarray:
+    """`samples` of the room `room` (kind, RMS dBFS) at 16 kHz, seeded."""
+    kind, dbfs = room
+    duration_ms = samples * 1000 / speech_fixtures.RATE_HZ + 10
+    if kind == "pink":
+        noise = speech_fixtures.pink_noise(np.random.default_rng(0), duration_ms)
+        return room_sounds.at_rms_dbfs(noise, dbfs)[:samples]
+    make = room_sounds.babble if kind == "babble" else room_sounds.tv_talker
+    return make(duration_ms, dbfs)[:samples]
 
 
 async def run_trial(ws_url: str, recording: Recording,
                     interruption: dict[str, Any] | None) -> Trial:
     mic = np.concatenate([speech_fixtures.silence(recording.onset_ms), recording.pcm,
                           speech_fixtures.silence(TAIL_MS)])
+    if recording.room is not None:
+        mic = mic + room_audio(recording.room, mic.size)
     async with RealtimeClient.connect(ws_url) as client:
         outcome = await speak_over_reply(client, REPLY, mic, interruption)
         await client.drain(1.0)
@@ -244,6 +283,8 @@ def report(trials: list[Trial]) -> bool:
     backchannels = [t for t in trials if t.recording.kind == "backchannel"]
     interruptions = [t for t in trials if t.recording.kind == "interruption"]
     grid = [t for t in interruptions if t.recording.word.startswith("grid:")]
+    room_backchannels = [t for t in backchannels if t.recording.room is not None]
+    room_interruptions = [t for t in interruptions if t.recording.room is not None]
     resumed_ok = sum(t.backchannel_ok for t in backchannels)
     misread = sum(t.treated_as_backchannel for t in interruptions)
     gaps = [float(t.outcome.resumed[0]["paused_ms"]) for t in backchannels if t.outcome.resumed]
@@ -265,6 +306,12 @@ def report(trials: list[Trial]) -> bool:
          misread == 0),
         ("  of them the interruption grid's", f"{sum(t.treated_as_backchannel for t in grid)}"
          f"/{len(grid)}", "0", True),
+        ("  of the backchannels, over a room (resumed)",
+         f"{sum(t.backchannel_ok for t in room_backchannels)}/{len(room_backchannels)}", "-",
+         True),
+        ("  of the interruptions over a room, treated as backchannel",
+         f"{sum(t.treated_as_backchannel for t in room_interruptions)}"
+         f"/{len(room_interruptions)}", "0", True),
         ("pause -> resume gap p50 / p95 (ms, server)",
          f"{percentile(gaps, 50):.0f} / {percentile(gaps, 95):.0f}", "p95 <= 800",
          bool(gaps) and percentile(gaps, 95) <= 800),

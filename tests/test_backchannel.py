@@ -190,11 +190,13 @@ def test_a_long_one_syllable_hum_is_no_backchannel() -> None:
     ("for sure", "For sure."), ("right on", "Right on."), ("brilliant", "Brilliant."),
     ("you bet", "You bet."), ("agreed", "Agreed."), ("I hear you", "I hear you."),
     ("lovely", "Lovely."), ("amazing", "Amazing."), ("that's fair", "That's fair."),
-    ("neat", "Neat.")])
+    ("neat", "Neat."), ("good point", "Good point."), ("fair point", "Fair point."),
+    ("point taken", "Point taken."), ("good to know", "Good to know.")])
 def test_multi_word_acknowledgments_resume(text: str, transcript: str) -> None:
     """Issue 24: "makes sense", "gotcha", "perfect", "thanks" were not on the list, nor (a
     tester's, transcribed right and answered) "for sure", "right on", "brilliant", "you bet",
-    "agreed", "I hear you", "lovely", "amazing", "that's fair", "neat". Asked
+    "agreed", "I hear you", "lovely", "amazing", "that's fair", "neat", and (another
+    tester's, Piper, read right and cut) "good point". Asked
     ("Perfect?") or said with anything else ("Perfect, but wait.") they are interruptions."""
     decision = classify(transcript, said(text), RATE)
     assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")

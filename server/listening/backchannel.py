@@ -23,7 +23,12 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    all) or a lone interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a
    murmur: "Oh" for espeak-ng en-029's "uh-uh", for Piper's "uh-huh"): the ASR cannot tell
    "uh-huh" (yes) from "uh-uh" (no) - tiny.en writes "Uh-uh." for both - so the sound
-   decides. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`.
+   decides. Audio with almost nothing voiced and no words (a cough, a door) is `NOISE`;
+   voiced audio with no words is a backchannel (`no_words`), held until the person is done
+   like any other: a turn without words is deleted unanswered, so a cut for it leaves the
+   person with silence (a tester: espeak-ng en-gb-x-gbcwmd's "yeah", one vowel, transcribed
+   as nothing, cut as a closure and never answered, 3 of 3), as LiveKit's
+   `resume_false_interruption` resumes after an interruption that produced no words.
    Three or more voiced syllables all joined by aspirated gaps, written as laughter or not
    at all, are laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`:
    espeak-ng en-us+f3's "ha ha ha ha" has one of 30 ms at -23 dB, and a dropout inside one
@@ -220,7 +225,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
             "sure thing", "thank you", "thanks a lot", "all good", "for sure", "right on",
             "brilliant", "you bet", "agreed", "i hear you", "lovely", "amazing", "that's fair",
-            "neat", "fair enough",
+            "neat", "fair enough", "good point", "fair point", "point taken", "good to know",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -256,8 +261,8 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "hum_reading", "acknowledgment_reading", "noise",
-            "other_words").
+            "murmur", "murmur_closure", "no_words", "hum_reading", "acknowledgment_reading",
+            "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
         reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), or the
@@ -343,7 +348,7 @@ def _word_count(words: tuple[str, ...]) -> int:
 
 
 def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language: str = "en",
-             max_ms: int = 1500) -> Decision:
+             max_ms: int = 1500, room_dbfs: float | None = None) -> Decision:
     """Classify an utterance heard over a paused reply (rules in the module docstring).
 
     Args:
@@ -352,13 +357,17 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         sample_rate_hz: rate of `pcm`.
         language: ISO 639-1 code of `VOCABULARIES`.
         max_ms: the longest backchannel (ms of speech by `Prosody.duration_ms`).
+        room_dbfs: the room's loud level (dBFS, server VAD's room background), None when
+            unknown: the prosody is measured only on what stands above it
+            (`server.listening.room_floor`), so the room's voices in `pcm` are no syllables
+            of the person's.
 
     Raises:
         KeyError: no vocabulary for `language`.
     """
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
-    prosody = analyse(pcm, sample_rate_hz)
+    prosody = analyse(pcm, sample_rate_hz, room_dbfs)
 
     def decided(verdict: Verdict, rule: str) -> Decision:
         return Decision(verdict, rule, words, prosody)
@@ -482,6 +491,8 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
     syllables = len(prosody.nuclei)
     if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
         return decided(Verdict.NOISE, "noise")
+    if not words:
+        return decided(Verdict.BACKCHANNEL, "no_words")
     if "?" in transcript:
         return decided(Verdict.INTERRUPTION, "question")
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)

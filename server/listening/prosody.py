@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from server.listening.room_floor import floor_dbfs
+
 FRAME_MS = 40
 """Analysis window (ms): two periods of a 50 Hz voice."""
 HOP_MS = 10
@@ -113,13 +115,15 @@ class Prosody:
         return self.voiced_ms / self.duration_ms if self.duration_ms else 0.0
 
 
-def analyse(pcm: np.ndarray, sample_rate_hz: int, floor_dbfs: float | None = None) -> Prosody:
+def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None) -> Prosody:
     """Measure the prosody of `pcm` (1-D float in [-1, 1] at `sample_rate_hz`).
 
-    `floor_dbfs`: frames below this level (dBFS, RMS over `FRAME_MS`) are silence, as if
-    the audio held nothing there: the room's background (babble, a TV) under and around a
-    short utterance, whose voices would otherwise be syllables of it and its pitch its
-    terminal rise (`server.listening.backchannel.ROOM_MARGIN_DB`). None: no floor.
+    `room_dbfs`: the room's loud level (dBFS, server VAD's room background) under and around
+    a short utterance, None when unknown. Frames below `room_floor.floor_dbfs` of it are
+    silence for the nuclei and the speech span: the room's voices (babble, a TV) would
+    otherwise be syllables of the person's utterance and its pitch their terminal rise. A gap
+    between nuclei is aspirated only when it holds more than the room (`_gap`): an /h/
+    stands above it, a closure filled with the room does not.
 
     Returns an empty `Prosody` (all zero, level -inf) for audio shorter than one frame or
     silent.
@@ -144,8 +148,10 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, floor_dbfs: float | None = Non
         lag = lag_lo + int(np.argmax(autocorr[lag_lo:lag_hi]))
         if autocorr[lag] / autocorr[0] > VOICING_THRESHOLD:
             f0[index] = sample_rate_hz / lag
-    if floor_dbfs is not None:
-        below = levels < floor_dbfs
+    heard = levels.copy()
+    floor = floor_dbfs(room_dbfs)
+    if floor is not None:
+        below = levels < floor
         levels[below], f0[below] = _SILENT_DB, 0.0
     peak = float(levels.max())
     if peak <= -100.0:
@@ -156,7 +162,7 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, floor_dbfs: float | None = Non
     runs = _runs(voiced[first:last + 1], first)
     nuclei = [run for run in _bridge_dropouts(runs, levels, peak)
               if (run[1] - run[0]) * HOP_MS >= MIN_NUCLEUS_MS]
-    gaps = tuple(_gap(levels, peak, before[1], after[0])
+    gaps = tuple(_gap(heard, peak, before[1], after[0], room_dbfs)
                  for before, after in itertools.pairwise(nuclei))
     change = rise = 0.0
     if len(nuclei) >= 2:
@@ -227,10 +233,17 @@ def _bridge_dropouts(runs: list[tuple[int, int]], levels: np.ndarray,
     return joined
 
 
-def _gap(levels: np.ndarray, peak: float, start: int, end: int) -> Gap:
-    """The gap of frames [start, end) between two nuclei."""
-    level = float(np.mean(levels[start:end])) - peak if end > start else 0.0
-    return Gap((end - start) * HOP_MS, level, level >= -ASPIRATION_RANGE_DB)
+def _gap(levels: np.ndarray, peak: float, start: int, end: int,
+         room_dbfs: float | None = None) -> Gap:
+    """The gap of frames [start, end) between two nuclei (`levels`: the frames' levels as
+    heard, the room's included), aspirated when its mean level is within
+    `ASPIRATION_RANGE_DB` of `peak` and above the room's loud level `room_dbfs` (if known).
+    Measured over babble at -45 dBFS RMS (room -42 dBFS): espeak-ng's /h/ of "mm-hmm" and
+    "uh-huh" is at -33 to -38 dBFS alone, -31 to -37 with the babble."""
+    mean = float(np.mean(levels[start:end])) if end > start else peak
+    level = mean - peak
+    above_room = room_dbfs is None or mean >= room_dbfs
+    return Gap((end - start) * HOP_MS, level, level >= -ASPIRATION_RANGE_DB and above_room)
 
 
 def _octave_folded(semitones: np.ndarray) -> np.ndarray:

@@ -349,7 +349,7 @@ class ReplyPauses:
         """Classify the deciding utterance and resume or cut; returns the verdict."""
         pcm = pcm16_to_float(pcm16)
         decision = classify(transcript, pcm, self._rate, language=self.settings.language,
-                            max_ms=self.settings.max_backchannel_ms)
+                            max_ms=self.settings.max_backchannel_ms, room_dbfs=self.room_dbfs)
         pause = self.current
         assert pause is not None
         if decision.verdict is Verdict.INTERRUPTION:
