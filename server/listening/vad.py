@@ -27,7 +27,11 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from server.listening.candidate_gates import level_range_open, past_the_room
+from server.listening.candidate_gates import (
+    ended_word_heard_whole,
+    level_range_open,
+    past_the_room,
+)
 from server.listening.silero_vad import WINDOW_MS
 from server.listening.turn_events import (
     SpeechGap,
@@ -105,7 +109,7 @@ class TurnDetectionConfig:
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
-    min_speech_ms: int = 250
+    min_speech_ms: int = 120
     echo_min_speech_ms: int = 200
     hysteresis: float = 0.15
     candidate_gap_ms: int = 96
@@ -331,6 +335,10 @@ class TurnDetector:
                     self._held = (self._loud_span()[0], self._speech_end_ms)
                 else:
                     self._drop_run(self._first_ms(), self._speech_end_ms)
+                    if ended_word_heard_whole(
+                            self.assistant_playing, self._start_ms, self._speech_end_ms,
+                            config.min_speech_ms, config.min_level_range_db, self._levels):
+                        self._held = (self._start_ms, self._speech_end_ms)
                 self._drop_candidate()
             return None
         self._speech_end_ms = window_end_ms
