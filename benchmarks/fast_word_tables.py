@@ -6,8 +6,8 @@ tests/fast_speech.py `FAST_WORDS` (espeak-ng at 250-300 words/min, Piper at leng
 
 - With no reply: each word at `IDLE_PEAKS_DBFS` peak, 1.5 s into a -60 dBFS RMS pink floor and
   a digitally silent one, at `IDLE_SHIFTS_MS` offsets (Silero's 32 ms windows fall on the word
-  differently); heard when a turn starts whose audio begins from 350 ms before the voice onset
-  (-40 dBFS) to 600 ms after it, and any other turn is false.
+  differently); heard when a turn starts whose audio begins from `IDLE_EARLY_MS` before the
+  voice onset (-40 dBFS) to 600 ms after it, and any other turn is false.
 - Over the reply: `over_reply_table` with the caller's `interruption` (bench_interruptions'
   judgement of one run) at -6 dBFS peak at every position, and at -16 dBFS at every third.
 """
@@ -29,6 +29,11 @@ from tests.fast_speech import FAST_WORDS, describe, fast_speech
 IDLE_PEAKS_DBFS = (-3.0, -10.0, -16.0)
 IDLE_SHIFTS_MS = (0, 11, 21)
 IDLE_FLOORS_DBFS = (-60.0, None)
+IDLE_EARLY_MS = 400
+"""How far before the -40 dBFS onset a turn's audio may begin with no reply (ms): the prefix
+padding (300) and up to 100 ms of Silero's first window and its lookback over a soft onset
+(espeak-ng en-029 "Hey." over digital silence: its first window, at 0.50, began 54 ms before
+it)."""
 OVER_REPLY_PEAKS_DBFS = (-6.0, -16.0)
 APPEND_MS = 40
 INPUT_RATE_HZ = 16_000
@@ -65,7 +70,8 @@ def idle_table() -> tuple[int, int]:
                         mic = fx.with_noise_floor(mic, np.random.default_rng(shift), floor)
                     onset_ms = at_ms + fx.active_span_ms(person)[0]
                     starts = idle_starts(mic)
-                    heard = [s for s in starts if onset_ms - 350 <= s <= onset_ms + 600]
+                    heard = [s for s in starts
+                             if onset_ms - IDLE_EARLY_MS <= s <= onset_ms + 600]
                     false += len(starts) - len(heard[:1])
                     if not heard:
                         misses += 1

@@ -54,7 +54,15 @@ class TurnDetectionConfig:
         silence_duration_ms: non-speech after the last speech window that ends a turn
             (default 500).
         min_speech_ms: speech must last this long (ms from the start of its first window)
-            before the turn starts, so that coughs, clicks and knocks do not (default 250).
+            before the turn starts (default 120: four 32 ms windows). Silero's own
+            `get_speech_timestamps` default is 250, Pipecat's `VADParams.start_secs` 0.2 s,
+            LiveKit's `min_speech_duration` 0.05 s. At 250, a short word said quickly was
+            never a turn (issue 24: espeak-ng "No." and "Stop." at 250-280 words/min, 163-288
+            ms of sound, Piper "Wait." at length scale 0.7); at 150, Piper "Hey." at length
+            scale 0.6 (120 ms of sound) at some window offsets. Coughs and noise bursts
+            of 50-400 ms start none (Silero does not call them speech:
+            `tests/test_vad.py`), the room's babble and TV none
+            (`benchmarks/bench_rooms.py`, the room gate).
         echo_min_speech_ms: used instead of `min_speech_ms` while the assistant is playing
             (default 200, Pipecat's `VADParams.start_secs`). A candidate then opens only at
             `echo_threshold`, later than at `threshold`: Piper "Nope." (about 190 ms of sound)
@@ -415,10 +423,11 @@ class TurnDetector:
         return max(first_ms, loud[0] - WINDOW_MS), loud[-1]
 
     def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
-        """Keep the levels of the candidate's windows that end within the last `min_speech_ms`."""
+        """Keep the levels of the candidate's windows that end within its minimum speech
+        (`TurnDetectionConfig.min_speech`)."""
         self._recent.append((window_end_ms, level_dbfs))
         self._levels.append((window_end_ms, level_dbfs))
-        span = max(self.config.min_speech_ms, WINDOW_MS)
+        span = max(self.config.min_speech(self.assistant_playing), WINDOW_MS)
         while self._recent[0][0] <= window_end_ms - span:
             self._recent.popleft()
 
