@@ -11,9 +11,12 @@ thing", "got it thanks", "right right" and a one-syllable laugh, "hee"; the real
 interruptions "wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?", and
 the tester's "nope", "excuse me", "yeah but wait" and "Okay. Stop." (a backchannel, a 420 ms
 pause in espeak-ng, then an interruption: it must never resume the reply), each by Piper (the
-bundled voice) and four espeak-ng voices (170 recordings; `--words` runs a subset). Piper is
-given the spellings it actually pronounces as meant ("uh huh", "mm-hmm.", "uh, uh."; its
-"uh-huh" is one short "uh").
+bundled voice) and four espeak-ng voices (170 recordings), and an interruption grid: a
+tester's words ("stop", "wait", "hold on", "no", "hey", "pause", "excuse me", "sorry", "one
+second", "actually", "but", "enough") by Piper and six espeak-ng voices, each 900 and 2600 ms
+into the reply (168 recordings; 338 in all; `--words` runs a subset, "grid:hey" a grid word).
+Piper is given the spellings it actually pronounces as meant ("uh huh", "mm-hmm.", "uh, uh.";
+its "uh-huh" is one short "uh").
 
 Targets (issue 13): backchannels resumed with the history unchanged and no responder turn
 >= 90 %; interruptions treated as backchannels: 0; the pause -> resume gap the listener hears
@@ -24,7 +27,7 @@ is timed (each transcription's wall time, `TimedTranscriber`): on a loaded machi
 of the gap, so the gap is also shown without the wait for the deciding transcript (run with
 `--parallel 1` for that column: transcriptions are then attributed to one trial). Prints the
 command, machine facts, one row per recording and a summary with PASS/FAIL; exit status 1 when
-a target fails. About 5 minutes with `--parallel 2` on an idle 2-core machine.
+a target fails. About 10 minutes with `--parallel 2` on an idle 2-core machine.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_backchannel`.
 """
@@ -63,6 +66,14 @@ BACKCHANNELS = ("uh-huh", "mm-hmm", "yeah", "right", "okay", "mhm", "mm", "hmm",
                 "hee")
 INTERRUPTIONS = ("wait", "no", "uh-uh", "stop", "hold on", "hang on", "what?", "how come?",
                  "nope", "excuse me", "yeah but wait", "Okay. Stop.")
+GRID_WORDS = ("stop", "wait", "hold on", "no", "hey", "pause", "excuse me", "sorry",
+              "one second", "actually", "but", "enough")
+"""The interruption grid (issue 24, a tester's list): words a person stops a reply with."""
+GRID_VOICES = ("piper", "en-us", "en-gb-x-rp", "en-us+f3", "en-029", "en-gb-scotland",
+               "en-us+m3")
+GRID_ONSETS_MS = (900, 2600)
+"""Playback times at which a grid word starts (the server VAD's 32 ms windows fall
+differently on the audio, and tiny.en's reading can change with them)."""
 TRANSCRIPT_WAIT_S = 90.0
 """Longest wait for the transcript of a cut reply's turn (s): on a loaded machine one took
 more than 30 s, and the timeout ended the whole run."""
@@ -95,12 +106,14 @@ class TimedTranscriber:
 
 @dataclass(frozen=True)
 class Recording:
-    """One utterance: its word, kind ("backchannel" | "interruption"), voice and audio."""
+    """One utterance: its word, kind ("backchannel" | "interruption"), voice, audio and the
+    playback time (ms) at which it starts."""
 
     word: str
     kind: str
     voice: str
     pcm: np.ndarray
+    onset_ms: int = ONSET_MS
 
 
 @dataclass
@@ -137,7 +150,8 @@ class Trial:
 
 
 def recordings(only: frozenset[str] | None = None) -> list[Recording]:
-    """The recordings (16 kHz float) of every word, or of the words in `only`; Piper first."""
+    """The recordings (16 kHz float) of every word, or of the words in `only` ("grid:stop"
+    for a word of the interruption grid); Piper first, the grid last."""
     made = []
     for kind, words in (("backchannel", BACKCHANNELS), ("interruption", INTERRUPTIONS)):
         for word in words:
@@ -148,12 +162,21 @@ def recordings(only: frozenset[str] | None = None) -> list[Recording]:
             made.extend(Recording(word, kind, f"espeak {voice}",
                                   speech_fixtures.speech(word, "espeak", voice))
                         for voice in ESPEAK_VOICES)
+    for word in GRID_WORDS:
+        if only is not None and f"grid:{word}" not in only:
+            continue
+        for voice in GRID_VOICES:
+            pcm = (speech_fixtures.speech(word, "piper") if voice == "piper"
+                   else speech_fixtures.speech(word, "espeak", voice))
+            name = voice if voice == "piper" else f"espeak {voice}"
+            made.extend(Recording(f"grid:{word}", "interruption", f"{name} @{onset}", pcm,
+                                  onset) for onset in GRID_ONSETS_MS)
     return made
 
 
 async def run_trial(ws_url: str, recording: Recording,
                     interruption: dict[str, Any] | None) -> Trial:
-    mic = np.concatenate([speech_fixtures.silence(ONSET_MS), recording.pcm,
+    mic = np.concatenate([speech_fixtures.silence(recording.onset_ms), recording.pcm,
                           speech_fixtures.silence(TAIL_MS)])
     async with RealtimeClient.connect(ws_url) as client:
         outcome = await speak_over_reply(client, REPLY, mic, interruption)
@@ -220,6 +243,7 @@ def report(trials: list[Trial]) -> bool:
                                   "pause ms", "asr ms"], rows)
     backchannels = [t for t in trials if t.recording.kind == "backchannel"]
     interruptions = [t for t in trials if t.recording.kind == "interruption"]
+    grid = [t for t in interruptions if t.recording.word.startswith("grid:")]
     resumed_ok = sum(t.backchannel_ok for t in backchannels)
     misread = sum(t.treated_as_backchannel for t in interruptions)
     gaps = [float(t.outcome.resumed[0]["paused_ms"]) for t in backchannels if t.outcome.resumed]
@@ -239,6 +263,8 @@ def report(trials: list[Trial]) -> bool:
          f"{resumed_ok + played_on}/{len(backchannels)}", "-", True),
         ("interruptions treated as backchannel", f"{misread}/{len(interruptions)}", "0",
          misread == 0),
+        ("  of them the interruption grid's", f"{sum(t.treated_as_backchannel for t in grid)}"
+         f"/{len(grid)}", "0", True),
         ("pause -> resume gap p50 / p95 (ms, server)",
          f"{percentile(gaps, 50):.0f} / {percentile(gaps, 95):.0f}", "p95 <= 800",
          bool(gaps) and percentile(gaps, 95) <= 800),

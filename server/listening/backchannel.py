@@ -7,14 +7,17 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
 1. Longer than `max_ms` or more than `MAX_WORDS` words (a word or phrase repeated at once
    counts once: "ha ha ha ha", "yeah yeah yeah", "I see, I see"): an interruption.
 2. Any word or phrase of `NEVER` ("no", "wait", "stop", "hold on", ...): an interruption, also
-   beside a backchannel ("yeah but wait").
+   beside a backchannel ("yeah but wait"); not inside a listed acknowledgment that holds it
+   ("fair enough"; "that's enough" stays an interruption).
 3. Only words of `BACKCHANNELS` ("yeah", "right", "okay", "I see", and acknowledgments of
    one to three words: "makes sense", "gotcha", "perfect", "thanks", "sounds good", ...),
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
    it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
    `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
-   rising "sure?" in some voices).
+   rising "sure?" in some voices), or its sound does not fit the words (`sound_misfit`,
+   `server.listening.backchannel_fit`: "Of course." for Piper's one-syllable "pause",
+   "Okay." for espeak-ng en-029's "hey", "Yeah." for en-gb-x-rp's "enough").
 4. Only murmur words (`MURMURS`: "uh", "uh-uh", "mm", "hmm", ..., any spelling of a hum the
    ASR writes for one - "M-H-M", "M. M.", "Emm" -, laughter - "ha", "haha" - or no words at
    all) or a lone interjection (`INTERJECTIONS`: "oh", "ah", which tiny.en also writes for a
@@ -27,7 +30,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    vowel is bridged by the prosody), and so is one syllable written as a laugh and not
    asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and en-029's one
    "hee" and "ha"; "Huh?" - espeak-ng's "ha" in other voices - is a question, and "huh" is
-   no laugh spelling: it may mean "what?");
+   no laugh spelling: it may mean "what?") and whisper finds every interruption's reading
+   far less likely (`backchannel_readings.clear_of_interruptions`: tiny.en wrote "Hee." for
+   espeak-ng en-gb-scotland's "hey", and it resumed);
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -57,11 +62,14 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    words; no word was said), but whisper, forced to read the audio as an acknowledgment
    ("Oh, I see."), finds that likelier than the letters and far likelier than any
    interruption (`server.listening.backchannel_readings`; not asked): a backchannel. tiny.en
-   writes "Y-T" for espeak-ng en-gb-scotland's "oh I see". Other misread words are answered:
-   whisper's scores do not tell them from words said ("Oh my feet." and "shorting" prefer
-   "Oh, I see." and "Sure thing.", but "copy", for "coffee", prefers "Got it." as much), nor
-   do misreads it prefers to the acknowledgment ("Kill." for "cool", "The ice." for "nice",
-   "Amen." for Piper's "mm").
+   writes "Y-T" for espeak-ng en-gb-scotland's "oh I see". Other short words (no never-word)
+   are taken for an acknowledgment on the same scores when its reading is within
+   `READING_MARGIN` of the words, they are spelled alike (`MIN_SPELLING_MATCH`) and the sound
+   fits it (`backchannel_fit`): "The ice." for espeak-ng's "nice", "Bike right." for Piper's
+   "right right", "Oh my feet." for "oh I see", "shorting" for "sure thing". Whisper's scores
+   alone do not tell misreads from words said ("copy", for "coffee", scores "Got it." as
+   likely; "Amen." for Piper's "mm" prefers its words): the spelling and the interruptions'
+   readings keep words said, and misread interruptions, out.
 5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
    (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
    wrote are never overruled by the sound.
@@ -75,6 +83,7 @@ words and sounds a listener uses to say "go on".
 
 from __future__ import annotations
 
+import difflib
 import enum
 import re
 from collections.abc import Callable
@@ -84,7 +93,14 @@ import numpy as np
 
 from calibration.asr import Transcript
 from calibration.asr_readings import MurmurReading
-from server.listening.backchannel_readings import READINGS, acknowledgment_reading
+from server.listening import backchannel_fit
+from server.listening.backchannel_readings import (
+    ACKNOWLEDGMENT_READINGS,
+    INTERRUPTION_READINGS,
+    READINGS,
+    acknowledgment_reading,
+    clear_of_interruptions,
+)
 from server.listening.prosody import Prosody, analyse
 
 MAX_WORDS = 3
@@ -126,6 +142,20 @@ are one sound said twice, as in "mm-hmm". Measured on espeak-ng and Piper: "mm-h
 "uh-huh" and laughter 1-5 dB; "okay", "perfect", "I hope", "let me", "my turn", "anyhow"
 5.9-16 dB; of the two-syllable /h/ words whose hum reading is plausible, "and then" and
 "me too" 6-10 dB in three voices (espeak-ng en-us's "me too", 4 dB, passes)."""
+READING_MARGIN = 0.5
+"""Rule 4b: an acknowledgment's reading may be this much less likely than the transcript's
+own words (mean token log probability, natural log) and still be what was said. Measured on
+`benchmarks/bench_backchannel.py`'s recordings as the server decides them (tiny.en): "The
+ice." for espeak-ng's "nice" is 0.40 and 0.44 likelier than "Nice.", "and make an" (Piper's
+"mhm") 0.23 than "Mm-hmm."; "Bike right.", "Oh my feet.", "shorting" are less likely than
+their acknowledgment. Misreads further off ("That's it." for Piper's "gotcha", 1.58; "Got
+it and..." for "got it thanks", 0.62) stay interruptions."""
+MIN_SPELLING_MATCH = 0.5
+"""Rule 4b on words: the transcript must be spelled like the acknowledgment it is taken for
+(a misread keeps most of its letters). Measured: "The ice." / "Nice." 0.60, "Bike right." /
+"Right, right." 0.53, "Oh my feet." / "Oh, I see." 0.57, "shorting" / "Sure thing." 0.59;
+espeak-ng en-gb-scotland's "coffee" read "copy", which whisper scores as likely as "Got it."
+(`tests/test_backchannel_kinds.py`), 0.22; "O'a'ji!" (espeak-ng en-us+f3's "oh I see") 0.40."""
 NOISE_VOICED_SHARE = 0.15
 """Audio with no words and less than this share voiced is noise, not speech."""
 
@@ -189,7 +219,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
             "sure thing", "thank you", "thanks a lot", "all good", "for sure", "right on",
             "brilliant", "you bet", "agreed", "i hear you", "lovely", "amazing", "that's fair",
-            "neat",
+            "neat", "fair enough",
         }),
         never=frozenset({
             "unh-unh", "nuh-uh", "no", "nope", "nah", "not", "don't", "wait",
@@ -256,15 +286,36 @@ def _phrases(words: tuple[str, ...]) -> set[str]:
     return found
 
 
+def _never_said(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
+    """A word or phrase of `vocabulary.never` is said outside the listed acknowledgments that
+    hold one ("fair enough" holds "enough", an interruption alone: "that's enough")."""
+    kept = list(words)
+    for at in range(len(words)):
+        for size in (3, 2):
+            phrase = words[at:at + size]
+            if (len(phrase) == size and " ".join(phrase) in vocabulary.backchannels
+                    and set(phrase) & vocabulary.never):
+                kept[at:at + size] = [""] * size
+    return bool(_phrases(tuple(kept)) & vocabulary.never)
+
+
 def _covered(words: tuple[str, ...], vocabulary: frozenset[str]) -> bool:
     """True when `words` split into phrases of `vocabulary` (at most three words each)."""
+    return _split(words, vocabulary) is not None
+
+
+def _split(words: tuple[str, ...], vocabulary: frozenset[str]) -> tuple[str, ...] | None:
+    """`words` split into phrases of `vocabulary` (the longest first, at most three words
+    each), None when they do not split so."""
+    phrases: list[str] = []
     at = 0
     while at < len(words):
         size = next((n for n in (3, 2, 1) if " ".join(words[at:at + n]) in vocabulary), 0)
         if size == 0:
-            return False
+            return None
+        phrases.append(" ".join(words[at:at + size]))
         at += size
-    return True
+    return tuple(phrases)
 
 
 def _aspirated(prosody: Prosody, min_gap_ms: int = MIN_ASPIRATED_GAP_MS) -> bool:
@@ -314,8 +365,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     if prosody.duration_ms > max_ms:
         return decided(Verdict.INTERRUPTION, "too_long")
     hum = _hum_reading(transcript, prosody)
-    if _phrases(words) & vocabulary.never and not (hum and hum.murmur_logprob
-                                                   >= hum.text_logprob):
+    if _never_said(words, vocabulary) and not (hum and hum.murmur_logprob
+                                               >= hum.text_logprob):
         return decided(Verdict.INTERRUPTION, "never_word")
     spoken = vocabulary.backchannels | vocabulary.interjections
     said = tuple(word for word in words
@@ -325,6 +376,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
             and not any(vocabulary.murmur(word) for word in said)):
         if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
+        if not backchannel_fit.fits(_split(words, spoken | frozenset(words)) or (), prosody):
+            return decided(Verdict.INTERRUPTION, "sound_misfit")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
     if few and all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
             tuple(word for word in words if not vocabulary.murmur(word)), spoken):
@@ -340,14 +393,31 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
 
 def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     """The readings the person's transcriber scores beside `transcript` for rule 4b
-    (`server.listening.backchannel_readings.READINGS`) when it is not content
-    (`_spelled_letters`: "Y-T", "A-E, A-E"), at most `MAX_WORDS` words and no question mark;
-    otherwise none (nothing to pay for)."""
+    (`server.listening.backchannel_readings.READINGS`): for a transcript of at most
+    `MAX_WORDS` words, no question mark and no never-word, that the lists do not decide
+    (not only backchannel words, interjections and murmurs) and that is spelled letters or
+    spelled like one of the acknowledgments (`_spelled_alike`: "The ice.", "Bike right.",
+    "Y-T"); the interruptions' readings alone for one word spelling a laugh ("Hee.": rule 4
+    takes it only when they are far less likely); otherwise none (nothing to pay for:
+    "Console" for "cancel" is cut at once)."""
+    vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
-    if "?" in transcript or _word_count(words) > MAX_WORDS or not _spelled_letters(
-            words, language):
+    listed = vocabulary.backchannels | vocabulary.interjections
+    if "?" not in transcript and _one_laugh(words, vocabulary):
+        return INTERRUPTION_READINGS
+    if ("?" in transcript or not words or _word_count(words) > MAX_WORDS
+            or _never_said(words, vocabulary)
+            or _covered(tuple(w for w in words if not vocabulary.murmur(w)), listed)):
         return ()
-    return READINGS
+    if _spelled_letters(words, language) or any(
+            _spelled_alike(transcript, reading) for reading in ACKNOWLEDGMENT_READINGS):
+        return READINGS
+    return ()
+
+
+def _one_laugh(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
+    """One word, and it spells a laugh ("Hee.", "Ha!"): rule 4's one-syllable laugh."""
+    return len(words) == 1 and vocabulary.laugh_spelling.fullmatch(words[0]) is not None
 
 
 def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
@@ -359,13 +429,30 @@ def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
 
 
 def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | None:
-    """Rule 4b: for a transcript of spelled letters, the acknowledgment whisper found
-    likelier than those letters (`backchannel_readings.acknowledgment_reading`), not asked
-    (`_asked`); else None."""
+    """Rule 4b: the acknowledgment whisper found about as likely as the transcript's words
+    (`backchannel_readings.acknowledgment_reading`: at least as likely as spelled letters,
+    within `READING_MARGIN` of words) and far likelier than any interruption, not asked
+    (`_asked`) and whose sound fits it (`backchannel_fit.fits`); else None."""
     reading = transcript.murmur if isinstance(transcript, Transcript) else None
-    if _asked(transcript, prosody) or not _spelled_letters(normalise(transcript), language):
+    if _asked(transcript, prosody):
         return None
-    return acknowledgment_reading(reading)
+    letters = _spelled_letters(normalise(transcript), language)
+    said = acknowledgment_reading(reading, 0.0 if letters else READING_MARGIN)
+    if said is None or not (letters or _spelled_alike(transcript, said)):
+        return None
+    vocabulary = VOCABULARIES[language]
+    phrases = _split(normalise(said), vocabulary.backchannels | vocabulary.interjections)
+    return said if phrases is not None and backchannel_fit.fits(phrases, prosody) else None
+
+
+def _spelled_alike(transcript: str, reading: str) -> bool:
+    """The letters of `transcript` and `reading` (spaces and punctuation dropped) match by
+    `MIN_SPELLING_MATCH` or more (`difflib.SequenceMatcher.ratio`: twice the matched letters
+    over both lengths)."""
+    def letters(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalpha())
+    matcher = difflib.SequenceMatcher(None, letters(transcript), letters(reading), autojunk=False)
+    return matcher.ratio() >= MIN_SPELLING_MATCH
 
 
 def _murmured(prosody: Prosody) -> bool:
@@ -399,7 +486,9 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
     if syllables >= 3 and laughed and _aspirated(prosody, 0):
         return decided(Verdict.BACKCHANNEL, "laughter")
-    if syllables == 1 and words and laughed and not _asked(transcript, prosody):
+    if (syllables == 1 and words and laughed and not _asked(transcript, prosody)
+            and clear_of_interruptions(transcript.murmur if isinstance(transcript, Transcript)
+                                       else None)):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")
