@@ -256,8 +256,10 @@ def test_every_real_utterance_starts_and_stops_one_turn() -> None:
     """24 distinct sentences, Piper and five espeak-ng voices, leading silences 0.3-2.5 s, half
     of them over a -60 dBFS noise floor: none is missed, every one within the bounds. Each
     begins with 250 ms or more of speech (an isolated short first word: see the test below).
-    Measured over 240 such runs (espeak-ng output varies from call to call): started 240-332 ms
-    after the -40 dBFS onset (median 271), stopped 483-591 ms after the last -40 dBFS sample."""
+    Measured over 240 such runs (espeak-ng output varies from call to call) with a 250 ms
+    minimum speech: started 240-332 ms after the -40 dBFS onset (median 271), stopped 483-591
+    ms after the last -40 dBFS sample. An unvoiced onset Silero scores low (the /h/ of Piper's
+    "Hello": 233 ms to the start with the 120 ms minimum) delays the start by up to 200 ms."""
     rng = np.random.default_rng(5)
     for index, (engine, voice, text) in enumerate(utterances()):
         lead_ms = float(rng.uniform(300.0, 2500.0))
@@ -271,20 +273,20 @@ def test_every_real_utterance_starts_and_stops_one_turn() -> None:
         started, stopped = detections
         assert isinstance(started.event, SpeechStarted), label
         assert started.event.audio_start_ms >= onset - CONFIG.prefix_padding_ms - WINDOW_MS
-        assert onset <= started.at_ms <= onset + CONFIG.min_speech_ms + 100, label
+        assert onset <= started.at_ms <= onset + CONFIG.min_speech_ms + 200, label
         assert abs(stopped.at_ms - (offset + CONFIG.silence_duration_ms)) <= 100, label
 
 
 @pytest.mark.parametrize(("engine", "voice"), [("piper", None), ("espeak", "en-us")])
 def test_an_unvoiced_onset_starts_the_turn_a_little_later(engine: str, voice: str | None) -> None:
-    """Silero scores the /st/ of "Stop" below 0.35 (100-170 ms of it): measured 354-364 ms
-    from the -40 dBFS onset to the start with min_speech_ms 250, 312 ms with 150."""
+    """Silero scores the /st/ of "Stop" below 0.35 (100-190 ms of it): measured 354-364 ms
+    from the -40 dBFS onset to the start with min_speech_ms 250, 312 ms with 150 and 120."""
     pcm = fx.place(fx.at_peak_dbfs(fx.speech("Stop, wait a second.", engine, voice), -3.0),
                    1000, 1200)
     onset, _ = fx.active_span_ms(pcm)
     started = starts(detect(pcm))
     assert len(started) == 1
-    assert onset + CONFIG.min_speech_ms <= started[0].at_ms <= onset + CONFIG.min_speech_ms + 170
+    assert onset + CONFIG.min_speech_ms <= started[0].at_ms <= onset + CONFIG.min_speech_ms + 200
 
 
 def test_a_short_first_word_starts_the_turn() -> None:
@@ -316,13 +318,13 @@ def feed(detector: TurnDetector, probabilities: list[float], first_end_ms: int =
 
 
 def test_min_speech_duration_gates_the_start() -> None:
-    """150 ms (the default min_speech_ms) is five 32 ms windows; four start nothing."""
-    assert feed(TurnDetector(), [0.0] * 40 + [0.9] * 4 + [0.0] * 30) == []
-    events = feed(TurnDetector(), [0.0] * 40 + [0.9] * 5 + [0.0] * 20)
+    """120 ms (the default min_speech_ms) takes four 32 ms windows; three start nothing."""
+    assert feed(TurnDetector(), [0.0] * 40 + [0.9] * 3 + [0.0] * 30) == []
+    events = feed(TurnDetector(), [0.0] * 40 + [0.9] * 4 + [0.0] * 20)
     start_ms = 40 * WINDOW_MS
     assert events == [
-        (start_ms + 5 * WINDOW_MS, SpeechStarted(start_ms - 300)),
-        (start_ms + 5 * WINDOW_MS + 512, SpeechStopped(start_ms + 5 * WINDOW_MS)),
+        (start_ms + 4 * WINDOW_MS, SpeechStarted(start_ms - 300)),
+        (start_ms + 4 * WINDOW_MS + 512, SpeechStopped(start_ms + 4 * WINDOW_MS)),
     ]
 
 
@@ -346,8 +348,8 @@ def test_silence_shorter_than_silence_duration_keeps_the_turn() -> None:
 
 
 def test_candidate_survives_short_dips_only() -> None:
-    assert len(feed(TurnDetector(), [0.9] * 4 + [0.1] * 3 + [0.9] * 3)) == 1  # 96 ms dip
-    assert feed(TurnDetector(), [0.9] * 4 + [0.1] * 4 + [0.9] * 3) == []
+    assert len(feed(TurnDetector(), [0.9] * 2 + [0.1] * 3 + [0.9] * 2)) == 1  # 96 ms dip
+    assert feed(TurnDetector(), [0.9] * 2 + [0.1] * 4 + [0.9] * 2) == []
 
 
 def test_speech_start_reaches_back_over_soft_windows() -> None:
@@ -488,11 +490,13 @@ def test_the_room_gate_hears_a_held_candidate_from_its_voice() -> None:
 
 
 def test_a_short_break_in_the_echo_does_not_start_a_turn() -> None:
-    """A cough over the echo opens the gate for less than min_speech_ms: no turn."""
+    """A cough over the echo opens the gate for less than the minimum speech over a reply
+    (`echo_min_speech_ms`): no turn."""
     def gate(start_ms: int, end_ms: int) -> bool:
         return not 12 * WINDOW_MS < end_ms <= 16 * WINDOW_MS
 
     detector = TurnDetector()
+    detector.assistant_playing = True
     detector.echo_gate = gate
     assert feed(detector, [0.95] * 60, levels=[-40.0, -30.0] * 30) == []
 
