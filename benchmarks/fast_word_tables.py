@@ -76,7 +76,8 @@ def idle_table() -> tuple[int, int]:
                     if not heard:
                         misses += 1
                         missed_runs.append(f"{text} {describe(engine, voice, pace)} {peak:.0f} "
-                                           f"dBFS +{shift} ms floor {floor}")
+                                           f"dBFS +{shift} ms floor {floor} (onset "
+                                           f"{onset_ms:.0f} ms, turns from {starts})")
             row.append(misses)
             missed += misses
         rows.append(tuple(row))
