@@ -24,7 +24,10 @@ before the reply, `EARLY_ECHO_ROOMS`) and through a simulated automatic gain con
 (tests/echo_microphone.py `microphone`: the echo's gain rising 10 dB over its first second):
 every turn started is a false barge-in.
 
-Prints both tables and the missed positions; exit status 1 when any interruption is missed or
+Then the fast-word tables (`benchmarks.fast_word_tables`): short words said quickly, with no
+reply and over the reply.
+
+Prints the tables and the missed positions; exit status 1 when any interruption is missed or
 any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
 load. About 12 minutes on 2 loaded cores (264 + 240 + 32 runs); `--quick` runs Piper at 4 and
 3 positions.
