@@ -10,6 +10,14 @@ headless Chromium (no fake microphone, no clock: exact decisions, about 2 s per 
 Nothing is played unless a scene says so; a reply that plays is reported to the echo guard as
 the playback worklet does, with no echo of it in the microphone. The page's own run over a
 real fake microphone, through Chromium's processing, is tests/test_browser_barge_in.py's.
+
+The server's two later rules are here too, on the server tests' recordings
+(tests/test_room_changes.py): a room heard while a reply plays is learned where the reply's
+echo does not rule the microphone (web/echo-correlation.js `RoomEchoRules`, the server's
+`EchoDetector.echo_rules`), and a person's own short sounds are never the room (a candidate
+that ended without firing and stands out of the room is never learned, the last second's rise
+taken at its upper quartile). The page's room parameters are the server's constants, checked
+by `test_the_page_s_room_constants_are_the_server_s`.
 """
 
 from __future__ import annotations
@@ -20,11 +28,22 @@ from typing import Any
 import numpy as np
 import pytest
 
+from server.listening import echo, echo_path
+from server.listening import room_background as server_room
+from server.listening.vad import TurnDetectionConfig
+from server.speech.resampling import resample
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests.browser import chromium, open_demo
+from tests.echo_microphone import LEAD_MS, OUTPUT_RATE_HZ, reply_24k
 from tests.test_client_vad import REPLY
-from tests.test_room_changes import LOUD_BABBLE_DBFS
+from tests.test_room_changes import (
+    LOUD_BABBLE_DBFS,
+    reply_in_a_room,
+    short_sound,
+    sound_then_sentence,
+    uh_then_stop,
+)
 from tests.test_rooms import FLOOR_DBFS, person, room, with_person
 
 RUN_ROOM = """async ({mic, reply, playFromMs, confirmTurns, config}) => {
@@ -81,14 +100,16 @@ plus a syllable)."""
 
 @pytest.fixture
 async def run_room(start_server):
-    """`await run_room(mic, reply=None, confirm_turns=False, **config)` -> the page VAD's
-    events over the 16 kHz scene `mic` (see RUN_ROOM), one Chromium page per test; a
-    `reply` starts at `REPLY_AT_MS`. `config` overrides DEFAULT_VAD_CONFIG values."""
+    """`await run_room(mic, reply=None, confirm_turns=False, play_from_ms=REPLY_AT_MS,
+    **config)` -> the page VAD's events over the 16 kHz scene `mic` (see RUN_ROOM), one
+    Chromium page per test; a `reply` (16 kHz) starts at `play_from_ms`. `config` overrides
+    DEFAULT_VAD_CONFIG values."""
     server = await start_server(tts="uniform")
     async with chromium() as browser, open_demo(browser, server.http_url) as demo:
 
         async def run(mic: np.ndarray, reply: np.ndarray | None = None,
-                      confirm_turns: bool = False, **config: Any) -> list[dict]:
+                      confirm_turns: bool = False, play_from_ms: int = REPLY_AT_MS,
+                      **config: Any) -> list[dict]:
             def b64(pcm: np.ndarray) -> str:
                 return base64.b64encode(np.asarray(pcm, "<f4").tobytes()).decode()
 
@@ -96,7 +117,7 @@ async def run_room(start_server):
             return await demo.page.evaluate(RUN_ROOM, {
                 "mic": b64(mic[:frames * 160]),
                 "reply": b64(np.zeros(0) if reply is None else reply),
-                "playFromMs": None if reply is None else REPLY_AT_MS,
+                "playFromMs": None if reply is None else play_from_ms,
                 "confirmTurns": confirm_turns, "config": config})
 
         yield run
@@ -221,3 +242,146 @@ async def test_a_reply_longer_than_the_rooms_history_never_lets_the_room_start_a
     events = await run_room(babble, reply, noiseRiseDbPerS=0)
     assert not [e for e in events if e["type"] == "fired" and e["playing"]], events
     assert events[-1]["type"] == "room", events  # judged to the end: held as the room
+
+
+SERVER_CONSTANTS = {
+    "roomHistoryMs": server_room.HISTORY_MS,
+    "roomSettleMs": server_room.SETTLE_MS,
+    "roomPercentile": server_room.LOUD_PERCENTILE,
+    "roomAboveDb": server_room.ABOVE_DB,
+    "roomYoungMs": server_room.YOUNG_ROOM_MS,
+    "roomYoungAboveDb": server_room.YOUNG_ABOVE_DB,
+    "roomRecentMs": server_room.RECENT_MS,
+    "roomRecentGapMs": server_room.RECENT_GAP_MS,
+    "roomRisePercentile": server_room.RISE_PERCENTILE,
+    "roomFallSpanMs": server_room.FALL_SPAN_MS,
+    "roomFallDb": server_room.FALL_DB,
+    "roomFallFloorMs": server_room.FALL_FLOOR_MS,
+    "roomPersonHistoryMs": server_room.PERSON_HISTORY_MS,
+    "roomPersonPriorDb": server_room.PERSON_PRIOR_DBFS,
+    "roomNearDb": server_room.NEAR_DB,
+    "roomColdMs": server_room.COLD_ROOM_MS,
+    "roomColdNearDb": server_room.COLD_NEAR_DB,
+    "roomFloorPercentile": server_room.FLOOR_PERCENTILE,
+    "roomEchoCorrelation": echo.ROOM_ECHO_CORRELATION,
+    "roomEchoStepMs": echo_path.LEARN_STEP_MS,
+    "roomEchoSpanMs": echo.MAX_SPAN_MS,
+    "roomTurnMinMs": TurnDetectionConfig().min_speech_ms,
+}
+"""The page's room parameters (web/room-background.js ROOM_CONFIG) and the server constants
+they are (server/listening/room_background.py, echo.py, echo_path.py)."""
+
+
+def reply_16k() -> np.ndarray:
+    """The reply of `tests.echo_microphone` (Piper, as the server sends it) at 16 kHz: what
+    the page's playback reports to its VAD."""
+    return resample(reply_24k(), OUTPUT_RATE_HZ, fx.RATE_HZ).astype(np.float32)
+
+
+PLAYING_HEARD_WITHIN_MS = 400
+"""`HEARD_WITHIN_MS` over a reply playing: the onset threshold then follows the reply's output
+level (vad.js `echoCouplingDb`, `echoMarginDb`), and a word's soft start passes it later
+(measured: Piper "Stop." at -6 dBFS peak fired 318 ms after its voice over a reply, 178 ms with
+none, before and after the rules of this file)."""
+
+
+def heard(times: list[int], onset_ms: float, within_ms: float = HEARD_WITHIN_MS) -> bool:
+    """The VAD fired (at `times`, ms) within `within_ms` of `onset_ms`."""
+    return any(onset_ms <= t <= onset_ms + within_ms for t in times)
+
+
+async def test_the_page_s_room_constants_are_the_server_s(start_server) -> None:
+    """One rule, one set of numbers: every room parameter of the page's VAD, as the page
+    loads it, has the value of the server constant it ports."""
+    server = await start_server(tts="uniform")
+    async with chromium() as browser, open_demo(browser, server.http_url) as demo:
+        config = await demo.page.evaluate(
+            "async () => (await import('/vad.js')).DEFAULT_VAD_CONFIG")
+    assert {name: config[name] for name in SERVER_CONSTANTS} == SERVER_CONSTANTS
+
+
+@pytest.mark.parametrize("echo_db", [None, -30.0])
+@pytest.mark.parametrize("kind", ["babble", "tv"])
+async def test_a_room_heard_only_while_a_reply_plays_is_the_room(
+        run_room, kind: str, echo_db: float | None) -> None:
+    """The server test's rooms (`reply_in_a_room`: babble or a TV at -35 dBFS RMS, no echo
+    or a -30 dB one), the page's microphone switched on as the reply starts: the VAD never
+    fires while the reply plays, two seeds; the person at -20 dBFS RMS 5 s in, over the room
+    at -40 dBFS RMS, is heard at once. Before, no frame of a reply playing was learned: the
+    background was empty, and the TV fired the page 3 to 5 times in 8 s (so it does again
+    with `roomEchoCorrelation` 0, which learns none of them)."""
+    reply = reply_16k()
+    cut = LEAD_MS * fx.RATE_HZ // 1000
+    without = []
+    for seed in (0, 1):
+        mic = reply_in_a_room(kind, echo_db, -35.0, seed)[cut:]
+        assert fired(await run_room(mic, reply, play_from_ms=0)) == [], seed
+        without += fired(await run_room(mic, reply, play_from_ms=0, roomEchoCorrelation=0))
+    if kind == "tv":
+        assert without, "the TV no longer fires the page without the rule: a weaker scene"
+    voice = person()
+    at_ms = LEAD_MS + 5000
+    onset_ms = at_ms - LEAD_MS + fx.active_span_ms(voice)[0]
+    mic = reply_in_a_room(kind, echo_db, -40.0, 0, voice, at_ms)[cut:]
+    times = fired(await run_room(mic, reply, play_from_ms=0))
+    assert heard(times, onset_ms) and min(times) >= onset_ms, times
+
+
+@pytest.mark.parametrize("confirm_turns", [False, True], ids=["page VAD", "server VAD asked"])
+@pytest.mark.parametrize("gap_ms", [1200, 1700, 2000])
+@pytest.mark.parametrize("playing", [False, True], ids=["no reply", "over a reply"])
+async def test_a_persons_own_short_sound_is_never_learned_as_the_room(
+        run_room, playing: bool, gap_ms: int, confirm_turns: bool) -> None:
+    """The server test's Piper "Uh." then "Stop." `gap_ms` later (`uh_then_stop`), with no
+    reply and over one (no echo), the page's VAD alone or with the server's asked for (whose
+    turns never come here): "Stop." fires the VAD at once ("Uh." may fire it too). With the
+    server's VAD asked for, "Uh." fired the page and was a turn the server never confirmed:
+    the page learned it as the room `roomConfirmMs` (2 s) later, in the last second before
+    "Stop." 2 s after it, and "Stop." never fired the page. Now a turn whose speech is shorter
+    than the server's `min_speech_ms` (`roomTurnMinMs`) is never learned, and the last
+    second's rise is its upper quartile's: either rule alone fixes it."""
+    mic, onset_ms = uh_then_stop(playing, gap_ms)
+    reply = reply_16k() if playing else None
+    within_ms = PLAYING_HEARD_WITHIN_MS if playing else HEARD_WITHIN_MS
+    times = fired(await run_room(mic, reply, confirm_turns, play_from_ms=LEAD_MS))
+    assert heard(times, onset_ms, within_ms), times
+    if confirm_turns and gap_ms == 2000:
+        ninetieth = fired(await run_room(mic, reply, confirm_turns, play_from_ms=LEAD_MS,
+                                         roomRisePercentile=90))
+        assert heard(ninetieth, onset_ms, within_ms), ninetieth
+
+
+@pytest.mark.parametrize("before", ["Um,", "mm"])
+@pytest.mark.parametrize("gap_ms", [250, 500, 900])
+async def test_the_persons_own_sound_before_a_sentence_never_hides_it(
+        run_room, before: str, gap_ms: int) -> None:
+    """The server test's Piper "Um," or "mm" `gap_ms` before "Can you repeat that?"
+    (`sound_then_sentence`): the sentence fires the VAD at once (the sound may fire it too:
+    a barge-in on the page is the server's to judge)."""
+    mic, sound_ms, onset_ms, _ = sound_then_sentence(short_sound(before), gap_ms)
+    times = fired(await run_room(mic))
+    assert heard(times, onset_ms) and min(times) >= sound_ms, times
+
+
+@pytest.mark.parametrize("gap_ms", [250, 500, 900, 1200])
+@pytest.mark.parametrize("kind", sorted(rs.TRANSIENTS))
+async def test_a_cough_before_a_sentence_never_hides_its_start(run_room, kind: str,
+                                                               gap_ms: int) -> None:
+    """The server tests' short loud sounds (`tests.room_sounds.TRANSIENTS`: a 180 ms cough, a
+    clap, three knocks, a dropped cup; -10 dBFS peak) `gap_ms` before "Can you repeat that?"
+    (`sound_then_sentence`): the sentence fires the VAD at once (the knocks and the cup fire
+    it themselves, on main too: a barge-in on the page is the server's to judge), and the
+    cough and the clap never. Before, the cough was the room's loud level of the last second
+    (its 90th percentile): 500 ms before, the sentence never fired the page; 900 and 1200 ms
+    before, 920 and 620 ms late. Now the cough, a candidate that ended without firing and
+    stands out of the room, is never learned, and the last second's rise is taken at its
+    upper quartile (either rule alone fixes it: with the 90th percentile, the cough not
+    learned, the sentence fires at once too)."""
+    mic, _, onset_ms, _ = sound_then_sentence(short_sound(kind), gap_ms)
+    times = fired(await run_room(mic))
+    assert heard(times, onset_ms), times
+    if kind in ("cough", "clap"):
+        assert min(times) >= onset_ms, times
+    if kind == "cough":
+        ninetieth = fired(await run_room(mic, roomRisePercentile=90))
+        assert heard(ninetieth, onset_ms), ninetieth

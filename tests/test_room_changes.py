@@ -132,16 +132,22 @@ def test_a_room_heard_only_while_a_reply_plays_is_the_room(kind: str, echo_db: f
     playing were never learned as the room: only the person's level rule stood between the
     room and a turn, and these rooms started 1 to 4 turns each."""
     for seed in (0, 1):
-        mic = room_microphone(Room(echo_db, 150, -60.0))
-        mic += room(kind, -35.0, mic.size * 1000 / fx.RATE_HZ + 100, seed)[:mic.size]
-        assert turn_starts(mic, LEAD_MS) == [], seed
+        assert turn_starts(reply_in_a_room(kind, echo_db, -35.0, seed), LEAD_MS) == [], seed
     voice = person()
     at_ms = LEAD_MS + 5000
     onset_ms = at_ms + fx.active_span_ms(voice)[0]
-    mic = room_microphone(Room(echo_db, 150, -60.0), voice, at_ms)
-    mic += room(kind, -40.0, mic.size * 1000 / fx.RATE_HZ + 100)[:mic.size]
-    started = turn_starts(mic, LEAD_MS)
+    started = turn_starts(reply_in_a_room(kind, echo_db, -40.0, 0, voice, at_ms), LEAD_MS)
     assert len(started) == 1 and onset_ms - EARLIEST_START_MS <= started[0] <= onset_ms, started
+
+
+def reply_in_a_room(kind: str, echo_db: float | None, dbfs: float, seed: int,
+                    voice: np.ndarray | None = None, at_ms: float = 0.0) -> np.ndarray:
+    """16 kHz microphone: the reply playing from `LEAD_MS` (`room_microphone`, its echo
+    `echo_db`, None: none, over a -60 dBFS pink floor) in babble or a TV (`kind`) at `dbfs`
+    RMS (`seed`), with `voice` at `at_ms`."""
+    mic = room_microphone(Room(echo_db, 150, -60.0), voice, at_ms)
+    mic += room(kind, dbfs, mic.size * 1000 / fx.RATE_HZ + 100, seed)[:mic.size]
+    return mic
 
 
 @pytest.mark.parametrize("gap_ms", [1200, 1700])
@@ -153,10 +159,18 @@ def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, g
     was learned as the room a second later, "Stop." 1.2 s after it stood less than
     `ABOVE_DB` above the room's last second, and no turn started; over a reply the same once
     its windows were learned as the room."""
+    mic, onset_ms = uh_then_stop(playing, gap_ms)
+    started = turn_starts(mic, LEAD_MS) if playing else starts(server_vad_events(mic))
+    assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
+
+
+def uh_then_stop(playing: bool, gap_ms: int) -> tuple[np.ndarray, float]:
+    """16 kHz microphone: Piper "Uh." 3.5 s in, "Stop." `gap_ms` later, -6 dBFS peak, over a
+    reply playing from `LEAD_MS` with no echo (`playing`) or over the room's pink floor; and
+    the voice onset (ms) of "Stop."."""
     uh, stop = (fx.at_peak_dbfs(fx.speech(text), -6.0) for text in ("Uh.", "Stop."))
     uh_ms = 3500
     stop_ms = uh_ms + gap_ms
-    onset_ms = stop_ms + fx.active_span_ms(stop)[0]
     if playing:
         mic = room_microphone(Room(None, 150, -60.0), uh, uh_ms)
     else:
@@ -164,8 +178,7 @@ def test_a_persons_own_short_sound_is_never_learned_as_the_room(playing: bool, g
                              FLOOR_DBFS)
         mic[uh_ms * fx.RATE_HZ // 1000:][:uh.size] += uh
     mic[stop_ms * fx.RATE_HZ // 1000:][:stop.size] += stop
-    started = turn_starts(mic, LEAD_MS) if playing else starts(server_vad_events(mic))
-    assert [onset_ms - EARLIEST_START_MS <= start <= onset_ms for start in started] == [True]
+    return mic, stop_ms + fx.active_span_ms(stop)[0]
 
 
 SENTENCE = "Can you repeat that?"
@@ -186,17 +199,20 @@ def sound_then_sentence(sound: np.ndarray, gap_ms: int, at_ms: int = 12_000
     return mic, sound_ms, onset_ms, end_ms
 
 
+def short_sound(before: str) -> np.ndarray:
+    """Piper saying `before` at -10 dBFS peak, or the `tests.room_sounds.TRANSIENTS` sound
+    named `before` at -10 dBFS peak (16 kHz)."""
+    if before in rs.TRANSIENTS:
+        return rs.TRANSIENTS[before](np.random.default_rng(3), -10.0)
+    return fx.at_peak_dbfs(fx.speech(before), -10.0)
+
+
 def short_sound_then_sentence(before: str, gap_ms: int) -> tuple[list[tuple[int, int]], float,
                                                                  float, float]:
-    """Server VAD over `before` (Piper saying it at -10 dBFS peak, or a
-    `tests.room_sounds.TRANSIENTS` sound at -10 dBFS peak) before the sentence
-    (`sound_then_sentence`): the turns (start, stop ms), where the sound began, and the
-    sentence's voice onset and end (ms)."""
-    if before in rs.TRANSIENTS:
-        sound = rs.TRANSIENTS[before](np.random.default_rng(3), -10.0)
-    else:
-        sound = fx.at_peak_dbfs(fx.speech(before), -10.0)
-    mic, sound_ms, onset_ms, end_ms = sound_then_sentence(sound, gap_ms)
+    """Server VAD over `short_sound(before)` before the sentence (`sound_then_sentence`): the
+    turns (start, stop ms), where the sound began, and the sentence's voice onset and end
+    (ms)."""
+    mic, sound_ms, onset_ms, end_ms = sound_then_sentence(short_sound(before), gap_ms)
     events = server_vad_events(mic)
     started = [e.audio_start_ms for e in events if isinstance(e, SpeechStarted)]
     stopped = [e.audio_end_ms for e in events if isinstance(e, SpeechStopped)]

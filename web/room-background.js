@@ -6,14 +6,22 @@
  * VAD already computes. Plain objects, no audio APIs. Times are seconds on one clock.
  *
  * - The background: the band levels of the last `roomHistoryMs` of frames heard outside the
- *   person's turns (a candidate that fired, until it is released) and outside the assistant's
- *   playback (its echo is echo-path.js's business); the last that much learned, not of time
+ *   person's turns (a candidate that fired, until it is released), outside candidates that
+ *   ended without firing and stand out of the room (`speechDropped`: a person's cough or
+ *   "Uh." is not the room) or were held back as the echo, and outside the assistant's
+ *   playback where its echo may rule the microphone (`echoRules`, echo-correlation.js
+ *   RoomEchoRules: the echo is echo-path.js's business, and a learned echo would hide the
+ *   person talking over it; a room heard only while a reply plays is still the room, the
+ *   server's rule); the last that much learned, not of time
  *   (as the server's): a reply longer than it left no background, 10 s after the room was
  *   last learned, and the room fired the page's VAD then (the page grid's babble at -45
  *   dBFS, 9.8 s into a 10.6 s reply). Frames are learned once they are `roomSettleMs` old
  *   (longer than a candidate takes to fire, so a person's first syllables are never learned as
- *   the room), and the frames before a candidate outside turns and playback. Also learned:
- *   the turns outside playback the server's VAD did not take for the person (`confirmTurns`;
+ *   the room), and the frames before a candidate outside turns, playback and dropped
+ *   candidates. Also learned:
+ *   the turns the server's VAD did not take for the person (`confirmTurns`; outside playback
+ *   or where the echo does not rule, and not shorter than the server's `min_speech_ms`,
+ *   `roomTurnMinMs`: an "Uh." that fired the page is a person's sound the server dropped;
  *   a TV's sentences fire the page's VAD, which cannot tell a TV's voice from the person's,
  *   but the server's keeps the room's background and the person's level too; without server
  *   VAD every turn is the person's). When none is known (the microphone was switched on
@@ -32,9 +40,13 @@
  *   constants, measured there on tests/room_sounds.py's babble and TV at -45 dBFS RMS: the
  *   loudest window of babble held at most 2.5 dB above its 90th percentile levels, a TV
  *   talker's 5.3 dB; a person at -20 dBFS RMS, 20 dB and more.
- * - It follows a rising gain: the background's loud band levels are the louder, band by band,
- *   of those of all of it and of its last `roomRecentMs` before `roomRecentGapMs` ahead of the
- *   candidate (the person's own first word may be right before it). Chromium's auto gain,
+ * - It follows a rising gain: the background's loud band levels rise, band by band, by as much
+ *   as the `roomRisePercentile` levels of its last `roomRecentMs` before `roomRecentGapMs`
+ *   ahead of the candidate (the person's own first word may be right before it) rose over
+ *   those of all of it: an auto gain lifts that upper quartile, a cough shorter than a quarter
+ *   of the second does not (the server's RISE_PERCENTILE; with the 90th percentile and the
+ *   cough learned, a 180 ms cough 500 ms before a sentence kept it from firing the page).
+ *   Chromium's auto gain,
  *   which the page asks for, lifts a TV at -45 dBFS by 10 dB at once and by 22 dB after
  *   4.6 s (measured: tests/room_sounds.py CHROMIUM_AGC_DB).
  * - It falls when the room falls: once the loud frames (`roomPercentile`) of the last
@@ -52,19 +64,34 @@ import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
 /**
  * The room's parameters, part of vad.js DEFAULT_VAD_CONFIG (dB values are dB differences
  * unless named dBFS; times in ms). The server's (server/listening/room_background.py:
- * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, YOUNG_*, COLD_*,
- * NEAR_DB, PERSON_PRIOR_DBFS), which documents where each was measured.
+ * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, RISE_PERCENTILE,
+ * YOUNG_*, COLD_*, NEAR_DB, PERSON_PRIOR_DBFS; server/listening/echo.py
+ * ROOM_ECHO_CORRELATION, MAX_SPAN_MS; server/listening/echo_path.py LEARN_STEP_MS;
+ * server/listening/vad.py TurnDetectionConfig.min_speech_ms), which
+ * documents where each was measured; tests/test_client_vad_rooms.py checks that the values
+ * are the same.
  */
 export const ROOM_CONFIG = Object.freeze({
   roomHistoryMs: 10000, // the background: the last this much of room learned
   roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
-  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room
+  roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room,
+  roomTurnMinMs: 250, // unless its speech was shorter than this (the server's min_speech_ms)
   roomPercentile: 90, // the background's loud levels (per band), the person's level
   roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
   roomYoungMs: 4000, // until this much room was heard, a candidate needs up to ...
   roomYoungAboveDb: 8, // ... this much more
   roomRecentMs: 1000, // the background's last this much counts on its own (a rising gain) ...
-  roomRecentGapMs: 500, // ... up to this long before the candidate
+  roomRecentGapMs: 500, // ... up to this long before the candidate ...
+  roomRisePercentile: 75, // ... by the rise of this percentile of it over the background's
+  // A second of a reply playing whose band rows correlate with the output under this is room,
+  // judged every roomEchoStepMs over roomEchoSpanMs around each step (echo-correlation.js).
+  // Measured on the page's rows (the server tests' rooms, tests/test_client_vad_rooms.py):
+  // a TV or babble at -35 to -40 dBFS RMS with no echo 0.05-0.48, with a -30 dB echo under
+  // it up to 0.64; the echo alone, -30 dB over a -60 dBFS pink floor 0.73-0.88, -10 dB
+  // 0.96-0.99, -10 dB in a 400 ms RT60 room 0.76-0.94.
+  roomEchoCorrelation: 0.7,
+  roomEchoStepMs: 250,
+  roomEchoSpanMs: 1000,
   roomFallSpanMs: 640, // the room fell when this long outside turns stays ...
   roomFallDb: 10, // ... this far below the floor ...
   roomFallFloorMs: 3000, // ... of the last this much background
@@ -106,9 +133,13 @@ function percentileOf(values, percentile) {
 export class RoomBackground {
   #config;
   confirmTurns = false;
+  /** Whether the reply's echo may rule the microphone around the frame that started at a
+   * time (s) of a reply playing (echo-correlation.js RoomEchoRules.rules; true: it may, and
+   * the frame is not learned); null: it may always. */
+  echoRules = null;
   /** start time (s) of the first frame pushed */
   #firstS = null;
-  /** frames not yet settled, outside turns: {t, row, db, playing}, oldest first */
+  /** frames not yet settled, outside turns: {t, row, db, playing, held}, oldest first */
   #recent = [];
   /** settled background frames, oldest first: {t, row, db} */
   #background = [];
@@ -130,11 +161,12 @@ export class RoomBackground {
   }
 
   /** A frame that started at `timeS` with band levels `row`; `playing`: the reply (or its
-   * echo tail) may be in it. */
-  push(timeS, row, playing) {
+   * echo tail) may be in it; `held`: it is of a candidate held back as the reply's echo (never
+   * learned: the echo or the person talking over it). */
+  push(timeS, row, playing, held = false) {
     const c = this.#config;
     this.#firstS ??= timeS;
-    const frame = { t: timeS, row, db: totalDb(row), playing };
+    const frame = { t: timeS, row, db: totalDb(row), playing, held };
     const turn = this.#turns.at(-1);
     if (turn && turn.endS === null) {
       turn.frames.push(frame);
@@ -149,14 +181,14 @@ export class RoomBackground {
     }
     while (this.#recent.length && this.#recent[0].t <= timeS - c.roomSettleMs / 1000) {
       const settled = this.#recent.shift();
-      if (!settled.playing) this.#learn(settled);
+      if (this.#learnable(settled)) this.#learn(settled);
     }
     this.#settleTurns(timeS - c.roomConfirmMs / 1000);
     this.#forgetAFallenRoom(timeS);
   }
 
   /** Turn frames that started by `confirmedS` leave their turn: the person's level, or
-   * background (`confirmTurns`, not confirmed, outside playback). */
+   * background (`confirmTurns`, not confirmed, `#learnable`, and not `#short`). */
   #settleTurns(confirmedS) {
     const c = this.#config;
     for (const old of this.#turns) {
@@ -166,13 +198,30 @@ export class RoomBackground {
         if (!this.confirmTurns || old.person) {
           this.#person.push(frame.db);
           if (this.#person.length > c.roomPersonHistoryMs / FRAME_MS) this.#person.shift();
-        } else if (!frame.playing) {
+        } else if (!this.#short(old) && this.#learnable(frame)) {
           this.#learn(frame);
         }
       }
     }
     while (this.#turns.length && this.#turns[0].endS !== null
       && this.#turns[0].endS <= confirmedS) this.#turns.shift();
+  }
+
+  /** Whether an ended `turn` was too short for the server's VAD to take it for a turn: its
+   * speech (up to its release less `hangoverMs`) lasted under `roomTurnMinMs`. Its frames are
+   * then never learned when the server does not confirm it: the person's own short sound (an
+   * "Uh." that fired the page), which the server's VAD drops and never learns either. */
+  #short(turn) {
+    const c = this.#config;
+    if (turn.endS === null) return false;
+    return turn.endS - turn.fromS - c.hangoverMs / 1000 < c.roomTurnMinMs / 1000;
+  }
+
+  /** Whether a frame heard outside the person's turns may be learned as background: it was not
+   * held back (`held`), and outside playback or where the reply's echo does not rule it
+   * (`echoRules`). */
+  #learnable(frame) {
+    return !frame.held && !(frame.playing && (this.echoRules?.(frame.t) ?? true));
   }
 
   /** Learn `frame` as background; the oldest goes once `roomHistoryMs` of frames were
@@ -209,6 +258,22 @@ export class RoomBackground {
       this.#recent = span;
       for (const old of this.#turns) if (!old.person) old.frames = [];
     }
+  }
+
+  /**
+   * A candidate from `fromS` to `toS` (s) ended without firing (too short, or held back):
+   * unless the room explains it (`isBackground`), its frames are never learned as background
+   * nor counted in the room's last second. A person's own short sound is not the room: the
+   * server's rule (room_background.py `speech_dropped`; measured there, Piper "Uh." learned
+   * so kept the same voice's "Stop." 1.2 s later from starting a turn).
+   */
+  speechDropped(fromS, toS) {
+    const frames = this.#recent.filter((frame) => frame.t >= fromS - 1e-6 && frame.t <= toS);
+    if (!frames.length) return;
+    const { background } = this.isBackground(fromS, frames.map((frame) => frame.t),
+      frames.map((frame) => frame.row));
+    if (background) return;
+    for (const frame of frames) frame.held = true;
   }
 
   /** The person's turn started at `fromS` (a candidate fired): its frames are never room,
@@ -249,16 +314,18 @@ export class RoomBackground {
    * and how much of the room was heard (frames): see the module comment. */
   #loud(fromS) {
     const c = this.#config;
-    const before = this.#recent.filter((frame) => frame.t < fromS && !frame.playing);
+    const before = this.#recent.filter((frame) => frame.t < fromS && !frame.playing
+      && !frame.held);
     const rows = [...this.#background, ...before].map((frame) => frame.row);
     if (!rows.length) return { loud: null, heard: this.#learned };
     const gapS = fromS - c.roomRecentGapMs / 1000;
     const recent = [...this.#background, ...before.filter((frame) => frame.t < gapS)]
       .slice(-Math.round(c.roomRecentMs / FRAME_MS)).map((frame) => frame.row);
     const all = bandPercentile(rows, c.roomPercentile);
-    const last = bandPercentile(recent, c.roomPercentile);
+    const then = bandPercentile(rows, c.roomRisePercentile);
+    const last = recent.length ? bandPercentile(recent, c.roomRisePercentile) : then;
     const rise = this.#gainRise(rows);
-    return { loud: all.map((db, band) => Math.max(db, last[band]) + rise),
+    return { loud: all.map((db, band) => db + Math.max(0, last[band] - then[band]) + rise),
       heard: this.#learned + before.length };
   }
 

@@ -73,8 +73,9 @@
  *   loudest frame is near the person's own level; otherwise it is held back as the room
  *   ('room') and judged again on every frame. Its parameters are ROOM_CONFIG's.
  */
-import { BANDS, BandEnvelope } from './band-envelope.js';
-import { EchoPath, alignedRows } from './echo-path.js';
+import { BandEnvelope } from './band-envelope.js';
+import { RoomEchoRules, echoLikeness } from './echo-correlation.js';
+import { EchoPath } from './echo-path.js';
 import { ROOM_CONFIG, RoomBackground } from './room-background.js';
 import { Voicing } from './voicing.js';
 
@@ -307,80 +308,6 @@ export class LevelHistory {
 }
 
 /**
- * Correlation of two equally long lists of band-level rows (Pearson's r over all bands and
- * rows with each band's mean removed, levels floored `rangeDb` below the loudest of each
- * list); 0 when either is constant. With `shape`, each row's mean over the bands is removed
- * too, so that only the spectral shape of each frame counts, not its overall level.
- */
-export function bandCorrelation(xs, ys, rangeDb, shape = false) {
-  const x = centred(xs, rangeDb, shape);
-  const y = centred(ys, rangeDb, shape);
-  let sxy = 0;
-  let sxx = 0;
-  let syy = 0;
-  for (let i = 0; i < x.length; i += 1) {
-    sxy += x[i] * y[i];
-    sxx += x[i] * x[i];
-    syy += y[i] * y[i];
-  }
-  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
-}
-
-/**
- * Rows flattened, floored `rangeDb` below their maximum, each band's mean removed (with
- * `shape`, then each row's mean as well).
- */
-function centred(rows, rangeDb, shape) {
-  let loudest = -Infinity;
-  for (const row of rows) for (const level of row) loudest = Math.max(loudest, level);
-  const floor = loudest - rangeDb;
-  const out = new Float64Array(rows.length * BANDS);
-  for (let band = 0; band < BANDS; band += 1) {
-    let mean = 0;
-    for (const row of rows) mean += Math.max(row[band], floor);
-    mean /= rows.length;
-    rows.forEach((row, i) => {
-      out[i * BANDS + band] = Math.max(row[band], floor) - mean;
-    });
-  }
-  if (shape) {
-    for (let i = 0; i < rows.length; i += 1) {
-      let mean = 0;
-      for (let band = 0; band < BANDS; band += 1) mean += out[i * BANDS + band];
-      mean /= BANDS;
-      for (let band = 0; band < BANDS; band += 1) out[i * BANDS + band] -= mean;
-    }
-  }
-  return out;
-}
-
-/**
- * Echo likeness of the microphone's band rows in `mic` (by frame start time) from `fromS` to
- * `nowS` (at most the last `echoWindowMs`), compared with the output's band rows
- * `echo.envelope` delayed by 0 to `echoMaxLagMs` (in `frameMs` steps): at the delay with the
- * largest `bandCorrelation` (the envelopes move together), the mean of that correlation and of
- * the spectral-shape correlation (`bandCorrelation` with `shape`: the frames sound alike).
- * A delay counts when the two overlap on at least `minSpeechMs` of frames (the output
- * envelope starts when the microphone does). Returns {likeness, lagMs}, or null when no delay
- * counts. Measured before issue 24 (node and Chromium, the benchmark's recordings): the
- * reply's own echo at 0 to -10 dB and 40-450 ms late 0.95-1.0, through Chromium's processing
- * 0.86-0.99; a person over the reply -0.10-0.58.
- */
-export function echoLikeness(mic, echo, fromS, nowS, config) {
-  const needed = Math.max(2, Math.round(config.minSpeechMs / config.frameMs));
-  let best = null;
-  for (let lag = 0; lag <= config.echoMaxLagMs; lag += config.frameMs) {
-    const rows = alignedRows(mic, echo, fromS, nowS, lag, config);
-    if (rows.mic.length < needed) continue;
-    const r = bandCorrelation(rows.mic, rows.output, config.echoDynamicRangeDb);
-    if (best === null || r > best.r) best = { r, lagMs: lag, rows };
-  }
-  if (best === null) return null;
-  const shape = bandCorrelation(best.rows.mic, best.rows.output, config.echoDynamicRangeDb, true);
-  return { likeness: (best.r + shape) / 2, lagMs: best.lagMs };
-}
-
-/**
  * The detector. Feed it consecutive frames of `config.frameMs`; it returns the transitions each
  * frame caused, in order (usually none; 'onset' and 'fired' together when minSpeechMs <= frameMs):
  *   'onset'    a candidate started on this frame (state 'speech');
@@ -420,6 +347,8 @@ export class EnergyVad {
   #firstTime = null;
   /** time (s) of the latest attempt to learn the echo path */
   #learnedAt = -Infinity;
+  /** start time (s) of the current candidate's first frame (before any restart), or null */
+  #candidateS = null;
 
   /** @param {typeof DEFAULT_VAD_CONFIG} config */
   constructor(config) {
@@ -427,6 +356,8 @@ export class EnergyVad {
     this.echo = new EchoReference(config);
     this.path = new EchoPath(config);
     this.room = new RoomBackground(config);
+    this.echoRules = new RoomEchoRules(config);
+    this.room.echoRules = (timeS) => this.echoRules.rules(timeS);
     /** band rows of the last echoWindowMs of microphone frames, by frame start time */
     this.levels = new LevelHistory((config.echoWindowMs + 2 * config.frameMs) / 1000);
     this.bands = null;
@@ -458,7 +389,8 @@ export class EnergyVad {
     this.playing = this.echo.playingAt(timeS);
     for (const row of this.bands.push(samples)) {
       this.levels.push(timeS, row);
-      this.room.push(timeS, row, this.playing);
+      if (this.playing) this.echoRules.update(timeS, this.levels, this.echo);
+      this.room.push(timeS, row, this.playing, this.held === 'echo');
     }
     this.voicingMeter.push(samples);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
@@ -505,6 +437,7 @@ export class EnergyVad {
       this.state = 'speech';
       this.#peakDb = level;
       this.onsetTime = timeS;
+      this.#candidateS = timeS;
       this.likeness = null;
       this.unexplained = null;
       this.#gapMs = 0;
@@ -526,6 +459,7 @@ export class EnergyVad {
       return this.state === 'speech' && closure ? this.#hold(c, timeS) : [];
     }
     if (this.state === 'fired') this.room.turnEnded(timeS);
+    else this.room.speechDropped(this.#candidateS, timeS - c.hangoverMs / 1000);
     this.state = 'idle';
     this.onsetTime = null;
     this.held = null;
