@@ -25,10 +25,9 @@ TV talker, at RMS levels over a -70 dBFS RMS pink floor, from the session's firs
    the person 1, 3 and 8 s after 6 s of babble at -25 dBFS stopped (that babble holds a turn
    until `max_turn_ms` 4 s, then is the room) -> turns started after it, found, WER.
 
-Every voice is synthesized once, first, in a fixed order (`synthesize_all`): espeak-ng's output
-depends on what the library spoke before in the process, Piper's word marks included, so a
-sentence synthesized again for each table, or talkers synthesized after other speech, made a
-scene's audio (and which turns were found) depend on the tables run before it.
+Every recording is the same whichever tables, levels and backgrounds a run asks for: Piper is
+deterministic, and espeak-ng speaks each text in a fresh process
+(`server.speech.espeak_engine.synthesize_in_fresh_process`).
 
 Targets (issue 24): at -45 dBFS and below, nobody speaking: 0 turns; the person at -20 dBFS
 over it: every turn found, WER <= clean + 10 points; tables 3 and 4: no turn, every person
@@ -91,24 +90,6 @@ GAPS_MS = (1000, 3000, 8000)
 
 
 @functools.cache
-def person_speech(text: str, engine: str, voice: str | None) -> np.ndarray:
-    """`text` said by `engine` / `voice` (16 kHz, `tests.speech_fixtures.speech`), synthesized
-    once per run: every table, the clean one included, hears the same recording."""
-    return fx.speech(text, engine, voice)
-
-
-def synthesize_all() -> None:
-    """Synthesize every voice of the run before anything else, in a fixed order: the talkers
-    of the babble and the TV (cached by `tests.room_sounds`), then `SENTENCES` in `VOICES`.
-    espeak-ng keeps global state that no call resets (`server.speech.engines`: the same text
-    said four times in a row gives four lengths), and Piper's word marks run espeak-ng too;
-    so each recording is the same whichever tables, levels and backgrounds a run asks for."""
-    rs.synthesize_talkers()
-    for text in SENTENCES:
-        for engine, voice in VOICES:
-            person_speech(text, engine, voice)
-
-
 def floor(duration_ms: float, seed: int) -> np.ndarray:
     return rs.at_rms_dbfs(fx.pink_noise(np.random.default_rng(seed + 100), duration_ms),
                           FLOOR_DBFS)
@@ -180,7 +161,7 @@ async def person_over(kind: str | None, dbfs: float, person_dbfs: float,
     utterances = started = found = errors = total = 0
     for index, (text, (engine, voice)) in enumerate(
             (t, v) for t in SENTENCES for v in VOICES):
-        person = rs.at_rms_dbfs(person_speech(text, engine, voice), person_dbfs)
+        person = rs.at_rms_dbfs(fx.speech(text, engine, voice), person_dbfs)
         if after_gap_ms is None:
             pcm, at_ms = scene(kind, dbfs, SCENE_MS, seed=index), PERSON_AT_MS
         else:
@@ -224,7 +205,6 @@ async def main() -> int:
                         help="seconds of each background alone, per seed (two seeds)")
     args = parser.parse_args()
     print_run_header()
-    synthesize_all()
     kinds = sorted(BACKGROUNDS)
     began = time.monotonic()
     alone = room_alone(kinds, args.levels, args.room_s)

@@ -21,7 +21,6 @@ from server.responders.demo import DemoResponder
 from server.responders.prompt import Prompt
 from server.speech.engines import create_synthesizer
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
-from tests import room_sounds
 
 # Hypothesis profiles, chosen by the environment variable HYPOTHESIS_PROFILE. "ci" (the default)
 # replays the same examples on every run and machine, with no example database, so a fresh
@@ -83,14 +82,6 @@ class RunningServer:
         self.responder = responder
         self.http_url = f"http://127.0.0.1:{demo.port()}"
         self.ws_url = f"ws://127.0.0.1:{demo.port()}/v1/realtime"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def room_talkers_first() -> None:
-    """The room's talkers are synthesized before any test speaks
-    (`tests.room_sounds.synthesize_talkers`): babble and TV scenes are then the same whatever
-    tests ran before."""
-    room_sounds.synthesize_talkers()
 
 
 @pytest.fixture

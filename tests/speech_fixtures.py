@@ -41,13 +41,23 @@ def synthesizer(engine: str, voice: str | None = None) -> SpeechSynthesizer:
 
 
 def speech(text: str, engine: str = "piper", voice: str | None = None) -> np.ndarray:
-    """Synthesize `text` with `engine` / `voice` (see `synthesizer`) and resample to 16 kHz.
+    """Synthesize `text` with `engine` / `voice` (see `synthesizer`) and resample to 16 kHz (a
+    fresh copy of `_spoken`'s: the same text, engine and voice always give the same samples).
 
     Chunks (one per sentence) are concatenated as produced, with the engine's own pauses.
     """
+    return _spoken(text, engine, voice).copy()
+
+
+@functools.cache
+def _spoken(text: str, engine: str, voice: str | None) -> np.ndarray:
+    """`speech`, synthesized once per process (read-only): both engines are deterministic here
+    (Piper without noise; espeak-ng in a fresh process per text)."""
     tts = synthesizer(engine, voice)
     pcm = np.concatenate([chunk.pcm for chunk in tts.synthesize(text)])
-    return resample(pcm, tts.sample_rate_hz, RATE_HZ)
+    spoken = resample(pcm, tts.sample_rate_hz, RATE_HZ)
+    spoken.setflags(write=False)
+    return spoken
 
 
 def peak_dbfs(pcm: np.ndarray) -> float:

@@ -94,8 +94,8 @@ async def test_a_one_syllable_laugh_and_sure_thing_resume_the_reply(
     """A tester's one-syllable laugh, read "Hee!" / "Hee" by tiny.en, cut the reply and was
     answered ("one syllable of a vowel" was taken for the "uh" of "uh-uh"); "sure thing" was
     not on the list. Both resume the reply, which plays to its end, whole in history.
-    (en-gb-scotland's "hee" resumed or not with what espeak-ng spoke before in the process: it
-    failed run alone on the commit that added it, passed in the suite's order.)"""
+    (en-gb-scotland's "hee" is cut: whisper finds "Hey." about as likely, as for its "hey" read
+    "Hee.": `server.listening.backchannel_readings`.)"""
     server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
     mic = np.concatenate([speech_fixtures.silence(900), said(text, "espeak", voice),
                           speech_fixtures.silence(2500)])

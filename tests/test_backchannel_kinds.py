@@ -61,9 +61,8 @@ def test_real_interruptions_are_never_backchannels(text: str) -> None:
 def test_an_acknowledgment_tiny_en_spells_as_letters_resumes_on_whisper_s_own_scores() -> None:
     """A tester's "oh I see" (espeak-ng en-gb-scotland) read "Y-T" was answered. No word was
     said; whisper, forced to read the audio as "Oh, I see.", finds that likelier than the
-    letters, and every interruption's reading far less likely (rule 4b): it resumes. (Which
-    of "Oh, I see." and "I see." whisper finds likelier turns on what espeak-ng spoke before
-    in the process: it failed on main, 7955df5, run as this file.)"""
+    letters, and every interruption's reading far less likely (rule 4b): it resumes. (Either
+    of "Oh, I see." and "I see." is the right reading.)"""
     decision = decided("oh I see", "espeak", "en-gb-scotland")
     assert decision is not None and decision.verdict is Verdict.BACKCHANNEL, decision
     assert decision.words == ("y-t",) and decision.reading in ("Oh, I see.", "I see.")

@@ -34,9 +34,10 @@ def test_an_interruption_read_as_a_listed_acknowledgment_is_cut(
     times; espeak-ng en-029's "hey", read "Okay.", 1 of 3; the benchmark's grid found
     en-gb-x-rp's "enough" read "Yeah.". One voiced nucleus cannot be "of course" or "okay"
     (two beats), and "yeah" does not end in 200 ms of /f/: interruptions. (tiny.en's reading
-    of the espeak-ng takes turns on what espeak-ng spoke before in the process - en-029's
-    "hey" is also read "It's" -, so the rule is checked on their audio with the reading the
-    server got; Piper's is read so every time.)"""
+    of the server's espeak-ng takes differs from take to take - en-029's "hey" is also read
+    "It's" -, since the server's espeak-ng shifts with what it spoke before
+    (`server.speech.espeak_engine`), so the rule is checked on their audio with the reading
+    the server got; Piper's is read so every time.)"""
     pcm = decision_audio(speech_fixtures.speech(text, engine, voice))
     decision = classify(read, pcm, RATE)
     assert (decision.verdict, decision.rule) == (Verdict.INTERRUPTION, "sound_misfit")
@@ -63,8 +64,9 @@ def read_as(text: str, engine: str, voice: str | None, misread: str) -> Decision
     """The decision on `text` said over a reply had tiny.en read it `misread`: its audio as a
     pause decides it, with whisper's own scores of `misread` and of the acknowledgment and
     interruption readings on it (`calibration.whisper_window.decode_window`). tiny.en's greedy
-    reading of espeak-ng speech turns on what espeak-ng spoke before in the process (its audio
-    shifts); its scores of the same readings move far less."""
+    reading of espeak-ng speech differs between the server's takes (its audio shifts with what
+    the library spoke before: `server.speech.espeak_engine`); its scores of the same readings
+    move far less."""
     pcm = decision_audio(speech_fixtures.speech(text, engine, voice)).astype(np.float32)
     _text, scored = decode_window(load_whisper_model(), pcm, PERSON_WINDOW_S, readings_to_score)
     return classify(Transcript(misread, murmur=scored(misread)), pcm, RATE)

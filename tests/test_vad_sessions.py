@@ -12,8 +12,9 @@ another session: the events and the transcript must be identical.
 
 Found while tracing why `benchmarks/bench_rooms.py` found the person over babble at -65 dBFS
 8 of 10 times in one run and 10 of 10 in a fresh process: not the detector (this test), but
-the audio: espeak-ng's output depends on what the library spoke before in the process
-(`server.speech.engines.create_synthesizer`), and the babble's talkers are espeak-ng voices.
+the audio: espeak-ng's output depended on what the library spoke before in the process, and
+the babble's talkers are espeak-ng voices (now each text is spoken in a fresh process:
+`server.speech.espeak_engine.synthesize_in_fresh_process`).
 """
 
 from __future__ import annotations

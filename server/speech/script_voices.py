@@ -23,7 +23,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from server.speech.espeak_tts import EspeakSynthesizer, espeak_engine
+from server.speech.espeak_engine import espeak_engine
+from server.speech.espeak_tts import EspeakSynthesizer
 from server.speech.language_voices import latin_voice
 from server.speech.resampling import resample
 from server.speech.synthesizer import SpeechChunk, SpeechSynthesizer, StopSignal
