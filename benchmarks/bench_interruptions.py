@@ -24,7 +24,10 @@ before the reply, `EARLY_ECHO_ROOMS`) and through a simulated automatic gain con
 (tests/echo_microphone.py `microphone`: the echo's gain rising 10 dB over its first second):
 every turn started is a false barge-in.
 
-Prints both tables and the missed positions; exit status 1 when any interruption is missed or
+Then the fast-word tables (`benchmarks.fast_word_tables`): short words said quickly, with no
+reply and over the reply.
+
+Prints the tables and the missed positions; exit status 1 when any interruption is missed or
 any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
 load. About 12 minutes on 2 loaded cores (264 + 240 + 32 runs); `--quick` runs Piper at 4 and
 3 positions.
@@ -40,6 +43,7 @@ import time
 
 import numpy as np
 
+from benchmarks import fast_word_tables
 from benchmarks.tables import print_table
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import TurnDetection
@@ -118,7 +122,13 @@ def interruption(text: str, engine: str, voice: str | None, played_ms: int,
     """(heard, false barge-ins) for a person saying `text` at `peak_dbfs` (dBFS peak)
     `played_ms` into the reply, the microphone from `HISTORY_MS` before (from the session's
     start, `LEAD_MS` before the reply, when that is sooner)."""
-    person = fx.at_peak_dbfs(fx.speech(text, engine, voice), peak_dbfs)
+    return person_interruption(fx.at_peak_dbfs(fx.speech(text, engine, voice), peak_dbfs),
+                               played_ms, room)
+
+
+def person_interruption(person: np.ndarray, played_ms: int, room: Room) -> tuple[bool, int]:
+    """(heard, false barge-ins) for `person` (16 kHz) starting `played_ms` into the reply in
+    `room`, judged as `interruption` judges a word."""
     at_ms = LEAD_MS + played_ms
     onset_ms = at_ms + fx.active_span_ms(person)[0]
     started = turn_starts(room_microphone(room, person, at_ms), max(at_ms - HISTORY_MS, 0.0),
@@ -175,6 +185,10 @@ def main() -> int:
         EARLY_POSITIONS_MS[::2] if args.quick else EARLY_POSITIONS_MS, EARLY_ROOMS)
     total_missed += early_missed
     total_false += early_false
+    for missed, false in (fast_word_tables.idle_table(), fast_word_tables.over_reply_table(
+            person_interruption, positions, INTERRUPTION_ROOMS)):
+        total_missed += missed
+        total_false += false
     echo_rows = [(room.describe(), len(turn_starts(room_microphone(room))))
                  for room in echo_rooms]
     echo_rows += [(f"{room.describe()}, mic on {EARLY_MIC_MS} ms before the reply",

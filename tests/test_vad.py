@@ -218,9 +218,11 @@ def test_prefix_padding_is_clamped_at_zero() -> None:
 
 @pytest.mark.parametrize("seed", [11, 12])
 def test_short_noise_bursts_and_coughs_do_not_start_a_turn(seed: int) -> None:
+    """White and pink noise bursts and coughs of 50-400 ms, most longer than `min_speech_ms`
+    (150): Silero does not call them speech, so no minimum is needed against them."""
     rng = np.random.default_rng(seed)
-    bursts = fx.short_bursts(seed, count=20, max_ms=200.0)
-    assert all(burst.size * 1000 / fx.RATE_HZ < CONFIG.min_speech_ms for burst in bursts)
+    bursts = fx.short_bursts(seed, count=20, max_ms=400.0)
+    assert any(burst.size * 1000 / fx.RATE_HZ > CONFIG.min_speech_ms for burst in bursts)
     for index, burst in enumerate(bursts):
         pcm = fx.with_noise_floor(fx.place(burst, 1500, 1000), rng, -60)
         assert starts(detect(pcm)) == [], f"burst {index} started a turn"
@@ -254,8 +256,10 @@ def test_every_real_utterance_starts_and_stops_one_turn() -> None:
     """24 distinct sentences, Piper and five espeak-ng voices, leading silences 0.3-2.5 s, half
     of them over a -60 dBFS noise floor: none is missed, every one within the bounds. Each
     begins with 250 ms or more of speech (an isolated short first word: see the test below).
-    Measured over 240 such runs (espeak-ng output varies from call to call): started 240-332 ms
-    after the -40 dBFS onset (median 271), stopped 483-591 ms after the last -40 dBFS sample."""
+    Measured over 240 such runs (espeak-ng output varies from call to call) with a 250 ms
+    minimum speech: started 240-332 ms after the -40 dBFS onset (median 271), stopped 483-591
+    ms after the last -40 dBFS sample. An unvoiced onset Silero scores low (the /h/ of Piper's
+    "Hello": 233 ms to the start with the 120 ms minimum) delays the start by up to 200 ms."""
     rng = np.random.default_rng(5)
     for index, (engine, voice, text) in enumerate(utterances()):
         lead_ms = float(rng.uniform(300.0, 2500.0))
@@ -269,31 +273,32 @@ def test_every_real_utterance_starts_and_stops_one_turn() -> None:
         started, stopped = detections
         assert isinstance(started.event, SpeechStarted), label
         assert started.event.audio_start_ms >= onset - CONFIG.prefix_padding_ms - WINDOW_MS
-        assert onset <= started.at_ms <= onset + CONFIG.min_speech_ms + 100, label
+        assert onset <= started.at_ms <= onset + CONFIG.min_speech_ms + 200, label
         assert abs(stopped.at_ms - (offset + CONFIG.silence_duration_ms)) <= 100, label
 
 
 @pytest.mark.parametrize(("engine", "voice"), [("piper", None), ("espeak", "en-us")])
 def test_an_unvoiced_onset_starts_the_turn_a_little_later(engine: str, voice: str | None) -> None:
-    """Silero scores the /st/ of "Stop" below 0.35 (about 100 ms of it): measured 354-364 ms
-    from the -40 dBFS onset to the start, past onset + min_speech_ms + 100."""
+    """Silero scores the /st/ of "Stop" below 0.35 (100-190 ms of it): measured 354-364 ms
+    from the -40 dBFS onset to the start with min_speech_ms 250, 312 ms with 150 and 120."""
     pcm = fx.place(fx.at_peak_dbfs(fx.speech("Stop, wait a second.", engine, voice), -3.0),
                    1000, 1200)
     onset, _ = fx.active_span_ms(pcm)
     started = starts(detect(pcm))
     assert len(started) == 1
-    assert onset + CONFIG.min_speech_ms <= started[0].at_ms <= onset + CONFIG.min_speech_ms + 150
+    assert onset + CONFIG.min_speech_ms <= started[0].at_ms <= onset + CONFIG.min_speech_ms + 200
 
 
-def test_a_first_word_shorter_than_min_speech_does_not_start_the_turn() -> None:
-    """Piper's "Wait," is 224 ms of speech to Silero: with min_speech_ms = 250 the turn starts
-    with "what", after the pause; with 160 ms it starts on "Wait"."""
+def test_a_short_first_word_starts_the_turn() -> None:
+    """Piper's "Wait," is 224 ms of speech to Silero: with the default min_speech_ms (150) the
+    turn starts on "Wait"; with Silero's own default (250) it started with "what", after the
+    pause."""
     pcm = fx.place(fx.at_peak_dbfs(fx.speech("Wait, what did you just say?"), -3.0), 1000, 1200)
     onset, _ = fx.active_span_ms(pcm)
-    late = starts(detect(pcm))
+    early = starts(detect(pcm))
+    assert len(early) == 1 and early[0].at_ms <= onset + CONFIG.min_speech_ms + 100
+    late = starts(detect(pcm, config=TurnDetectionConfig(min_speech_ms=250)))
     assert len(late) == 1 and late[0].at_ms > onset + 600
-    early = starts(detect(pcm, config=TurnDetectionConfig(min_speech_ms=160)))
-    assert len(early) == 1 and early[0].at_ms <= onset + 160 + 100
 
 
 # --- TurnDetector state machine (hand-made probabilities) ---------------------------------
@@ -313,12 +318,13 @@ def feed(detector: TurnDetector, probabilities: list[float], first_end_ms: int =
 
 
 def test_min_speech_duration_gates_the_start() -> None:
-    assert feed(TurnDetector(), [0.0] * 40 + [0.9] * 7 + [0.0] * 30) == []
-    events = feed(TurnDetector(), [0.0] * 40 + [0.9] * 8 + [0.0] * 20)
+    """120 ms (the default min_speech_ms) takes four 32 ms windows; three start nothing."""
+    assert feed(TurnDetector(), [0.0] * 40 + [0.9] * 3 + [0.0] * 30) == []
+    events = feed(TurnDetector(), [0.0] * 40 + [0.9] * 4 + [0.0] * 20)
     start_ms = 40 * WINDOW_MS
     assert events == [
-        (start_ms + 8 * WINDOW_MS, SpeechStarted(start_ms - 300)),
-        (start_ms + 8 * WINDOW_MS + 512, SpeechStopped(start_ms + 8 * WINDOW_MS)),
+        (start_ms + 4 * WINDOW_MS, SpeechStarted(start_ms - 300)),
+        (start_ms + 4 * WINDOW_MS + 512, SpeechStopped(start_ms + 4 * WINDOW_MS)),
     ]
 
 
@@ -342,8 +348,8 @@ def test_silence_shorter_than_silence_duration_keeps_the_turn() -> None:
 
 
 def test_candidate_survives_short_dips_only() -> None:
-    assert len(feed(TurnDetector(), [0.9] * 4 + [0.1] * 3 + [0.9] * 3)) == 1  # 96 ms dip
-    assert feed(TurnDetector(), [0.9] * 4 + [0.1] * 4 + [0.9] * 3) == []
+    assert len(feed(TurnDetector(), [0.9] * 2 + [0.1] * 3 + [0.9] * 2)) == 1  # 96 ms dip
+    assert feed(TurnDetector(), [0.9] * 2 + [0.1] * 4 + [0.9] * 2) == []
 
 
 def test_speech_start_reaches_back_over_soft_windows() -> None:
@@ -372,7 +378,7 @@ def test_echo_gate_holds_a_candidate_until_min_speech_passed_it_throughout() -> 
         asked.append((start_ms, end_ms))
         return end_ms <= echo_until_ms
 
-    detector = TurnDetector()
+    detector = TurnDetector(TurnDetectionConfig(min_speech_ms=250))  # windows below count 250
     detector.echo_gate = gate
     quiet = [-60.0, -50.0] * 25  # no level gate any more: quiet speech starts a turn
     events = feed(detector, [0.95] * 50, levels=quiet)
@@ -400,7 +406,7 @@ def test_the_turn_audio_starts_at_the_voice_onset_not_with_the_echo_before_it(
         asked.append((from_ms, end_ms, echo_until_ms))
         return onset_ms
 
-    detector = TurnDetector()
+    detector = TurnDetector(TurnDetectionConfig(min_speech_ms=250))  # windows below count 250
     detector.echo_gate = lambda start_ms, end_ms: end_ms <= 40 * WINDOW_MS
     detector.voice_onset = voice_onset
     events = feed(detector, [0.0] * 20 + [0.95] * 50, levels=[-90.0] * 20 + [-60.0, -50.0] * 25)
@@ -484,11 +490,13 @@ def test_the_room_gate_hears_a_held_candidate_from_its_voice() -> None:
 
 
 def test_a_short_break_in_the_echo_does_not_start_a_turn() -> None:
-    """A cough over the echo opens the gate for less than min_speech_ms: no turn."""
+    """A cough over the echo opens the gate for less than the minimum speech over a reply
+    (`echo_min_speech_ms`): no turn."""
     def gate(start_ms: int, end_ms: int) -> bool:
         return not 12 * WINDOW_MS < end_ms <= 16 * WINDOW_MS
 
     detector = TurnDetector()
+    detector.assistant_playing = True
     detector.echo_gate = gate
     assert feed(detector, [0.95] * 60, levels=[-40.0, -30.0] * 30) == []
 

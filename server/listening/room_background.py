@@ -61,7 +61,7 @@ PERSON_HISTORY_MS = 10_000
 
 SETTLE_MS = 1_000
 """Age (ms) at which a window not in a turn becomes background: longer than a candidate turn
-takes to start (`min_speech_ms` 250 ms plus its lookback), so a person's first words are never
+takes to start (`echo_min_speech_ms` 200 ms plus its lookback), so a person's first words are never
 learned as the room."""
 
 LOUD_PERCENTILE = 90.0

@@ -27,7 +27,12 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from server.listening.candidate_gates import level_range_open, past_the_room
+from server.listening.candidate_gates import (
+    ended_word_heard_whole,
+    level_range_open,
+    loud_span,
+    past_the_room,
+)
 from server.listening.silero_vad import WINDOW_MS
 from server.listening.turn_events import (
     SpeechGap,
@@ -50,7 +55,15 @@ class TurnDetectionConfig:
         silence_duration_ms: non-speech after the last speech window that ends a turn
             (default 500).
         min_speech_ms: speech must last this long (ms from the start of its first window)
-            before the turn starts, so that coughs, clicks and knocks do not (default 250).
+            before the turn starts (default 120: four 32 ms windows). Silero's own
+            `get_speech_timestamps` default is 250, Pipecat's `VADParams.start_secs` 0.2 s,
+            LiveKit's `min_speech_duration` 0.05 s. At 250, a short word said quickly was
+            never a turn (issue 24: espeak-ng "No." and "Stop." at 250-280 words/min, 163-288
+            ms of sound, Piper "Wait." at length scale 0.7); at 150, Piper "Hey." at length
+            scale 0.6 (120 ms of sound) at some window offsets. Coughs and noise bursts
+            of 50-400 ms start none (Silero does not call them speech:
+            `tests/test_vad.py`), the room's babble and TV none
+            (`benchmarks/bench_rooms.py`, the room gate).
         echo_min_speech_ms: used instead of `min_speech_ms` while the assistant is playing
             (default 200, Pipecat's `VADParams.start_secs`). A candidate then opens only at
             `echo_threshold`, later than at `threshold`: Piper "Nope." (about 190 ms of sound)
@@ -105,7 +118,7 @@ class TurnDetectionConfig:
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
-    min_speech_ms: int = 250
+    min_speech_ms: int = 120
     echo_min_speech_ms: int = 200
     hysteresis: float = 0.15
     candidate_gap_ms: int = 96
@@ -161,11 +174,8 @@ part, not only in it (a -10 dB reverberant echo with a person's voice at its end
 at a lag 200 ms off, the turn's audio taken from 500 ms of echo before the voice)."""
 
 HELD_WINDOWS = 128
-"""Window levels kept of a candidate (4 s) for `TurnDetector._loud_span`."""
+"""Window levels kept of a candidate (4 s) for `candidate_gates.loud_span`."""
 
-HELD_LOUD_DB = 10.0
-"""A reconsidered candidate's turn starts where its speech came this close (dB) to its
-loudest window."""
 
 class TurnDetector:
     """OpenAI `server_vad` turn detection over VAD windows; sans-I/O (no model, no clock).
@@ -180,9 +190,10 @@ class TurnDetector:
       start of that window, or up to `ONSET_LOOKBACK_MS` earlier over the unbroken run of
       windows >= low right before it;
     - candidate: windows >= low continue it, dips below low longer than `candidate_gap_ms`
-      drop it silently; on a window >= low once it lasted `min_speech` ms, its recent
-      levels pass the `min_level_range_db` gate and `echo_gate` does not call it echo,
-      `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
+      drop it silently (over a reply, one that lasted `min_speech_ms` is judged whole once it
+      ended: `candidate_gates.ended_word_heard_whole`); on a window >= low once it lasted
+      `min_speech` ms, its recent levels pass the `min_level_range_db` gate and `echo_gate`
+      does not call it echo, `SpeechStarted(max(0, start - prefix_padding_ms))` is returned;
     - speaking: a window >= low is speech; once the windows below low reach
       `silence_duration_ms` past the end of the last speech window, `SpeechStopped(end of the
       last speech window)` is returned. (faster-whisper's `get_speech_timestamps` lets a
@@ -214,7 +225,7 @@ class TurnDetector:
     candidate's speech is the room's background, not the person: like an echo rejection, the
     candidate's start then moves to that window's end, so a turn needs `min_speech_ms` of
     speech the room gate passed (a candidate the echo gate held back is judged from where its
-    voice came in, within `HELD_LOUD_DB` of its loudest window, when that is earlier), and
+    voice came in, `candidate_gates.loud_span`, when that is earlier), and
     once passed it starts past the room's windows (`past_the_room`); in a
     turn, a window the room gate calls background counts toward the silence (a TV talking on
     after the person stopped ends the turn). A candidate the echo gate held back is judged
@@ -331,6 +342,9 @@ class TurnDetector:
                     self._held = (self._loud_span()[0], self._speech_end_ms)
                 else:
                     self._drop_run(self._first_ms(), self._speech_end_ms)
+                    if ended_word_heard_whole(self.assistant_playing, self._start_ms,
+                                              self._speech_end_ms, config, self._levels):
+                        self._held = (self._start_ms, self._speech_end_ms)
                 self._drop_candidate()
             return None
         self._speech_end_ms = window_end_ms
@@ -393,24 +407,14 @@ class TurnDetector:
         return started
 
     def _loud_span(self) -> tuple[int, int]:
-        """(start, end) ms of the current candidate's windows within `HELD_LOUD_DB` of its
-        loudest: from the start of the first such window to the end of the last (its speech
-        from its first window to its last when a level is unknown). A candidate held back as
-        echo and then found to be more than the echo may have begun on a quieter echo, before
-        the voice that made it more, and may go on with a quieter echo after that voice."""
-        first_ms = self._first_ms()
-        if not self._levels or any(level is None for _, level in self._levels):
-            return first_ms, self._speech_end_ms
-        levels = [(end_ms, level) for end_ms, level in self._levels if level is not None]
-        loudest = max(level for _, level in levels)
-        loud = [end_ms for end_ms, level in levels if level >= loudest - HELD_LOUD_DB]
-        return max(first_ms, loud[0] - WINDOW_MS), loud[-1]
+        """`candidate_gates.loud_span` of the current candidate."""
+        return loud_span(self._levels, self._first_ms(), self._speech_end_ms)
 
     def _remember(self, window_end_ms: int, level_dbfs: float | None) -> None:
-        """Keep the levels of the candidate's windows that end within the last `min_speech_ms`."""
+        """Keep the levels of the candidate's windows that end within its `min_speech`."""
         self._recent.append((window_end_ms, level_dbfs))
         self._levels.append((window_end_ms, level_dbfs))
-        span = max(self.config.min_speech_ms, WINDOW_MS)
+        span = max(self.config.min_speech(self.assistant_playing), WINDOW_MS)
         while self._recent[0][0] <= window_end_ms - span:
             self._recent.popleft()
 

@@ -46,6 +46,9 @@ _EVENT_PHONEME = 7
 _WORD_END_EVENTS = frozenset({_EVENT_WORD, _EVENT_SENTENCE, _EVENT_END, _EVENT_MSG_TERMINATED})
 _INT16_SCALE = 32768.0
 DEFAULT_VOICE = "en-us"
+_ESPEAK_RATE = 1
+DEFAULT_RATE_WPM = 175
+"""espeak-ng's default speaking rate (words per minute; `espeakRATE` in speak_lib.h)."""
 RAND_SEED = 0
 """Seed of espeak-ng's random generator before each call of a deterministic `EspeakSynthesizer`."""
 
@@ -123,6 +126,7 @@ class EspeakEngine:
         self._lib.espeak_SetVoiceByName.argtypes = (ctypes.c_char_p,)
         self._lib.espeak_ng_SetPhonemeEvents.argtypes = (ctypes.c_int, ctypes.c_int)
         self._lib.espeak_ng_SetRandSeed.argtypes = (ctypes.c_long,)
+        self._lib.espeak_SetParameter.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int)
         self._lib.espeak_Synth.argtypes = (
             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
             ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
@@ -139,14 +143,16 @@ class EspeakEngine:
         self._lib.espeak_SetSynthCallback(self._callback)
 
     def synthesize(self, text: str, voice: str = DEFAULT_VOICE,
-                   rand_seed: int | None = None) -> EspeakOutput:
+                   rand_seed: int | None = None, rate_wpm: int | None = None) -> EspeakOutput:
         """Synthesize `text` with the espeak-ng voice `voice` (e.g. "en-us").
 
         Returns PCM at `sample_rate_hz` (22050) and the WORD events. Empty text gives no audio.
         `rand_seed`: seed espeak-ng's random generator first (`espeak_ng_SetRandSeed`), so
         that the noise of voices that breathe (the "+f3" variants) is the same in every
         process; None leaves it running (libespeak-ng seeds it once, differently in every
-        process: measured, "en-us+f3" gave other samples in each of two processes). Other
+        process: measured, "en-us+f3" gave other samples in each of two processes).
+        `rate_wpm`: speak at this many words per minute (`espeakRATE`, 80-450) for this call
+        only; None: espeak-ng's default, `DEFAULT_RATE_WPM`. Other
         global state no call resets still carries from call to call: the same text said
         again gives a length a few samples different (measured: 4 calls, 4 lengths within
         17 samples), so output depends on what the library spoke before in the process.
@@ -160,6 +166,10 @@ class EspeakEngine:
                 raise ValueError(f"unknown espeak-ng voice {voice!r}")
             if rand_seed is not None:
                 self._lib.espeak_ng_SetRandSeed(rand_seed)
+            if self._lib.espeak_SetParameter(
+                    _ESPEAK_RATE, DEFAULT_RATE_WPM if rate_wpm is None else rate_wpm,
+                    0) != _EE_OK:
+                raise ValueError(f"espeak-ng refused the rate {rate_wpm} words/min")
             self._pcm = []
             self._events = []
             data = text.encode()
@@ -255,9 +265,11 @@ there, most of it the interpreter and numpy starting)."""
 
 
 def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
-                                rand_seed: int = RAND_SEED) -> EspeakOutput:
+                                rand_seed: int = RAND_SEED,
+                                rate_wpm: int | None = None) -> EspeakOutput:
     """`EspeakEngine.synthesize` in a new Python process whose libespeak-ng has spoken nothing
-    before: the output depends on `text`, `voice` and `rand_seed` only. In-process calls carry
+    before: the output depends on `text`, `voice`, `rand_seed` and `rate_wpm` (as for
+    `EspeakEngine.synthesize`) only. In-process calls carry
     the library's hidden state from call to call (its glottal phase, pitch flutter and echo
     buffers are static variables that neither `espeak_Terminate` nor a new `espeak_Initialize`
     resets; measured: "Okay." in en-029 gave 9,474 samples fresh, 9,467 said again, 9,473
@@ -269,7 +281,7 @@ def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
         RuntimeError: when synthesis fails in the process or the process does.
     """
     done = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps(
-        (text, voice, rand_seed)), capture_output=True, timeout=FRESH_PROCESS_TIMEOUT_S,
+        (text, voice, rand_seed, rate_wpm)), capture_output=True, timeout=FRESH_PROCESS_TIMEOUT_S,
         check=False)
     if done.returncode != 0:
         raise RuntimeError(f"espeak-ng in a fresh process failed: {done.stderr.decode()[-500:]}")
@@ -281,12 +293,12 @@ def synthesize_in_fresh_process(text: str, voice: str = DEFAULT_VOICE,
 
 
 def _serve_one_synthesis() -> None:
-    """The fresh process of `synthesize_in_fresh_process`: (text, voice, seed) pickled on
+    """The fresh process of `synthesize_in_fresh_process`: (text, voice, seed, rate) pickled on
     stdin; ("ok", float32 PCM bytes, the words' fields) or (the error's class name, b"", its
     message) pickled on stdout (plain values: this module runs as `__main__` here)."""
-    text, voice, rand_seed = pickle.loads(sys.stdin.buffer.read())
+    text, voice, rand_seed, rate_wpm = pickle.loads(sys.stdin.buffer.read())
     try:
-        output = EspeakEngine().synthesize(text, voice, rand_seed)
+        output = EspeakEngine().synthesize(text, voice, rand_seed, rate_wpm)
     except (ValueError, RuntimeError) as error:
         result: tuple[str, bytes, Any] = (type(error).__name__, b"", str(error))
     else:
