@@ -32,7 +32,7 @@ is timed (each transcription's wall time, `TimedTranscriber`): on a loaded machi
 of the gap, so the gap is also shown without the wait for the deciding transcript (run with
 `--parallel 1` for that column: transcriptions are then attributed to one trial). Prints the
 command, machine facts, one row per recording and a summary with PASS/FAIL; exit status 1 when
-a target fails. About 10 minutes with `--parallel 2` on an idle 2-core machine.
+a target fails. About 15 minutes with `--parallel 2` on an idle 2-core machine.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_backchannel`.
 """
