@@ -266,7 +266,8 @@ SERVER_CONSTANTS = {
     "roomEchoCorrelation": echo.ROOM_ECHO_CORRELATION,
     "roomEchoStepMs": echo_path.LEARN_STEP_MS,
     "roomEchoSpanMs": echo.MAX_SPAN_MS,
-    "roomTurnMinMs": TurnDetectionConfig().min_speech_ms,
+    "roomTurnMinMs": max(TurnDetectionConfig().min_speech_ms,
+                         TurnDetectionConfig().echo_min_speech_ms),
 }
 """The page's room parameters (web/room-background.js ROOM_CONFIG) and the server constants
 they are (server/listening/room_background.py, echo.py, echo_path.py)."""

@@ -20,7 +20,7 @@
  *   the room), and the frames before a candidate outside turns, playback and dropped
  *   candidates. Also learned:
  *   the turns the server's VAD did not take for the person (`confirmTurns`; outside playback
- *   or where the echo does not rule, and not shorter than the server's `min_speech_ms`,
+ *   or where the echo does not rule, and not shorter than the server's longer minimum speech,
  *   `roomTurnMinMs`: an "Uh." that fired the page is a person's sound the server dropped;
  *   a TV's sentences fire the page's VAD, which cannot tell a TV's voice from the person's,
  *   but the server's keeps the room's background and the person's level too; without server
@@ -75,7 +75,9 @@ export const ROOM_CONFIG = Object.freeze({
   roomHistoryMs: 10000, // the background: the last this much of room learned
   roomSettleMs: 1000, // a frame outside turns and playback becomes background this old
   roomConfirmMs: 2000, // a turn the server's VAD did not confirm this long after is the room,
-  roomTurnMinMs: 250, // unless its speech was shorter than this (the server's min_speech_ms)
+  roomTurnMinMs: 200, // unless its speech was shorter than this (the server's echo_min_speech_ms,
+  // its minimum while a reply plays; min_speech_ms, 120, otherwise: the longer, so no sound the
+  // server may have dropped for its length is learned)
   roomPercentile: 90, // the background's loud levels (per band), the person's level
   roomAboveDb: 12, // a candidate needs a frame this much more energy than the background
   roomYoungMs: 4000, // until this much room was heard, a candidate needs up to ...
