@@ -189,3 +189,18 @@ async def speak_over_reply(client: RealtimeClient, reply: str, mic_16k: np.ndarr
         played_ms=page.played_ms(),
         resumed_at=page.resumed_at,
     )
+
+
+async def cut_over_reply(ws_url: str, reply: str, mic_16k: np.ndarray,
+                         interruption: dict[str, Any] | None = None) -> Outcome:
+    """`speak_over_reply` on a new connection to `ws_url`, waiting for the person's turn to be
+    transcribed too; asserts what an interruption does: the reply paused once, at the speech's
+    start, never resumed on a backchannel, and cancelled. The outcome, for more checks."""
+    async with RealtimeClient.connect(ws_url) as client:
+        outcome = await speak_over_reply(client, reply, mic_16k, interruption)
+        await client.wait_for("conversation.item.input_audio_transcription.completed",
+                              timeout=30)
+    assert [e["reason"] for e in outcome.paused] == ["speech_started"]
+    assert outcome.resumed == [] and outcome.backchannels == []
+    assert outcome.status == "cancelled"
+    return outcome

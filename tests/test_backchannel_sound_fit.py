@@ -15,14 +15,12 @@ from server.listening.backchannel import Decision, Verdict, classify, readings_t
 from server.listening.backchannel_fit import MAX_VOICELESS_TAIL_MS, fits
 from server.listening.prosody import analyse
 from tests import speech_fixtures
-from tests.pausing_page import speak_over_reply
-from tests.realtime_client import RealtimeClient
+from tests.pausing_page import cut_over_reply
 from tests.test_asr import decision_audio
+from tests.test_backchannel_done import PATIENT, REPLY
 from tests.test_backchannel_kinds import decided
 
 RATE = speech_fixtures.RATE_HZ
-REPLY = "say: First, open the settings app. Then tap on Wi-Fi and choose your network."
-PATIENT = {"pause_timeout_ms": 20000}
 
 
 @pytest.mark.parametrize(("text", "engine", "voice", "read"), [
@@ -122,13 +120,7 @@ async def test_an_interruption_read_as_an_acknowledgment_cuts_the_reply(
     mic = np.concatenate([speech_fixtures.silence(900),
                           speech_fixtures.speech(text, engine, voice),
                           speech_fixtures.silence(2500)])
-    async with RealtimeClient.connect(server.ws_url) as client:
-        outcome = await speak_over_reply(client, REPLY, mic, PATIENT)
-        await client.wait_for("conversation.item.input_audio_transcription.completed",
-                              timeout=30)
-    assert [e["reason"] for e in outcome.paused] == ["speech_started"]
-    assert outcome.resumed == [] and outcome.backchannels == []
-    assert outcome.status == "cancelled"
+    await cut_over_reply(server.ws_url, REPLY, mic, PATIENT)
 
 
 @pytest.mark.parametrize(("text", "voice", "misread"), [

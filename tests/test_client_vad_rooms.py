@@ -339,7 +339,7 @@ async def test_a_persons_own_short_sound_is_never_learned_as_the_room(
     server's VAD asked for, "Uh." fired the page and was a turn the server never confirmed:
     the page learned it as the room `roomConfirmMs` (2 s) later, in the last second before
     "Stop." 2 s after it, and "Stop." never fired the page. Now a turn whose speech is shorter
-    than the server's `min_speech_ms` (`roomTurnMinMs`) is never learned, and the last
+    than the server's longer minimum speech (`roomTurnMinMs`) is never learned, and the last
     second's rise is its upper quartile's: either rule alone fixes it."""
     mic, onset_ms = uh_then_stop(playing, gap_ms)
     reply = reply_16k() if playing else None
