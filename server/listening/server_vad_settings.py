@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 SPEECH_DETECTION_LATENCY_MS = 1000
 """Input audio kept beyond the prefix padding before the start of the newest append while no
-speech is detected: server VAD reports a speech start up to its minimum speech duration (250 ms)
-plus a few 32 ms windows after the onset, and the committed utterance must still reach back to
-the onset minus the padding. Counted from where the VAD's input ends before the append, not from
-the end of the buffer, so an append of any size is seen whole by the VAD first."""
+speech is detected: server VAD reports a speech start up to its minimum speech duration (120 ms;
+200 ms while a reply plays) plus a few 32 ms windows after the onset, and the committed
+utterance must still reach back to the onset minus the padding. Counted from where the VAD's
+input ends before the append, not from the end of the buffer, so an append of any size is seen
+whole by the VAD first."""
 
 UTTERANCE_TAIL_MS = 300
 """Audio committed for transcription after a speech stop's `audio_end_ms`: Silero scores a
