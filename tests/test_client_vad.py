@@ -245,13 +245,14 @@ async def test_a_stop_closure_at_the_minimum_duration_does_not_delay_the_fire(
 ) -> None:
     """The stop closure of "Ju|st a second" falls silent around 200 ms after the onset: the
     voiced candidate fires on the frame that completes `minSpeechMs` anyway, inside the
-    closure, instead of waiting for the next syllable (`closureMs` 0: 40-60 ms later)."""
+    closure, instead of waiting for the next syllable (`closureMs` 0 and no ended word judged
+    whole, `minWordMs` out of reach: 40-60 ms later)."""
     person = speech_fixtures.speech("Just a second, let me grab a pen.")
     mic = speech_fixtures.place(person, 1000.0)
     events = await run_vad(mic, reply)
     onset, fired = of_type(events, "onset")[0], of_type(events, "fired")[0]
     assert fired["ms"] - onset["ms"] == 190, events
-    without = await run_vad(mic, reply, closureMs=0)
+    without = await run_vad(mic, reply, closureMs=0, minWordMs=10_000)
     late = of_type(without, "fired")[0]["ms"] - of_type(without, "onset")[0]["ms"]
     assert late >= 220, without
 

@@ -221,16 +221,17 @@ export class EchoPath {
    * browser's audio processing settles on it), is held (share 0) until a path can be learned.
    * Holding only the too-short echo, a -12 dB echo correlating 0.94 whose first fit failed
    * fired the page about 340 ms into the reply (3 of 138 own-echo cases); holding neither,
-   * 2 of 15 runs.
+   * 2 of 15 runs. `skip(t)`: the frame that started at t (s) is not judged (vad.js: a
+   * transient's, transients.js).
    */
-  unexplained(mic, echo, fromS, nowS, floor) {
+  unexplained(mic, echo, fromS, nowS, floor, skip = null) {
     if (!this.established) {
       const check = this.lastCheck;
       const likely = check !== null && check.likeness >= FIRST_ECHO_LIKENESS;
       return { share: likely ? 0 : 1, firstS: fromS };
     }
     const rows = alignedRows(mic, echo, fromS, nowS, this.lagMs, this.#config);
-    const judged = this.#judge(rows, this.gainDb, floor, fromS);
+    const judged = this.#judge(rows, this.gainDb, floor, fromS, skip);
     return { share: judged.unexplained, firstS: judged.firstS };
   }
 
@@ -238,7 +239,7 @@ export class EchoPath {
    * Aligned rows against `gain`: {audibleMs, consistent, unexplained, firstS} (shares of the
    * audible frames; firstS: the first unexplained frame at or after `fromS`, or null).
    */
-  #judge(rows, gain, floor, fromS) {
+  #judge(rows, gain, floor, fromS, skip = null) {
     const c = this.#config;
     const slack = Math.round(c.echoSlackMs / c.frameMs);
     let audible = 0;
@@ -246,6 +247,7 @@ export class EchoPath {
     let unexplained = 0;
     let firstS = null;
     rows.mic.forEach((row, i) => {
+      if (skip?.(rows.times[i])) return;
       const { audible: heard, excessDb, differenceDb } = compareRow(
         row, predictAt(rows.output, i, slack, gain), floor, c);
       if (!heard) return;

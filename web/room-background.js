@@ -278,6 +278,15 @@ export class RoomBackground {
     for (const frame of frames) frame.held = true;
   }
 
+  /** The frames from `fromS` to `toS` (s, frame start times) are a transient (transients.js:
+   * a cough, a clap, a knock, a dropped cup): never learned as background nor counted in the
+   * room's last second (the server's rule, room_background.py with transients.py). */
+  transient(fromS, toS) {
+    for (const frame of this.#recent) {
+      if (frame.t >= fromS - 1e-6 && frame.t < toS - 1e-6) frame.held = true;
+    }
+  }
+
   /** The person's turn started at `fromS` (a candidate fired): its frames are never room,
    * unless the server's VAD does not confirm it (`confirmTurns`). */
   turnStarted(fromS) {

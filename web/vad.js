@@ -72,11 +72,19 @@
  *   TV, a fan; it follows a rising gain and falls when the room falls) explains, and its
  *   loudest frame is near the person's own level; otherwise it is held back as the room
  *   ('room') and judged again on every frame. Its parameters are ROOM_CONFIG's.
+ * - transients (issue 24; transients.js, the server's rule): a candidate due to fire on a frame
+ *   of a run that may still be a cough, a clap, a knock or a dropped cup (loud over the room,
+ *   no speech in it, not yet longer than `transientMaxMs`) is held back ('transient') and
+ *   judged again on every frame: it fires on a later frame of speech, or once the run outlasts
+ *   `transientMaxMs` (the server's VAD never starts a turn on such a sound: Silero does not
+ *   score it as speech). Three knocks and a dropped cup at -10 dBFS peak fired the page's VAD
+ *   at 190 ms (tests/test_client_vad_rooms.py); a transient's frames are never the room's.
  */
 import { BandEnvelope } from './band-envelope.js';
 import { RoomEchoRules, echoLikeness } from './echo-correlation.js';
 import { EchoPath } from './echo-path.js';
 import { ROOM_CONFIG, RoomBackground } from './room-background.js';
+import { TRANSIENT_CONFIG, TransientDetector, speechFrame } from './transients.js';
 import { Voicing } from './voicing.js';
 
 
@@ -90,6 +98,7 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   frameMs: 10, // analysis frame
   levelHighPassHz: 100, // the level is measured above this (rumble, a burst's low-frequency tail)
   minSpeechMs: 200, // speech held this long (frames at/above release) before the VAD fires
+  minWordMs: 120, // a voiced candidate that ended after this much speech is judged whole
   hangoverMs: 200, // this long below the release threshold ends speech (or drops a candidate)
   closureMs: 100, // a candidate may fire inside a dip this short (a stop closure) ...
   minVoicedMs: 40, // ... once this much of it was voiced (a vowel's nucleus)
@@ -127,6 +136,7 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoLearnMs: 500, // the echo path is learned this often while the assistant plays ...
   echoRelearnMs: 100, // ... and at most this often while a candidate is judged
   ...ROOM_CONFIG, // the room's background and the person's level (room-background.js)
+  ...TRANSIENT_CONFIG, // coughs, claps, knocks, a dropped cup (transients.js)
 });
 
 /** Floor of every level in dBFS (digital silence). */
@@ -318,6 +328,8 @@ export class LevelHistory {
  *   'room'     the candidate was due to fire but the room's background explains it
  *              (room-background.js); it stays a candidate, judged again on every frame, and
  *              starts over ('onset') at the first frame clearly above the room;
+ *   'transient' the candidate was due to fire on a frame of a run that may still be a
+ *              transient (transients.js); it stays a candidate, judged again on every frame;
  *   'fired'    the candidate held `minSpeechMs` (state 'fired'): a barge-in, if the assistant
  *              is speaking;
  *   'released' speech (a candidate or fired speech) ended after `hangoverMs` below release
@@ -337,10 +349,18 @@ export class EnergyVad {
   likeness = null;
   /** share of the current candidate's frames the echo path does not explain, or null */
   unexplained = null;
-  /** the current candidate is held back: null | 'echo' | 'room' */
+  /** the current candidate is held back: null | 'echo' | 'room' | 'transient' */
   held = null;
   #gapMs = 0;
   #voicedMs = 0;
+  /** start time (s) of the current candidate's latest frame at or above release */
+  #lastLoudS = null;
+  /** the current candidate has a frame of speech (transients.js speechFrame) */
+  #spoken = false;
+  /** the band row of the latest frame */
+  #row = null;
+  /** the transients found of late: {fromS, toS} (s), oldest first */
+  #transientSpans = [];
   /** loudest frame (dBFS) of the current candidate */
   #peakDb = SILENCE_DB;
   /** start time (s) of the first frame analysed (the capture's start) */
@@ -358,6 +378,7 @@ export class EnergyVad {
     this.room = new RoomBackground(config);
     this.echoRules = new RoomEchoRules(config);
     this.room.echoRules = (timeS) => this.echoRules.rules(timeS);
+    this.transients = new TransientDetector(config);
     /** band rows of the last echoWindowMs of microphone frames, by frame start time */
     this.levels = new LevelHistory((config.echoWindowMs + 2 * config.frameMs) / 1000);
     this.bands = null;
@@ -373,7 +394,7 @@ export class EnergyVad {
   /**
    * Analyse one frame that started at `timeS` (seconds).
    * @param {Float32Array} samples
-   * @returns {Array<'onset'|'echo'|'room'|'fired'|'released'>}
+   * @returns {Array<'onset'|'echo'|'room'|'transient'|'fired'|'released'>}
    */
   process(samples, timeS) {
     const c = this.#config;
@@ -387,12 +408,17 @@ export class EnergyVad {
     const level = rmsDb(this.highPass.filter(samples));
     this.levelDb = level;
     this.playing = this.echo.playingAt(timeS);
+    this.voicingMeter.push(samples);
     for (const row of this.bands.push(samples)) {
       this.levels.push(timeS, row);
       if (this.playing) this.echoRules.update(timeS, this.levels, this.echo);
       this.room.push(timeS, row, this.playing, this.held === 'echo');
+      this.#row = row;
+      const found = this.transients.push(timeS, level,
+        () => speechFrame(row, this.voicingMeter.strength(), c),
+        this.state !== 'fired' && this.held !== 'echo');
+      if (found) this.#transientFound(found.fromS, found.toS);
     }
-    this.voicingMeter.push(samples);
     this.noiseFloorDb ??= clamp(level, c.minNoiseFloorDb, c.maxNoiseFloorDb);
     const margin = this.playing ? c.playingOnsetMarginDb : c.onsetMarginDb;
     const echoDb = this.echo.levelAt(timeS) + c.echoCouplingDb + c.echoMarginDb;
@@ -442,21 +468,24 @@ export class EnergyVad {
       this.unexplained = null;
       this.#gapMs = 0;
       this.#voicedMs = 0;
+      this.#spoken = false;
       this.held = null;
-      this.#countVoiced(c);
+      this.#countVoiced(c, timeS);
       return ['onset', ...this.#hold(c, timeS)];
     }
     this.#peakDb = Math.max(this.#peakDb, level);
     const tail = level <= this.#peakDb - c.tailBelowPeakDb;
     if (level >= release && !tail) {
       this.#gapMs = 0;
-      this.#countVoiced(c);
+      this.#countVoiced(c, timeS);
       return this.state === 'speech' ? this.#hold(c, timeS) : [];
     }
     this.#gapMs += c.frameMs;
     if (this.#gapMs < c.hangoverMs) {
       const closure = this.#gapMs <= c.closureMs && this.#voicedMs >= c.minVoicedMs;
-      return this.state === 'speech' && closure ? this.#hold(c, timeS) : [];
+      const endedWord = this.#spoken
+        && (this.#lastLoudS - this.onsetTime) * 1000 + c.frameMs >= c.minWordMs - 1e-6;
+      return this.state === 'speech' && (closure || endedWord) ? this.#hold(c, timeS) : [];
     }
     if (this.state === 'fired') this.room.turnEnded(timeS);
     else this.room.speechDropped(this.#candidateS, timeS - c.hangoverMs / 1000);
@@ -466,9 +495,31 @@ export class EnergyVad {
     return ['released'];
   }
 
-  /** Count the current frame (at or above the release threshold) as voiced if it is. */
-  #countVoiced(c) {
-    if (this.voicingMeter.strength() >= c.voicingThreshold) this.#voicedMs += c.frameMs;
+  /**
+   * The frames from `fromS` to `toS` (s) were a transient (transients.js): never the room's,
+   * nor judged by the echo path (`#inTransient`): a knock over the reply's echo is energy the
+   * echo does not explain, and a candidate of the echo with a knock in it fired the page.
+   */
+  #transientFound(fromS, toS) {
+    this.room.transient(fromS, toS);
+    this.#transientSpans.push({ fromS, toS });
+    const keptS = toS - (this.#config.echoWindowMs + this.#config.echoShareSpanMs) / 1000;
+    while (this.#transientSpans[0].toS < keptS) this.#transientSpans.shift();
+  }
+
+  /** Whether the frame that started at `timeS` (s) is of a transient found. */
+  #inTransient(timeS) {
+    return this.#transientSpans.some(({ fromS, toS }) => timeS >= fromS - 1e-6
+      && timeS < toS - 1e-6);
+  }
+
+  /** The current frame, starting at `timeS`, is at or above the release threshold: count it
+   * as voiced if it is, and as speech (`#spoken`) if it is (transients.js speechFrame). */
+  #countVoiced(c, timeS) {
+    this.#lastLoudS = timeS;
+    const strength = this.voicingMeter.strength();
+    if (strength >= c.voicingThreshold) this.#voicedMs += c.frameMs;
+    if (!this.#spoken && this.#row) this.#spoken = speechFrame(this.#row, strength, c);
   }
 
   /**
@@ -482,6 +533,7 @@ export class EnergyVad {
   #hold(c, timeS) {
     const heldMs = (timeS - this.onsetTime) * 1000 + c.frameMs;
     if (heldMs < c.minSpeechMs - 1e-6) return []; // frame times are float seconds
+    if (this.transients.possible && !this.#spoken) return this.#holdBack('transient');
     const fromS = this.held === null ? this.onsetTime
       : Math.min(this.onsetTime, timeS - (c.echoShareSpanMs - c.frameMs) / 1000);
     const { times, rows } = this.levels.between(fromS, timeS);
@@ -494,7 +546,7 @@ export class EnergyVad {
       }
       this.likeness = this.path.lastCheck?.likeness ?? null;
       const { share, firstS } = this.path.unexplained(this.levels, this.echo, fromS, timeS,
-        this.room.floor());
+        this.room.floor(), (t) => this.#inTransient(t));
       this.unexplained = share;
       if (share < c.echoUnexplainedShare) return this.#holdBack('echo');
       if (this.held === 'echo') return this.#restart(c, firstS ?? timeS, timeS);
@@ -505,7 +557,8 @@ export class EnergyVad {
     return ['fired'];
   }
 
-  /** Hold the candidate back as `kind` ('echo' | 'room'): the event on the first frame only. */
+  /** Hold the candidate back as `kind` ('echo' | 'room' | 'transient'): the event on the first
+   * frame only. */
   #holdBack(kind) {
     if (this.held === kind) return [];
     this.held = kind;
