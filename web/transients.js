@@ -5,8 +5,9 @@
  * Times are seconds on one clock; levels dBFS.
  *
  * A transient is a run of frames that rises out of the room (the frame before it is within
- * `transientEdgeDb` of the room's level, or, the page's own, `transientRiseDb` below it, the `transientPercentile` of the last
- * `transientReferenceMs` of the room's own frames), stays `transientEdgeDb` over that level for
+ * `transientEdgeDb` of the room's level, the `transientPercentile` of the last
+ * `transientReferenceMs` of the room's own frames, or, the page's own, `transientRiseDb`
+ * below it), stays `transientEdgeDb` over that level for
  * at most `transientMaxMs`, reaches `transientAboveDb` over it, has no frame of speech, and falls
  * back within `transientEdgeDb` of the room's level. Frames that are not the room's (a turn's,
  * a candidate held back as the reply's echo) are not judged and break a run.

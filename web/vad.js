@@ -482,8 +482,9 @@ export class EnergyVad {
     }
     this.#gapMs += c.frameMs;
     if (this.#gapMs < c.hangoverMs) {
-      const closure = this.#gapMs <= c.closureMs && this.#voicedMs >= c.minVoicedMs;
-      const endedWord = this.#spoken
+      const dip = this.#gapMs <= c.closureMs;
+      const closure = dip && this.#voicedMs >= c.minVoicedMs;
+      const endedWord = dip && this.#spoken && this.held !== 'echo'
         && (this.#lastLoudS - this.onsetTime) * 1000 + c.frameMs >= c.minWordMs - 1e-6;
       return this.state === 'speech' && (closure || endedWord) ? this.#hold(c, timeS) : [];
     }
