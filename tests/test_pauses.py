@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from server.listening.quiet_after_speech import HeardSound
 from server.listening.server_vad_settings import DECISION_TAIL_MS, UTTERANCE_TAIL_MS
 from server.realtime.effects import (
     DecideTranscription,
@@ -74,9 +75,9 @@ def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn()
     item_id = session.input_turns.speech_turn[0]
     session.set_clock(1200.0)
     session.turn_taking.on_prepared_transcription(item_id, "Uh-uh.")
-    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS - 1)
+    session.turn_taking.on_vad_position(HeardSound(700 + RESUME_SILENCE_MS - 1))
     assert session.take_events() == [], "held until the person is done"
-    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS)
+    session.turn_taking.on_vad_position(HeardSound(700 + RESUME_SILENCE_MS))
     events = session.take_events()
     assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
     assert events[0]["transcript"] == "Uh-uh." and events[0]["rule"] == "murmur_h"
@@ -106,9 +107,9 @@ def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_deci
     session.turn_taking.on_speech_gap(650)
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay.")
-    session.turn_taking.on_vad_position(650 + 350)
+    session.turn_taking.on_vad_position(HeardSound(650 + 350))
     session.turn_taking.on_speech_resumed()
-    session.turn_taking.on_vad_position(650 + RESUME_SILENCE_MS + 400)
+    session.turn_taking.on_vad_position(HeardSound(650 + RESUME_SILENCE_MS + 400))
     assert session.take_events() == [], "no resume: the person was not done"
     session.turn_taking.on_speech_gap(1400)
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
