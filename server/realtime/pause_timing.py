@@ -17,8 +17,8 @@ class PauseTiming:
     """Readings taken while one reply was paused.
 
     Attributes:
-        heard_at_pause_ms: input position (ms) server VAD had heard up to when the reply paused
-            (the speech start it reported lies before it).
+        heard_at_pause_ms: input position (ms) server VAD had judged up to with the audio
+            whose speech start paused the reply (the speech start lies before it).
         asked_ms: session clock (ms) when the deciding transcription was asked for (the
             utterance's gap of silence), None before.
         decided_ms: session clock (ms) of the verdict, None before.
@@ -35,6 +35,10 @@ class PauseTiming:
     quiet_ms: float | None = None
     silence_from_ms: int | None = None
     heard_at_quiet_ms: int | None = None
+
+    def not_quiet(self) -> None:
+        """The person spoke again: the quiet noted before did not end the utterance."""
+        self.quiet_ms = self.silence_from_ms = self.heard_at_quiet_ms = None
 
     def as_wire(self, paused_at_ms: float) -> dict[str, int | None]:
         """The readings as `response.resumed.timing` (ms each, None when not reached):

@@ -166,7 +166,6 @@ class ReplyPauses:
             return
         response.paused = True
         self.current = Pause(response.id, self._clock(), audio_end_ms, reason)
-        self.current.timing.heard_at_pause_ms = self._heard.heard_ms
         turn = self._turns.speech_turn
         if turn is not None:
             self.current.item_id, self.current.speech_start_ms = turn
@@ -186,6 +185,7 @@ class ReplyPauses:
             return False
         pause.item_id, pause.speech_start_ms = item_id, audio_start_ms
         pause.held = pause.silent_since_ms = pause.hold_until_ms = None
+        pause.timing.not_quiet()
         return True
 
     def silent(self, item_id: str | None, audio_end_ms: int) -> None:
@@ -205,6 +205,7 @@ class ReplyPauses:
         if pause is not None and item_id is not None and pause.item_id == item_id:
             pause.silent_since_ms = None
             pause.held = None
+            pause.timing.not_quiet()
         again = item_id is not None and pause is None and self._resumed_turn == item_id
         if again:
             self._resumed_turn = None
@@ -231,6 +232,8 @@ class ReplyPauses:
         counts from server VAD's speech end): a held backchannel followed by
         `RESUME_SILENCE_MS` of quiet resumes the reply now."""
         self._heard = heard
+        if self.current is not None and self.current.timing.heard_at_pause_ms is None:
+            self.current.timing.heard_at_pause_ms = heard.heard_ms
         self._release_held()
 
     def _silence_from(self, pause: Pause) -> int:
@@ -243,23 +246,31 @@ class ReplyPauses:
         return max(self._heard.sound_end_ms, pause.silent_since_ms - SOUND_END_LEAD_MS)
 
     def _release_held(self) -> None:
-        """Resume on a held backchannel when the silence after it is long enough."""
+        """Note when the silence after the deciding turn's speech became long enough (the
+        person is done), and then resume on a held backchannel."""
         pause = self.current
-        if pause is None or pause.held is None or pause.silent_since_ms is None:
+        if pause is None or pause.silent_since_ms is None:
             return
         heard_ms = self._heard.heard_ms
         if heard_ms - self._silence_from(pause) >= RESUME_SILENCE_MS or (
                 pause.hold_until_ms is not None and heard_ms >= pause.hold_until_ms):
-            self._resume_backchannel(pause)
+            self._quiet(pause)
+            if pause.held is not None:
+                self._resume_backchannel(pause)
+
+    def _quiet(self, pause: Pause) -> None:
+        """Note (`Pause.timing`) that the person is done now, unless noted already."""
+        timing = pause.timing
+        if timing.quiet_ms is None:
+            timing.quiet_ms = self._clock()
+            timing.heard_at_quiet_ms = self._heard.heard_ms
+            if pause.silent_since_ms is not None:
+                timing.silence_from_ms = self._silence_from(pause)
 
     def _resume_backchannel(self, pause: Pause) -> None:
         """Announce the held backchannel and resume the reply (reason `backchannel`)."""
         assert pause.held is not None and pause.item_id is not None
-        timing = pause.timing
-        timing.quiet_ms = self._clock()
-        timing.heard_at_quiet_ms = self._heard.heard_ms
-        if pause.silent_since_ms is not None:
-            timing.silence_from_ms = self._silence_from(pause)
+        self._quiet(pause)
         transcript, rule = pause.held
         self._log.emit("input_audio_buffer.backchannel", item_id=pause.item_id,
                        response_id=pause.response_id, transcript=transcript, rule=rule)
