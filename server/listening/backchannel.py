@@ -29,6 +29,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    person with silence (a tester: espeak-ng en-gb-x-gbcwmd's "yeah", one vowel, transcribed
    as nothing, cut as a closure and never answered, 3 of 3), as LiveKit's
    `resume_false_interruption` resumes after an interruption that produced no words.
+   Unless whisper, forced to read it, finds an interruption ("Hey.") about as likely as any
+   murmur or laugh (`murmurs.interruption_unheard`: tiny.en hears nothing in espeak-ng
+   en-gb-scotland's "hey"): an interruption (`no_words_interruption`).
    Two or more voiced syllables all joined by aspirated gaps and written as laughter are
    laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`: Piper's "heh
    heh" and espeak-ng en-us+f3's "ha ha ha ha" have one of 30 ms, and a dropout inside one
@@ -265,7 +268,8 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "no_words", "hum_reading", "laugh_reading",
+            "murmur", "murmur_closure", "no_words", "no_words_interruption", "hum_reading",
+            "laugh_reading",
             "acknowledgment_reading", "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
@@ -419,14 +423,15 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     other words up to `murmurs.MAX_WORDS` ("ahead" for Piper's "heh heh": 21 readings, about
     170 ms on the loaded 2-core machine, paid before such words cut the reply), and for a
     laugh spelled once or repeated ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
-    when the interruptions' are far less likely than its words or a laugh's); otherwise none
+    when the interruptions' are far less likely than its words or a laugh's) and for no words
+    (rule 4's `no_words`: `murmurs.interruption_unheard`); otherwise none
     ("Console", three words or more, is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
-    if "?" not in transcript and _laugh_words(words, vocabulary):
+    if not words or ("?" not in transcript and _laugh_words(words, vocabulary)):
         return murmurs.READINGS
-    if ("?" in transcript or not words or _word_count(words) > MAX_WORDS
+    if ("?" in transcript or _word_count(words) > MAX_WORDS
             or _never_said(words, vocabulary)
             or _covered(tuple(w for w in words if not vocabulary.murmur(w)), listed)):
         return ()
@@ -505,6 +510,9 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
     if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
         return decided(Verdict.NOISE, "noise")
     if not words:
+        if not murmurs.interruption_unheard(transcript.murmur if isinstance(
+                transcript, Transcript) else None):
+            return decided(Verdict.INTERRUPTION, "no_words_interruption")
         return decided(Verdict.BACKCHANNEL, "no_words")
     if "?" in transcript:
         return decided(Verdict.INTERRUPTION, "question")

@@ -46,6 +46,12 @@ and 6.9 for espeak-ng en-us+f5's and en-us+f2's "hee hee" (read "Hee-e" and "P.D
 prefers to the laugh anyway); "okay", "perfect", "anyhow": 6-16 dB (`backchannel`'s
 `MAX_REPEAT_CHANGE_DB`)."""
 
+NO_WORDS_MARGIN = 0.4
+"""Rule 4's `no_words` (`interruption_unheard`): the likeliest murmur or laugh reading of audio
+with no words must be this much likelier than every interruption's (mean token log
+probability, natural log). Measured: 0.10 for espeak-ng en-gb-scotland's "hey", 0.50 and more
+for laughs and murmurs read as nothing."""
+
 
 def laugh_reading(reading: MurmurReading | None, prosody: Prosody,
                   asked: bool) -> str | None:
@@ -92,6 +98,28 @@ def laugh_clear(reading: MurmurReading | None) -> bool:
     laughs = [scores[r.strip()] for r in LAUGH_READINGS if r.strip() in scores]
     return bool(interruptions) and (max([reading.text_logprob, *laughs])
                                     >= max(interruptions) + MIN_INTERRUPTION_MARGIN)
+
+
+def interruption_unheard(reading: MurmurReading | None) -> bool:
+    """Rule 4's `no_words`: audio with no words holds the reply unless whisper, forced to read
+    it, finds an interruption (`INTERRUPTION_READINGS` but "Uh-uh.", which it scores like
+    "Uh-huh." and a laugh) within `NO_WORDS_MARGIN` of - or above - the likeliest murmur or
+    laugh reading (`MurmurReading.murmur_logprob`, `LAUGH_READINGS`). True (held) when the
+    readings were not scored (another transcriber, long audio).
+
+    Measured (tiny.en, the person's 15 s window, as a pause over a reply decides it):
+    espeak-ng en-gb-scotland's "hey", read as nothing, has "Hey." 0.10 below "Hee hee."; the
+    laughs and murmurs read as nothing (espeak-ng en-gb-x-gbcwmd's "heh", "ha ha", "haha",
+    "ha ha ha", en-us+f5's and en-us+f2's "heh heh", en-gb-scotland's "hehe") put every such
+    interruption 0.50-1.90 below their best reading."""
+    if reading is None or not reading.alternatives:
+        return True
+    scores = dict(reading.alternatives)
+    interruptions = [scores[r.strip()] for r in INTERRUPTION_READINGS
+                     if r.strip() in scores and r.strip() != "Uh-uh."]
+    laughs = [scores[r.strip()] for r in LAUGH_READINGS if r.strip() in scores]
+    return not interruptions or (max([reading.murmur_logprob, *laughs])
+                                 >= max(interruptions) + NO_WORDS_MARGIN)
 
 
 def _laugh_sound(prosody: Prosody) -> bool:

@@ -1,5 +1,6 @@
 """Issue 24: laughs tiny.en reads as words, or as one beat, resume the reply; /h/ words and real
-interruptions said the same way still cut it. Real Piper (at length scales 1.0 and 1.2:
+interruptions said the same way still cut it; a real "hey" tiny.en hears no words in is no
+murmur. Real Piper (at length scales 1.0 and 1.2:
 `tests.fast_speech`) and espeak-ng audio, as a pause over a reply decides it
 (`tests.test_asr.decision_audio`), through the person's real tiny.en transcriber with the
 readings the server scores (`server.listening.backchannel.readings_to_score`), classified by
@@ -92,3 +93,25 @@ def test_h_words_and_interruptions_are_no_laughs(text: str, spec: str) -> None:
     words, likelier than any laugh, or their sound changes from beat to beat."""
     decision = decided(text, spec)
     assert decision is None or decision.verdict is Verdict.INTERRUPTION, decision
+
+
+def test_a_hey_read_as_nothing_cuts() -> None:
+    """espeak-ng en-gb-scotland's "hey" over a reply is read as no words, and rule 4's
+    `no_words` resumed the reply: a real interruption taken for a backchannel. Forced to read
+    the audio, whisper finds "Hey." about as likely as any murmur or laugh: it cuts."""
+    decision = decided("hey", "en-gb-scotland")
+    assert decision is not None and decision.words == (), decision
+    assert decision.verdict is Verdict.INTERRUPTION, decision
+    assert decision.rule == "no_words_interruption"
+
+
+@pytest.mark.parametrize(("text", "spec"), [
+    ("heh", "en-gb-x-gbcwmd"), ("ha ha", "en-gb-x-gbcwmd"), ("haha", "en-gb-x-gbcwmd"),
+    ("ha ha ha", "en-gb-x-gbcwmd"), ("heh heh", "en-us+f5"), ("hehe", "en-gb-scotland"),
+    ("uh-huh", "en-us+f4")])
+def test_laughs_and_murmurs_read_as_nothing_still_resume(text: str, spec: str) -> None:
+    """Laughs and murmurs tiny.en hears no words in: every interruption's reading is far
+    below a murmur's or a laugh's, and they resume the reply as before (`no_words`)."""
+    decision = decided(text, spec)
+    assert decision is not None and decision.words == (), decision
+    assert decision.verdict is Verdict.BACKCHANNEL and decision.rule == "no_words", decision
