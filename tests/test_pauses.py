@@ -120,6 +120,37 @@ def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_deci
     assert session.responses[rid].cursor.cutoff_ms == 400
 
 
+def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide() -> None:
+    """A loaded machine: "Okay." stopped (its decision still transcribing) and the person's
+    "Stop." started a new turn before the verdict on "Okay" came. The verdict resumed the
+    reply at once (its turn had ended), and "Stop" then found the reply playing (over the
+    protocol, 1 of 1 under load 12). Now the new turn decides the pause: no resume, and its
+    words cut the reply where it paused."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    okay_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_vad_position(HeardSound(1000))
+    session.turn_taking.on_speech_stopped(650)
+    session.turn_taking.on_speech_started(1000)
+    stop_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_decision_transcription(okay_id, decide.audio_end_ms, "Okay.")
+    session.turn_taking.on_vad_position(HeardSound(1400))
+    assert "response.resumed" not in types(session.take_events())
+    session.turn_taking.on_speech_gap(1400)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    assert decide.item_id == stop_id
+    session.turn_taking.on_decision_transcription(stop_id, decide.audio_end_ms, "Stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
 def test_a_never_word_cuts_at_the_paused_position() -> None:
     session, rid = paused_session()
     session.take_events()

@@ -225,6 +225,7 @@ class ReplyPauses:
             self._resume_backchannel(pause)
         else:
             pause.hold_until_ms = self._heard.heard_ms + ONSET_HOLD_MS
+            self._release_held()
 
     def heard_until(self, heard: HeardSound) -> None:
         """Server VAD has judged the input up to `heard.heard_ms` (input-timeline ms), and the
@@ -437,8 +438,10 @@ class ReplyPauses:
             return decision.verdict
         pause.held = (transcript.strip(), decision.rule)
         turn = self._turns.speech_turn
-        if turn is None or turn[0] != item_id:  # the turn ended: the person is done
-            self._resume_backchannel(pause)
+        if turn is not None and turn[0] != item_id:
+            self.attach_turn(*turn)  # the person spoke on before this verdict: that decides
+        elif turn is None:
+            self.stopped(item_id)  # the turn ended: done, unless sound set in since
         else:
             self._release_held()
         return decision.verdict
