@@ -70,12 +70,14 @@ regardless); and on `benchmarks/bench_backchannel.py`'s "uh-huh", "mm-hmm", "yea
 The resume's wait is the larger of this and the decision (its transcription and readings
 start at `DECISION_TAIL_MS` of silence)."""
 
-ONSET_HOLD_MS = 300
+ONSET_HOLD_MS = 800
 """How long (ms of input audio) server VAD's turn end keeps a backchannel's reply paused when
 the person's sound set in again after a quiet (`HeardSound.onset_ms`) that Silero does not
-call speech yet: a /s/ or /h/ onset crosses its threshold within two windows and a new turn
-starts 120 ms of speech later, which then decides; a sound that starts no turn resumes the
-reply at this bound (a door, a breath)."""
+call speech yet: the new turn then decides. espeak-ng en-us+f3 "stop" after "okay": a /s/,
+a 50 ms closure, then the vowel; its turn started 250-400 ms after the sound's onset over the
+protocol, after a 300 ms bound had run out and the reply had resumed (1 of 4 runs at load
+12). A sound that starts no turn resumes the reply at this bound, or once 450 ms of quiet
+followed it (a breath, a door)."""
 
 SOUND_END_LEAD_MS = 64
 """The furthest (ms) the silence may count from before server VAD's speech end: Silero scores
