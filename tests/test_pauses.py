@@ -151,6 +151,34 @@ def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide()
     assert session.responses[rid].cursor.cutoff_ms == 400
 
 
+def test_a_backchannel_verdict_after_the_next_turn_was_committed_lets_its_words_decide(
+        ) -> None:
+    """Load 12 over the protocol: the verdict on "Okay" took 1.4 s, and "Stop." had started,
+    stopped and been committed by then; the verdict resumed the reply for a moment before
+    "Stop"'s answer cut it. Now the committed turn's transcript decides the pause."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    okay_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_speech_stopped(650)
+    session.turn_taking.on_speech_started(1000)
+    stop_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_stopped(1500)
+    session.turn_taking.on_vad_position(HeardSound(2100, 1500))
+    session.turn_taking.on_decision_transcription(okay_id, decide.audio_end_ms, "Okay.")
+    session.turn_taking.on_vad_position(HeardSound(2200, 1500))
+    assert "response.resumed" not in types(session.take_events())
+    session.turn_taking.on_transcription(stop_id, "Stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
 def test_a_never_word_cuts_at_the_paused_position() -> None:
     session, rid = paused_session()
     session.take_events()

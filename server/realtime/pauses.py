@@ -104,6 +104,9 @@ class Pause:
             verdict waiting for `RESUME_SILENCE_MS` of silence, None when none waits.
         hold_until_ms: input position (ms) up to which a held verdict whose turn ended waits
             on an onset (`ONSET_HOLD_MS`), None when none does.
+        later_turn: (item id, input start ms) of a turn that started while the deciding one
+            was still undecided, None when none did: a backchannel verdict then hands the
+            decision to it (the person spoke on).
         timing: when things happened, for `response.resumed`'s `timing` (`PauseTiming`).
     """
 
@@ -117,6 +120,7 @@ class Pause:
     silent_since_ms: int | None = None
     held: tuple[str, str] | None = None
     hold_until_ms: int | None = None
+    later_turn: tuple[str, int] | None = None
     timing: PauseTiming = field(default_factory=PauseTiming)
 
     def deadline_ms(self, settings: InterruptionSettings) -> float:
@@ -183,10 +187,13 @@ class ReplyPauses:
         (`held`): the person spoke again before they were done, and the new words decide.
         """
         pause = self.current
-        if pause is None or (pause.item_id is not None and pause.held is None):
+        if pause is None:
+            return False
+        if pause.item_id is not None and pause.held is None:
+            pause.later_turn = (item_id, audio_start_ms)
             return False
         pause.item_id, pause.speech_start_ms = item_id, audio_start_ms
-        pause.held = pause.silent_since_ms = pause.hold_until_ms = None
+        pause.held = pause.silent_since_ms = pause.hold_until_ms = pause.later_turn = None
         pause.timing.not_quiet()
         return True
 
@@ -432,6 +439,10 @@ class ReplyPauses:
         pause = self.current
         assert pause is not None
         pause.timing.decided_ms = self._clock()
+        response = self._responses.by_id.get(pause.response_id)
+        if response is None or not response.active:  # a later turn's answer cancelled it
+            self._forget(response)
+            return decision.verdict
         if decision.verdict is Verdict.INTERRUPTION:
             self.cut("interruption")
             return decision.verdict
@@ -440,8 +451,12 @@ class ReplyPauses:
             return decision.verdict
         pause.held = (transcript.strip(), decision.rule)
         turn = self._turns.speech_turn
-        if turn is not None and turn[0] != item_id:
-            self.attach_turn(*turn)  # the person spoke on before this verdict: that decides
+        if pause.later_turn is not None:  # the person spoke on before this verdict
+            later_id = pause.later_turn[0]
+            self.attach_turn(*pause.later_turn)
+            pause.transcribing = self._turns.committed_audio(later_id) is not None
+        elif turn is not None and turn[0] != item_id:
+            self.attach_turn(*turn)
         elif turn is None:
             self.stopped(item_id)  # the turn ended: done, unless sound set in since
         else:
