@@ -14,7 +14,8 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
    it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
-   `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
+   `QUESTION_RISE_ST` or more inside a last syllable that does not fall
+   (`Prosody.final_rise_st`, `MIN_QUESTION_SLOPE_ST`; tiny.en writes "Sure." for a
    rising "sure?" in some voices), or its sound does not fit the words (`sound_misfit`,
    `server.listening.backchannel_fit`: "Of course." for Piper's one-syllable "pause",
    "Okay." for espeak-ng en-029's "hey", "Yeah." for en-gb-x-rp's "enough").
@@ -98,7 +99,7 @@ import numpy as np
 
 from calibration.asr import Transcript
 from calibration.asr_readings import MurmurReading
-from server.listening import backchannel_fit
+from server.listening import backchannel_fit, word_shape
 from server.listening.backchannel_readings import (
     ACKNOWLEDGMENT_READINGS,
     INTERRUPTION_READINGS,
@@ -125,6 +126,14 @@ one-syllable hum a question. Measured on espeak-ng voices (`tests/test_backchann
 "uh-huh" and laughter end at most 0.9 st above it; Piper's one-word questions end level
 (-0.3 to 0.2 st), so for Piper, as for "right?" and "okay?" in every voice, only the ASR's
 question mark tells."""
+MIN_QUESTION_SLOPE_ST = 0.0
+"""A terminal rise (`QUESTION_RISE_ST`) asks only when the last syllable itself does not fall:
+its pitch movement (`Prosody.final_slope_st`) is above this. A question's rise is inside its
+last syllable (J. Pierrehumbert 1980's H-H%: espeak-ng "sure?" in en-us, en-us+f3 and
+en-gb-x-rp +2.3 to +5.1 st, each with a terminal rise of +1.4 to +2.3); a statement's final
+stress can step up to a last syllable that falls: Piper's "thank you." (+3.1 to +3.9 over the
+median, its "you" falling 0.5), "interesting." (+2.1 to +2.9, falling 3.2) were cut as
+questions."""
 MAX_HUM_MS = 600
 """Longest one-syllable hum taken for "mm" (rule 4): espeak-ng "mm" and "hmm" last 370-540 ms
 and Piper's "mm-hmm" (one nucleus) 520 ms, while espeak-ng's "mm-mm" (no), one nucleus with
@@ -330,8 +339,10 @@ def _aspirated(prosody: Prosody, min_gap_ms: int = MIN_ASPIRATED_GAP_MS) -> bool
 
 
 def _asked(transcript: str, prosody: Prosody) -> bool:
-    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`)."""
-    return "?" in transcript or prosody.final_rise_st >= QUESTION_RISE_ST
+    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`)
+    inside a last syllable that does not fall (`MIN_QUESTION_SLOPE_ST`)."""
+    return "?" in transcript or (prosody.final_rise_st >= QUESTION_RISE_ST
+                                 and prosody.final_slope_st > MIN_QUESTION_SLOPE_ST)
 
 
 def _word_count(words: tuple[str, ...]) -> int:
@@ -368,6 +379,7 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     prosody = analyse(pcm, sample_rate_hz, room_dbfs)
+    shape = word_shape.measure(pcm, sample_rate_hz, room_dbfs)
 
     def decided(verdict: Verdict, rule: str) -> Decision:
         return Decision(verdict, rule, words, prosody)
@@ -386,7 +398,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
             and not any(vocabulary.murmur(word) for word in said)):
         if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
-        if not backchannel_fit.fits(_split(words, spoken | frozenset(words)) or (), prosody):
+        if not backchannel_fit.fits(_split(words, spoken | frozenset(words)) or (), prosody,
+                                    shape):
             return decided(Verdict.INTERRUPTION, "sound_misfit")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
     if few and all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
@@ -394,7 +407,7 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         return _by_sound(words, transcript, prosody, vocabulary, decided)
     if hum is not None:
         return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum.murmur)
-    acknowledged = _acknowledgment(transcript, prosody, language) if few else None
+    acknowledged = _acknowledgment(transcript, prosody, shape, language) if few else None
     if acknowledged is not None:
         return Decision(Verdict.BACKCHANNEL, "acknowledgment_reading", words, prosody,
                         reading=acknowledged)
@@ -438,7 +451,8 @@ def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
                                for word in words)
 
 
-def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | None:
+def _acknowledgment(transcript: str, prosody: Prosody, shape: word_shape.WordShape,
+                    language: str) -> str | None:
     """Rule 4b: the acknowledgment whisper found about as likely as the transcript's words
     (`backchannel_readings.acknowledgment_reading`: at least as likely as spelled letters,
     within `READING_MARGIN` of words) and far likelier than any interruption, not asked
@@ -452,7 +466,7 @@ def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | N
         return None
     vocabulary = VOCABULARIES[language]
     phrases = _split(normalise(said), vocabulary.backchannels | vocabulary.interjections)
-    return said if phrases is not None and backchannel_fit.fits(phrases, prosody) else None
+    return said if phrases is not None and backchannel_fit.fits(phrases, prosody, shape) else None
 
 
 def _spelled_alike(transcript: str, reading: str) -> bool:

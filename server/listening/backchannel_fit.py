@@ -28,6 +28,7 @@ are not checked.
 from __future__ import annotations
 
 from server.listening.prosody import Prosody
+from server.listening.word_shape import WordShape
 
 TWO_BEATS = frozenset({
     "okay", "ok", "o.k", "of course", "perfect", "i see", "oh i see", "makes sense",
@@ -49,23 +50,36 @@ VOICED_ENDINGS = frozenset({
 """Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant."""
 
 MAX_VOICELESS_TAIL_MS = 180
-"""Longest audible sound (ms) after the last voiced nucleus of a phrase in `VOICED_ENDINGS`
-(`Prosody.sound_end_ms` less the last nucleus's end). Measured on
+"""Longest audible sound (ms) after the last vowel of a phrase in `VOICED_ENDINGS`
+(`WordShape.tail_ms`: a stop's closure and release count up to the closure). Measured on
 `benchmarks/bench_backchannel.py`'s recordings and more (Piper and seven espeak-ng voices, as
 the server decides them): "yeah", "okay", "oh okay", "cool", "sure", "I see", "oh I see"
 10-80 ms, but 160 ms for espeak-ng en-gb-x-rp's "uh-huh yeah" read "Oh yeah." (its voicing
-fades before the vowel ends); "enough" read "Yeah.", 200 ms; "yep" read "Yeah.", 210-220 ms."""
+fades before the vowel ends); "yep" and "yup" read "Yeah." 0-140 ms (to their /p/'s closure;
+210-270 ms with the release, which an earlier rule counted, and cut them)."""
+MIN_FRICATIVE_TAIL_MS = 20
+"""Fricative sound (ms, `WordShape.fricative_ms`) after the last vowel that a phrase in
+`VOICED_ENDINGS` cannot have. Measured (Piper at length scales 0.8-1.3, espeak-ng en-us,
+en-gb-x-rp, en-us+f3, en-us+m3, en-029 and en-gb-scotland at 130-230 words a minute): "yeah",
+"yep", "yup", "okay", "I see", "sure", "cool", "true" 0 ms; "enough" 20-110 ms (read "Yeah."
+by tiny.en from espeak-ng en-us at 130 and en-gb-x-rp at 230 words a minute with 140-160 ms of
+tail, under `MAX_VOICELESS_TAIL_MS`: they resumed), "pause" 60-130 ms."""
 
 
-def fits(phrases: tuple[str, ...], prosody: Prosody) -> bool:
+def fits(phrases: tuple[str, ...], prosody: Prosody, shape: WordShape) -> bool:
     """True unless the sound contradicts the acknowledgment `phrases` (normalised listed
     phrases in the order said, as `server.listening.backchannel` split the transcript):
-    fewer than two nuclei for a phrase of `TWO_BEATS`, or more than `MAX_VOICELESS_TAIL_MS`
-    of sound after the last nucleus when the last phrase is in `VOICED_ENDINGS`. A sound
-    without voiced nuclei is not judged (True): the words decide, as before this check."""
+    fewer than two voiced nuclei (`prosody`) and fewer than two vowel beats (`shape`) for a
+    phrase of `TWO_BEATS`; for a last phrase in `VOICED_ENDINGS`, more than
+    `MAX_VOICELESS_TAIL_MS` of sound or `MIN_FRICATIVE_TAIL_MS` of a fricative after the last
+    vowel (without vowel beats: after the last voiced nucleus). A sound without voiced nuclei
+    is not judged (True): the words decide, as before this check."""
     if not prosody.nuclei:
         return True
-    if any(phrase in TWO_BEATS for phrase in phrases) and len(prosody.nuclei) < 2:
+    if (any(phrase in TWO_BEATS for phrase in phrases) and len(prosody.nuclei) < 2
+            and len(shape.beats) < 2):
         return False
-    tail_ms = prosody.sound_end_ms - prosody.nuclei[-1][1]
-    return not (phrases and phrases[-1] in VOICED_ENDINGS and tail_ms > MAX_VOICELESS_TAIL_MS)
+    tail_ms = (shape.tail_ms if shape.beats
+               else prosody.sound_end_ms - prosody.nuclei[-1][1])
+    return not (phrases and phrases[-1] in VOICED_ENDINGS and (
+        tail_ms > MAX_VOICELESS_TAIL_MS or shape.fricative_ms >= MIN_FRICATIVE_TAIL_MS))
