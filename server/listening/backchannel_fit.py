@@ -9,16 +9,20 @@ probability), "Enough." 1.4 below "Yeah.", while real acknowledgments misread by
 model ("Cool" for espeak-ng's "cool": an interruption's reading 0.26 below its words) come as
 close: the readings cannot veto them. Their sound does not fit the words:
 
-- *Two beats.* A phrase with a voiceless consonant between two vowels ("okay", "of course",
-  "perfect", "I see", "makes sense", "sure thing") sounds as two voiced syllable
-  nuclei or more (`Prosody.nuclei`): measured on every such acknowledgment of the benchmark's
-  recordings, Piper and eight espeak-ng voices, 2-3 nuclei (gaps 60-270 ms, 12-37 dB down).
-  "pause" and "hey" are one nucleus.
-- *Ends voiced.* A phrase that ends on a vowel or a voiced sonorant ("yeah", "okay", "cool",
-  "I see") leaves at most `MAX_VOICELESS_TAIL_MS` of audible sound after its last nucleus;
-  "enough" read "Yeah." ends with 200 ms of its /f/ ("thanks" and "right", which end
-  voiceless, 50-190 ms, are not checked). The price: espeak-ng en-us and en-gb-x-rp's "yep",
-  read "Yeah." with 210-220 ms of /p/ after the vowel, are cut too.
+- *Two beats.* A phrase with a consonant between two vowels ("okay", "of course",
+  "perfect", "I see", "makes sense", "sure thing") sounds as two vowel beats or more
+  (`server.listening.word_shape`; every such acknowledgment in Piper at length scales
+  0.8-1.3 and eight espeak-ng voices at 130-230 words a minute: 2-4). Not voiced nuclei
+  (`Prosody.nuclei`): Piper's vowels often miss their voicing threshold, so that its "okay",
+  "I see", "perfect", "of course" at length scale 0.8 are one nucleus, and Piper's "pause"
+  at 1.3 is two. "pause", "hey", "stop", "wait", "no",
+  "nope" are one beat in Piper at length scales 0.8-1.3 and seven espeak-ng voices at
+  130-230 words a minute.
+- *Ends on its vowel.* A phrase that ends on a vowel or a voiced sonorant ("yeah", "okay",
+  "cool", "I see") leaves at most `MAX_VOICELESS_TAIL_MS` of audible sound after its last
+  vowel, a stop's closure and release counted to the closure (espeak-ng's "yep" and "yup",
+  read "Yeah."), and no fricative (`MIN_FRICATIVE_TAIL_MS`): "enough" read "Yeah." ends
+  with its /f/ ("thanks" and "right", which end voiceless, are not checked).
 
 A transcript of listed words whose sound does not fit is an interruption (safety first: a
 wrongly resumed "stop" is far worse than a wrongly answered "mm-hmm"). Phrases not named here
@@ -69,15 +73,15 @@ tail, under `MAX_VOICELESS_TAIL_MS`: they resumed), "pause" 60-130 ms."""
 def fits(phrases: tuple[str, ...], prosody: Prosody, shape: WordShape) -> bool:
     """True unless the sound contradicts the acknowledgment `phrases` (normalised listed
     phrases in the order said, as `server.listening.backchannel` split the transcript):
-    fewer than two voiced nuclei (`prosody`) and fewer than two vowel beats (`shape`) for a
+    fewer than two vowel beats (`shape`; without beats, voiced nuclei: `prosody`) for a
     phrase of `TWO_BEATS`; for a last phrase in `VOICED_ENDINGS`, more than
     `MAX_VOICELESS_TAIL_MS` of sound or `MIN_FRICATIVE_TAIL_MS` of a fricative after the last
-    vowel (without vowel beats: after the last voiced nucleus). A sound without voiced nuclei
-    is not judged (True): the words decide, as before this check."""
-    if not prosody.nuclei:
+    vowel (without beats: sound after the last voiced nucleus). A sound with neither is not
+    judged (True): the words decide, as before this check."""
+    if not shape.beats and not prosody.nuclei:
         return True
-    if (any(phrase in TWO_BEATS for phrase in phrases) and len(prosody.nuclei) < 2
-            and len(shape.beats) < 2):
+    beats = len(shape.beats) if shape.beats else len(prosody.nuclei)
+    if any(phrase in TWO_BEATS for phrase in phrases) and beats < 2:
         return False
     tail_ms = (shape.tail_ms if shape.beats
                else prosody.sound_end_ms - prosody.nuclei[-1][1])
