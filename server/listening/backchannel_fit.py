@@ -48,10 +48,11 @@ nucleus (`prosody.MIN_NUCLEUS_MS`) in some takes of espeak-ng en-029's."""
 VOICED_ENDINGS = frozenset({
     "yeah", "yay", "okay", "ok", "o.k", "k", "see", "i see", "oh i see", "cool", "true",
     "sure", "wow", "go on", "i know", "really", "fine", "thank you", "got you",
-    "totally", "absolutely", "definitely", "agreed", "lovely", "amazing", "that's true",
+    "totally", "absolutely", "definitely", "lovely", "amazing", "that's true",
     "i hear you", "that's fair", "for sure",
 })
-"""Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant."""
+"""Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant (not on a
+stop: the release of the /d/ of espeak-ng's "agreed" is 20 ms of fricative noise)."""
 
 MAX_VOICELESS_TAIL_MS = 180
 """Longest audible sound (ms) after the last vowel of a phrase in `VOICED_ENDINGS`

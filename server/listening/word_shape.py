@@ -62,7 +62,9 @@ class WordShape:
         tail_ms: audible sound (within `prosody.SPEECH_RANGE_DB` of the loudest frame) after
             the end of the last beat, ms; a stop's closure and release count up to the
             closure's quietest frame (0 without beats).
-        fricative_ms: fricative frames after the end of the last beat, ms (frame steps).
+        fricative_ms: fricative frames after the end of the last beat and before a stop's
+            closure, ms (frame steps; a stop's release can be as noisy: espeak-ng's /d/ of
+            "agreed" 20 ms).
     """
 
     beats: tuple[tuple[int, int], ...]
@@ -94,13 +96,14 @@ def measure(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None
     audible = np.flatnonzero(levels >= peak - SPEECH_RANGE_DB)
     end, last = beats[-1][1], int(audible[-1]) + 1
     tail = levels[end:last]
-    fricative = int(np.count_nonzero(crossings[end:last][tail >= peak - SPEECH_RANGE_DB]
-                                     >= MIN_FRICATIVE_ZERO_CROSSINGS))
     counted = last - end
     if tail.size:
         quietest = int(np.argmin(tail))
         if tail[quietest:].max() >= tail[quietest] + RELEASE_RISE_DB:
             counted = quietest
+    before = slice(end, end + counted)
+    fricative = int(np.count_nonzero((crossings[before] >= MIN_FRICATIVE_ZERO_CROSSINGS)
+                                     & (levels[before] >= peak - SPEECH_RANGE_DB)))
     spans = tuple((a * HOP_MS, b * HOP_MS + FRAME_MS - HOP_MS) for a, b in beats)
     return WordShape(spans, max(counted, 0) * HOP_MS, fricative * HOP_MS)
 
