@@ -7,9 +7,10 @@ tiny.en transcriber (rule 4b's readings scored) and `classify`.
 Before: Piper's "okay", "I see", "perfect", "of course", "interesting" at length scale 0.8
 (its "I see" at 1.0) were one voiced nucleus and cut as `sound_misfit`; espeak-ng's "yep"
 and "yup" read "Yeah." were cut for their /p/'s release; Piper's "thank you.",
-"interesting." were taken as questions (their last syllable steps up, then falls;
-its "got it." at length scale 1.3, whose "it" rises, still is); Piper's "true" read "Truth.", espeak-ng's "of course" read "I'm coarse.", "sounds
-good" read "Sound is good." were answered. And espeak-ng's "enough", read "Yeah." at 130 and
+"interesting." were taken as questions (their last syllable steps up, then falls; its
+"got it." at length scale 1.3, whose "it" rises, still is); Piper's "true" read "Truth.",
+espeak-ng's "of course" read "I'm coarse.", "sounds good" read "Sound is good." were
+answered. And espeak-ng's "enough", read "Yeah." at 130 and
 230 words a minute with 140-160 ms of /f/, resumed."""
 
 from __future__ import annotations
