@@ -120,3 +120,16 @@ def test_interruptions_that_sound_like_acknowledgments_cut(
     are read without a question mark and sound like the statement: they resume.)"""
     transcript, decision = decided(text, engine, voice, pace)
     assert decision.verdict is Verdict.INTERRUPTION, (transcript, decision)
+
+
+@pytest.mark.parametrize(("engine", "voice", "pace"), [
+    ("espeak", "en-us", 175), ("piper", None, 1.0)])
+def test_it_makes_sense_is_an_acknowledgment(engine: str, voice: str | None,
+                                             pace: float) -> None:
+    """bench_backchannel's espeak-ng en-us "makes sense" over babble at -45 dBFS was read "it
+    makes sense." and answered ("it" was no listed word); said so, it is one."""
+    pcm = heard("it makes sense", engine, voice, pace)
+    decision = classify("It makes sense.", pcm, RATE)
+    assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+    transcript, decision = decided("it makes sense", engine, voice, pace)
+    assert decision.verdict is Verdict.BACKCHANNEL, (transcript, decision)

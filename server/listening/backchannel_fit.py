@@ -36,8 +36,8 @@ from server.listening.word_shape import WordShape
 
 TWO_BEATS = frozenset({
     "okay", "ok", "o.k", "of course", "perfect", "i see", "oh i see", "makes sense",
-    "make sense", "that makes sense", "sure thing", "got it thanks", "thank you",
-    "thanks a lot", "exactly", "excellent", "absolutely", "definitely",
+    "make sense", "that makes sense", "it makes sense", "sure thing", "got it thanks",
+    "thank you", "thanks a lot", "exactly", "excellent", "absolutely", "definitely",
     "understood", "i understand", "that's right", "that's true", "that's good", "that's great",
     "that's fair", "for sure", "interesting",
 })
