@@ -14,8 +14,8 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
    it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
-   `QUESTION_RISE_ST` or more inside a last syllable that does not fall
-   (`Prosody.final_rise_st`, `MIN_QUESTION_SLOPE_ST`; tiny.en writes "Sure." for a
+   `QUESTION_RISE_ST` or more, lifting its last syllable after two or more
+   (`Prosody.final_rise_st`, `MIN_QUESTION_LIFT_ST`; tiny.en writes "Sure." for a
    rising "sure?" in some voices), or its sound does not fit the words (`sound_misfit`,
    `server.listening.backchannel_fit`: "Of course." for Piper's one-syllable "pause",
    "Okay." for espeak-ng en-029's "hey", "Yeah." for en-gb-x-rp's "enough").
@@ -133,14 +133,14 @@ one-syllable hum a question. Measured on espeak-ng voices (`tests/test_backchann
 "uh-huh" and laughter end at most 0.9 st above it; Piper's one-word questions end level
 (-0.3 to 0.2 st), so for Piper, as for "right?" and "okay?" in every voice, only the ASR's
 question mark tells."""
-MIN_QUESTION_SLOPE_ST = 0.0
-"""A terminal rise (`QUESTION_RISE_ST`) asks only when the last syllable itself does not fall:
-its pitch movement (`Prosody.final_slope_st`) is above this. A question's rise is inside its
-last syllable (J. Pierrehumbert 1980's H-H%: espeak-ng "sure?" in en-us, en-us+f3 and
-en-gb-x-rp +2.3 to +5.1 st, each with a terminal rise of +1.4 to +2.3); a statement's final
-stress can step up to a last syllable that falls: Piper's "thank you." (+3.1 to +3.9 over the
-median, its "you" falling 0.5), "interesting." (+2.1 to +2.9, falling 3.2) were cut as
-questions."""
+MIN_QUESTION_LIFT_ST = 1.0
+"""After two syllables or more, a terminal rise (`QUESTION_RISE_ST`) asks only when the last
+syllable itself rises to its end by this much (semitones, `Prosody.final_lift_st`): a
+question's rise is inside its last syllable (J. Pierrehumbert 1980's H-H%), while a
+statement's final stress can step up to a last syllable that falls to its end: Piper's
+"thank you." (+3.1 to +4.5 over the median, lifted 0-0.1) and "interesting." (+2.1 to +2.9,
+lifted 0-0.25 at length scales 0.9-1.3) were cut as questions. (One syllable's rise is its
+own: `final_rise_st` alone decides, as measured on espeak-ng "sure?", lifted 1.4-6.4.)"""
 MAX_HUM_MS = 600
 """Longest one-syllable hum taken for "mm" (rule 4): espeak-ng "mm" and "hmm" last 370-540 ms
 and Piper's "mm-hmm" (one nucleus) 520 ms, while espeak-ng's "mm-mm" (no), one nucleus with
@@ -347,10 +347,10 @@ def _aspirated(prosody: Prosody, min_gap_ms: int = MIN_ASPIRATED_GAP_MS) -> bool
 
 
 def _asked(transcript: str, prosody: Prosody) -> bool:
-    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`)
-    inside a last syllable that does not fall (`MIN_QUESTION_SLOPE_ST`)."""
-    return "?" in transcript or (prosody.final_rise_st >= QUESTION_RISE_ST
-                                 and prosody.final_slope_st > MIN_QUESTION_SLOPE_ST)
+    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`),
+    after more than one syllable also inside the last one (`MIN_QUESTION_LIFT_ST`)."""
+    return "?" in transcript or (prosody.final_rise_st >= QUESTION_RISE_ST and (
+        len(prosody.nuclei) < 2 or prosody.final_lift_st >= MIN_QUESTION_LIFT_ST))
 
 
 def _word_count(words: tuple[str, ...]) -> int:
