@@ -425,14 +425,15 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     other words up to `murmurs.MAX_WORDS` ("ahead" for Piper's "heh heh": 22 readings, about
     180 ms on the loaded 2-core machine, paid before such words cut the reply), "Uh-huh."
     alone for three words (rule 4a: "I have to." for Piper's "uh huh"), and for a
-    laugh spelled once or repeated ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
+    laugh spelled once or twice ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
     when the interruptions' are far less likely than its words or a laugh's) and for no words
     (rule 4's `no_words`: `murmurs.interruption_unheard`); otherwise none
     ("Console", three words or more, is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
-    if not words or ("?" not in transcript and _laugh_words(words, vocabulary)):
+    if not words or ("?" not in transcript and len(words) <= murmurs.MAX_WORDS
+                     and _laugh_words(words, vocabulary)):
         return murmurs.READINGS
     if ("?" in transcript or _word_count(words) > MAX_WORDS
             or _never_said(words, vocabulary)
