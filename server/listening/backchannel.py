@@ -53,7 +53,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    makes any of them a question.
 4a. Other words, but a hum misread: the recogniser itself finds a hum
    reading of the audio ("Mm-hmm.") plausible beside its words (`calibration.asr_readings`:
-   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), the ASR wrote no question mark, and the
+   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), or "Uh-huh." more plausible still
+   (`murmurs.uh_huh_misread`: "I had" for Piper's "uh huh" over a room), the ASR wrote no
+   question mark, and the
    sound is a murmur: two voiced syllables joined by an /h/, the second a repeat of the first
    (`MAX_REPEAT_CHANGE_DB`). tiny.en writes "And then boom.", "It may end time.", "In a
    game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Words of `NEVER` in such a
@@ -102,7 +104,7 @@ import difflib
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -433,16 +435,18 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
     the lists do not decide (not only backchannel words, interjections and murmurs): all of
     them when it is spelled letters or spelled like one of the acknowledgments
     (`_spelled_alike`: "The ice.", "Bike right.", "Y-T"), the laughs' and interruptions' for
-    other words up to `murmurs.MAX_WORDS` ("ahead" for Piper's "heh heh": 21 readings, about
-    170 ms on the loaded 2-core machine, paid before such words cut the reply), and for a
-    laugh spelled once or repeated ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
+    other words up to `murmurs.MAX_WORDS` ("ahead" for Piper's "heh heh": 22 readings, about
+    180 ms on the loaded 2-core machine, paid before such words cut the reply), "Uh-huh."
+    alone for three words (rule 4a: "I have to." for Piper's "uh huh"), and for a
+    laugh spelled once or twice ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
     when the interruptions' are far less likely than its words or a laugh's) and for no words
     (rule 4's `no_words`: `murmurs.interruption_unheard`); otherwise none
     ("Console", three words or more, is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
-    if not words or ("?" not in transcript and _laugh_words(words, vocabulary)):
+    if not words or ("?" not in transcript and len(words) <= murmurs.MAX_WORDS
+                     and _laugh_words(words, vocabulary)):
         return murmurs.READINGS
     if ("?" in transcript or _word_count(words) > MAX_WORDS
             or _never_said(words, vocabulary)
@@ -450,8 +454,8 @@ def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
         return ()
     if _spelled_letters(words, language) or any(
             _spelled_alike(transcript, reading) for reading in ACKNOWLEDGMENT_READINGS):
-        return READINGS + murmurs.LAUGH_READINGS
-    return murmurs.READINGS if len(words) <= murmurs.MAX_WORDS else ()
+        return READINGS + murmurs.LAUGH_READINGS + (murmurs.UH_HUH_READING,)
+    return murmurs.READINGS if len(words) <= murmurs.MAX_WORDS else (murmurs.UH_HUH_READING,)
 
 
 def _laugh_words(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
@@ -507,14 +511,20 @@ def _murmured(prosody: Prosody) -> bool:
 def _hum_reading(transcript: str, prosody: Prosody) -> MurmurReading | None:
     """Rule 4a: the recogniser's scores of `transcript` when it found the hum reading
     ("Mm-hmm.") plausible beside its own words (`MIN_HUM_READING_LOGPROB`,
-    `HUM_READING_MARGIN`), wrote no question mark, and the sound is a murmur (`_murmured`);
+    `HUM_READING_MARGIN`), or "Uh-huh." more plausible still (`murmurs.uh_huh_misread`: the
+    scores then name it), wrote no question mark, and the sound is a murmur (`_murmured`);
     else None (also for a transcript without scores: `calibration.asr.Transcript.murmur`)."""
     reading = transcript.murmur if isinstance(transcript, Transcript) else None
-    if reading is None or reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
+    if reading is None or "?" in transcript or not _murmured(prosody):
+        return None
+    if murmurs.uh_huh_misread(reading):
+        return replace(reading, murmur_logprob=dict(reading.alternatives)["Uh-huh."],
+                       murmur="Uh-huh.")
+    if reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
         return None
     if reading.murmur_logprob < reading.text_logprob - HUM_READING_MARGIN:
         return None
-    return reading if _murmured(prosody) and "?" not in transcript else None
+    return reading
 
 
 def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabulary: Vocabulary,
