@@ -228,12 +228,13 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
                 break
             end_ms = float(ends_ms[count])
             input_clock.arrived(now_ms, end_ms)
-            delay_ms = input_clock.delay_ms
-            assert delay_ms is not None
+            delay_ms, least_delay_ms = input_clock.delay_ms, input_clock.least_delay_ms
+            assert delay_ms is not None and least_delay_ms is not None
             response.anchors.place(end_ms, delay_ms)
             positions.append(None if response.first_send_ms is None
                              or (ended_ms is not None and now_ms > ended_ms + ECHO_TAIL_MS)
-                             else response.played_at_audio_ms(end_ms, delay_ms, config.jitter_ms))
+                             else response.played_at_audio_ms(end_ms, delay_ms, least_delay_ms,
+                                                              config.jitter_ms))
     echo = np.convolve(speaker, room.impulse_response())[:speaker.size]
     lag = room.echo_lag_ms * OUTPUT_RATE_HZ // 1000
     mic = np.concatenate((np.zeros(lag, dtype=np.float32), echo[:echo.size - lag]))

@@ -98,8 +98,8 @@ class ReplyPlayback:
         """
         now_ms = self._clock()
         self.input_clock.arrived(now_ms, audio_end_ms)
-        delay_ms = self.input_clock.delay_ms
-        assert delay_ms is not None  # an append just arrived
+        delay_ms, least_delay_ms = self.input_clock.delay_ms, self.input_clock.least_delay_ms
+        assert delay_ms is not None and least_delay_ms is not None  # an append just arrived
         response = self._responses.latest()
         if response is None or response.first_send_ms is None:
             return None
@@ -112,4 +112,5 @@ class ReplyPlayback:
         if not self.assistant_playing() and (
                 response.last_ack_ms is None or now_ms - response.last_ack_ms > ECHO_TAIL_MS):
             return None
-        return response.id, response.played_at_audio_ms(audio_end_ms, delay_ms, self._jitter_ms)
+        return response.id, response.played_at_audio_ms(audio_end_ms, delay_ms, least_delay_ms,
+                                                         self._jitter_ms)

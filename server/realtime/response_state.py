@@ -325,24 +325,28 @@ class ResponseState:
         played = min(played, now_ms + bound, sent)
         return int(min(max(played, 0.0), self.cursor.sent_ms))
 
-    def played_at_audio_ms(self, audio_ms: float, delay_ms: float, jitter_ms: int) -> int:
+    def played_at_audio_ms(self, audio_ms: float, delay_ms: float, least_delay_ms: float,
+                           jitter_ms: int) -> int:
         """The position (ms) of this reply's audio estimated to be playing when the client's
         microphone was at input position `audio_ms` (ms), in audio time: the latest ACK placed
         at or before it (`anchors`) plus the microphone audio since; before any, the clock
-        estimate at `audio_ms + delay_ms` (`estimated_played_ms`; `delay_ms`:
-        `server.realtime.arrival.InputClock.delay_ms`). Within [0, sent_ms].
+        estimate at `audio_ms + least_delay_ms` (`estimated_played_ms`). Within [0, sent_ms].
+        `delay_ms`, `least_delay_ms`: `server.realtime.arrival.InputClock`'s.
 
-        No more than the audio sent by that clock reading and its bound let the client have
-        played (`timeline`: a client that ran dry waits for more), never less than the ACK
-        said. The ACK is placed by the order of events on the socket, so a stall of the
-        server's event loop that reads appends and ACKs late and in bursts moves no
-        position; before, an ACK read 209 ms after the append it came with was taken as sent
-        when read, the positions went that far back, and the reply's echo alone started turns
-        (`tests/test_echo_stalled_loop.py`)."""
+        No more than the audio sent by clock `audio_ms + delay_ms` and its bound let the
+        client have played (`timeline`: a client that ran dry waits for more), never less
+        than the ACK said. The ACK is placed by the order of events on the socket, so a
+        stall of the server's event loop that reads appends and ACKs late and in bursts moves
+        no position; before, an ACK read 209 ms after the append it came with was taken as
+        sent when read, the positions went that far back, and the reply's echo alone started
+        turns (`tests/test_echo_stalled_loop.py`). The estimate before the first ACK uses the
+        least delay: a server that fell seconds behind reading placed it seconds ahead of the
+        client, and the echo detector takes the loudspeaker never to go back (one position
+        ahead holds every later one)."""
         anchor = self.anchors.latest_at(audio_ms)
-        clock_ms = audio_ms + delay_ms
         if anchor is None or self.first_send_ms is None:
-            return self.estimated_played_ms(clock_ms, jitter_ms)
+            return self.estimated_played_ms(audio_ms + least_delay_ms, jitter_ms)
+        clock_ms = audio_ms + delay_ms
         index = bisect.bisect_right(self.timeline, clock_ms, key=lambda entry: entry[0])
         _, _, bound, sent = self.timeline[max(index - 1, 0)]
         played = min(anchor.played_ms + audio_ms - anchor.audio_ms, clock_ms + bound, sent)
