@@ -3,22 +3,16 @@ turn, and a person over it is still heard from their voice onset.
 
 A real server (Piper voice, faster-whisper tiny.en) on loopback and `tests.echo_room.RoomPage`
 playing the demo page with server VAD in real time, in one event loop that a task blocks for
-50-400 ms every 100-800 ms (seeded; as a busy 2-core machine, a garbage collection or another
-session's work does). The server then reads the page's appends and ACKs late and in bursts;
-the page, blocked too, plays on and sends what its microphone heard meanwhile at once (as a
-browser's audio threads do). The echo detector needs the reply's position at every microphone
-sample: the ACKs are placed in audio time (`server.realtime.ack_anchors`), which the stalls do
-not move. Before, an ACK read late was taken as sent when read and the positions went back by
-the stall: the echo alone started a turn in 2 of 20 rooms.
+50-400 ms every 100-800 ms (seeded, `tests.stalled_loop`). The server then reads the page's
+appends and ACKs late and in bursts; the page, blocked too, plays on and sends what its
+microphone heard meanwhile at once. Neither side pings (a loop starved for seconds on a loaded
+machine timed a client's keepalive out). The echo detector needs the reply's position at every
+microphone sample: the ACKs are placed in audio time (`server.realtime.ack_anchors`), which the
+stalls do not move. Before, an ACK read late was taken as sent when read and the positions
+went back by the stall: the echo alone started a turn in 2 of 20 rooms.
 """
 
 from __future__ import annotations
-
-import asyncio
-import random
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 
@@ -26,32 +20,10 @@ from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.echo_room import RATE_HZ, Room, RoomPage, word_errors
 from tests.realtime_client import RealtimeClient
+from tests.stalled_loop import stalled_loop
 from tests.test_echo_interruptions import ECHO_ROOMS, REPLY
 
 pytestmark = pytest.mark.timeout(900)
-
-STALL_MS = (50, 400)
-"""How long each stall blocks the event loop (ms, uniform)."""
-BETWEEN_MS = (100, 800)
-"""How long the loop runs between stalls (ms, uniform)."""
-
-
-@asynccontextmanager
-async def stalled_loop(seed: int) -> AsyncIterator[None]:
-    """Block this event loop `STALL_MS` every `BETWEEN_MS` (seeded) while the block runs."""
-    rng = random.Random(seed)
-
-    async def stall() -> None:
-        while True:
-            await asyncio.sleep(rng.uniform(*BETWEEN_MS) / 1000)
-            time.sleep(rng.uniform(*STALL_MS) / 1000)
-
-    task = asyncio.create_task(stall())
-    try:
-        yield
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -60,11 +32,11 @@ async def test_the_echo_alone_never_starts_a_turn_when_the_loop_stalls(start_ser
     """`ECHO_ROOMS` (the echo at -30..-6 dB, 150-600 ms late, reverberant, over pink floors
     and a digitally silent one) with the loop stalling: no turn, no interruption, the reply
     played."""
-    server = await start_server(tts="piper", calibration="marks")
+    server = await start_server(tts="piper", calibration="marks", ping_interval_s=0)
     failed = {}
     async with stalled_loop(seed):
         for room in ECHO_ROOMS:
-            async with RealtimeClient.connect(server.ws_url) as client:
+            async with RealtimeClient.connect(server.ws_url, ping_interval=None) as client:
                 result = await RoomPage(client, room).run(REPLY)
             if result.speech_started or result.interrupted_at_ms is not None or (
                     result.played_ms < 5000):
@@ -79,10 +51,10 @@ async def test_a_person_over_the_echo_is_heard_from_their_onset_when_the_loop_st
     echo at -30 dB, 150 ms late, over a -60 dBFS floor, the loop stalling: one turn, starting
     within 100 ms before the voice (as `tests/test_echo_server.py` asks without stalls), the
     reply stopped, the sentence transcribed."""
-    server = await start_server(tts="piper", calibration="marks")
+    server = await start_server(tts="piper", calibration="marks", ping_interval_s=0)
     text = "What was the name of that street?"
     person = resample(fx.at_peak_dbfs(fx.speech(text, "piper"), -12.0), fx.RATE_HZ, RATE_HZ)
-    async with stalled_loop(2), RealtimeClient.connect(server.ws_url) as client:
+    async with stalled_loop(2), RealtimeClient.connect(server.ws_url, ping_interval=None) as client:
         result = await RoomPage(client, Room(-30.0, 150, -60.0), person, 1500.0).run(REPLY)
     assert result.person_onset_ms is not None
     assert len(result.speech_started) == 1, result
