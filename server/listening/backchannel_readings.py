@@ -77,16 +77,3 @@ def acknowledgment_reading(reading: MurmurReading | None, margin: float = 0.0) -
         return None
     return said
 
-
-def clear_of_interruptions(reading: MurmurReading | None) -> bool:
-    """Whisper finds the transcript's own words likelier than every interruption's reading
-    (`INTERRUPTION_READINGS` in `reading.alternatives`) by `MIN_INTERRUPTION_MARGIN`; False
-    when they were not scored. Measured: espeak-ng en-029's one-syllable laugh read "Hee!"
-    (-1.63) has "Hey!" 1.25 below it; en-gb-scotland's "hey" read "Hey." (-2.14), "Hee." in
-    another take, has its words and "Hey." within 0.3 of each other."""
-    if reading is None or not reading.alternatives:
-        return False
-    scores = dict(reading.alternatives)
-    interruptions = [scores[r.strip()] for r in INTERRUPTION_READINGS if r.strip() in scores]
-    return bool(interruptions) and (
-        reading.text_logprob >= max(interruptions) + MIN_INTERRUPTION_MARGIN)
