@@ -19,6 +19,7 @@ from server.listening.murmurs import LAUGH_READINGS, MAX_LAUGH_CHANGE_DB
 from tests import speech_fixtures
 from tests.fast_speech import fast_speech
 from tests.test_asr import decision_audio
+from tests.test_backchannel_rooms import heard as heard_over_room
 
 RATE = speech_fixtures.RATE_HZ
 
@@ -115,3 +116,24 @@ def test_laughs_and_murmurs_read_as_nothing_still_resume(text: str, spec: str) -
     decision = decided(text, spec)
     assert decision is not None and decision.words == (), decision
     assert decision.verdict is Verdict.BACKCHANNEL and decision.rule == "no_words", decision
+
+
+@pytest.mark.parametrize(("kind", "seed"), [("babble", 0), ("tv", 0), ("babble", 1), ("tv", 1)])
+def test_piper_s_uh_huh_over_a_room_read_as_words_resumes(kind: str, seed: int) -> None:
+    """bench_backchannel's room grid: Piper's "uh huh" over babble and a TV at -45 dBFS was
+    read "I had", "I have...", "I have to." and answered (3 of 3). Two alike syllables joined
+    by an /h/, and whisper finds "Uh-huh." plausible beside those words: rule 4a."""
+    transcript, pcm, room_dbfs = heard_over_room("uh huh", "piper", kind, -45, seed)
+    decision = classify(transcript, pcm, RATE, room_dbfs=room_dbfs)
+    assert decision.verdict is Verdict.BACKCHANNEL, (str(transcript), decision)
+
+
+@pytest.mark.parametrize(("text", "spec"), [
+    ("I have", "piper"), ("I have", "en-us"), ("I have", "en-gb-x-rp"), ("I had", "piper"),
+    ("I had", "en-us"), ("a hug", "piper"), ("I hope", "piper"), ("I hid", "piper"),
+    ("I have to", "piper"), ("uh, no", "piper"), ("uh, wait", "piper")])
+def test_words_whisper_could_read_as_uh_huh_cut(text: str, spec: str) -> None:
+    """The words Piper's "uh huh" was read as, said: whisper finds "Uh-huh." far less likely
+    than them, or their syllables change: they cut the reply."""
+    decision = decided(text, spec)
+    assert decision is None or decision.verdict is Verdict.INTERRUPTION, decision

@@ -1,4 +1,7 @@
-"""Rule 4c of `server.listening.backchannel`: laughter tiny.en reads as words.
+"""Murmurs and laughs tiny.en misreads, judged on whisper's own readings of the audio
+(`server.listening.backchannel`): laughter read as words (rule 4c, `laugh_reading`; a one-beat
+laugh, `laugh_clear`), "uh-huh" read as words (rule 4a, `uh_huh_misread`), and audio read as no
+words that is a misheard interruption, not a murmur (rule 4, `interruption_unheard`).
 
 A laugh is breathy /h/ + vowel beats said again and again: "heh heh", "hee hee", "ha ha". tiny.en
 writes some laughs as words: "ahead" for Piper's "heh heh" (two beats 30 ms apart), "KK" for
@@ -32,8 +35,26 @@ LAUGH_READINGS = (" Ha ha.", " Ha ha ha.", " Heh heh.", " Hee hee.")
 """Laughs scored (whisper's spelling, with its leading space): the likeliest for every laugh of
 `benchmarks/bench_backchannel.py`'s recordings and the tests' was one of these."""
 
-READINGS = LAUGH_READINGS + INTERRUPTION_READINGS
-"""Every reading scored for rule 4c, in this order."""
+UH_HUH_READING = " Uh-huh."
+"""Rule 4a's second murmur reading (`uh_huh_misread`)."""
+
+READINGS = LAUGH_READINGS + INTERRUPTION_READINGS + (UH_HUH_READING,)
+"""Every reading scored for rules 4a (beside `calibration.asr_readings.MURMUR_READINGS`) and 4c,
+in this order."""
+
+MIN_UH_HUH_LOGPROB = -1.4
+"""Rule 4a on "Uh-huh." (`uh_huh_misread`): its reading must be at least this likely (mean
+token log probability, natural log). Measured (tiny.en, the person's 15 s window): Piper's "uh
+huh" over babble and a TV at -45 dBFS, read "I had", "I have...", "I have to...", -0.93 to
+-1.12; espeak-ng en-029's "I have" and "I had" (read "I am", "I have."; two alike syllables
+joined by /h/) -1.98 and -1.99, Piper's "a hug" -1.94, other two-syllable words -2.4 and
+below. Stricter than "Mm-hmm."'s `backchannel.MIN_HUM_READING_LOGPROB`: whisper finds
+"Uh-huh." plausible for more words than "Mm-hmm."."""
+
+UH_HUH_MARGIN = 0.7
+"""Rule 4a on "Uh-huh.": its reading may be at most this much less likely than the transcript's
+own words. Measured: Piper's "uh huh" over a TV read "I had" 0.60 below its words, over babble
+above them; espeak-ng en-029's "I have" read "I am" 1.35 below, "I had" read "I have." 0.84."""
 
 MAX_WORDS = 2
 """Rule 4c reads transcripts of at most this many words: a misread laugh came back as one or
@@ -51,6 +72,17 @@ NO_WORDS_MARGIN = 0.4
 with no words must be this much likelier than every interruption's (mean token log
 probability, natural log). Measured: 0.10 for espeak-ng en-gb-scotland's "hey", 0.50 and more
 for laughs and murmurs read as nothing."""
+
+
+def uh_huh_misread(reading: MurmurReading | None) -> bool:
+    """Rule 4a's "Uh-huh." reading: scored (`UH_HUH_READING` in `reading.alternatives`), at least
+    `MIN_UH_HUH_LOGPROB` and within `UH_HUH_MARGIN` of the transcript's words. The sound is
+    judged by the caller (two alike syllables joined by an /h/)."""
+    if reading is None:
+        return False
+    score = dict(reading.alternatives).get(UH_HUH_READING.strip())
+    return (score is not None and score >= MIN_UH_HUH_LOGPROB
+            and score >= reading.text_logprob - UH_HUH_MARGIN)
 
 
 def laugh_reading(reading: MurmurReading | None, prosody: Prosody,
