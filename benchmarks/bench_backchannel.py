@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.measuring import percentile, print_run_header, verdict
+from benchmarks.resume_breakdown import print_breakdown
 from benchmarks.tables import print_table
 from calibration.local_asr import person_transcriber
 from server.app import DemoServer
@@ -336,9 +337,15 @@ def main() -> None:
                         help="comma-separated words of the corpus to run (default: all)")
     parser.add_argument("--pause-timeout-ms", type=int, default=0,
                         help="session.interruption.pause_timeout_ms (default: the server's)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also print where each resume's pause went (response.resumed."
+                             "timing: speech, silence, server VAD's lag, the verdict)")
     args = parser.parse_args()
     print_run_header()
     trials = asyncio.run(run_all(args))
+    if args.breakdown:
+        print_breakdown([(f"{t.recording.word} ({t.recording.voice})", t.outcome.resumed[0])
+                         for t in trials if t.resumed_as_backchannel])
     sys.exit(0 if report(trials) else 1)
 
 

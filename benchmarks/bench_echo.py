@@ -11,7 +11,9 @@ starts until 2.5 s after its final ACK (the echo's tail). Sessions run `--concur
 behind real time). Neither the clients nor the server ping, and the server's send timeout is
 long (a loop busy for seconds would close the sessions: runs on a loaded machine died so).
 `--only echo` / `--only person` runs one measurement; `--more` adds ten utterances to the second
-(`MORE_UTTERANCES`, 20 in all). Prints the command, machine facts and one
+(`MORE_UTTERANCES`, 20 in all); `--stall-seed N` runs both with the event loop blocked 50-400 ms
+every 100-800 ms (`tests.stalled_loop`, seeded: a busy machine; the server reads appends and
+ACKs late and in bursts), the tables' titles then say so. Prints the command, machine facts and one
 table per measurement with its target and PASS/FAIL; exit status 1 when a target fails. About
 4 minutes on 2 cores (10 rooms, 20 person runs).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar
@@ -44,6 +47,7 @@ from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, word_errors, words
 from tests.realtime_client import RealtimeClient
+from tests.stalled_loop import BETWEEN_MS, STALL_MS, stalled_loop
 
 ECHO_PROMPT = "say: From a cursed kanji to a full chibi chorus line in a single evening."
 """The issue's reply: its last word's echo came back after the final ACK and was answered."""
@@ -144,7 +148,7 @@ def person_audio(text: str, engine: str, voice: str | None) -> np.ndarray:
     return resample(pcm, fx.RATE_HZ, RATE_HZ)
 
 
-async def report_echo(url: str, concurrency: int) -> bool:
+async def report_echo(url: str, concurrency: int, stalled: str = "") -> bool:
     """Table 1; True when no room created a user turn."""
     results = await bounded(concurrency, [in_room(url, room, ECHO_PROMPT)
                                           for room in ECHO_ROOMS])
@@ -155,13 +159,13 @@ async def report_echo(url: str, concurrency: int) -> bool:
     turns = sum(len(result.transcripts) for result in results)
     rows.append(("total", sum(row[1] for row in rows), turns,
                  sum(row[3] for row in rows), "", verdict(turns == 0)))
-    print_table("Echo alone, incl. 2.5 s after the final ACK (target: 0 user turns)",
+    print_table(f"Echo alone, incl. 2.5 s after the final ACK{stalled} (target: 0 user turns)",
                 ("room (echo gain, lag, noise RMS)", "speech starts", "user turns",
                  "responses", "played ms", "transcripts"), rows)
     return turns == 0
 
 
-async def report_person(url: str, concurrency: int, more: bool) -> bool:
+async def report_person(url: str, concurrency: int, more: bool, stalled: str = "") -> bool:
     """Table 2 (with `MORE_UTTERANCES` when `more`); True when the word error rate over the
     echo is within the margin."""
     utterances = PERSON_UTTERANCES + (MORE_UTTERANCES if more else ())
@@ -188,7 +192,7 @@ async def report_person(url: str, concurrency: int, more: bool) -> bool:
     ok = rates["echo"] - rates["no echo"] <= WER_MARGIN_POINTS
     rows.append(("word error rate %", "", rates["echo"], rates["no echo"], verdict(ok)))
     print_table(f"A person over the reply's echo (-30 dB, 150 ms, -60 dBFS), {PERSON_DBFS:.0f} "
-                f"dBFS peak at {PERSON_AT_MS:.0f} ms (target: WER with echo <= without + "
+                f"dBFS peak at {PERSON_AT_MS:.0f} ms{stalled} (target: WER with echo <= without + "
                 f"{WER_MARGIN_POINTS:.0f} points)",
                 ("utterance", "voice", "transcript (echo)", "transcript (no echo)",
                  "turn audio before onset ms"), rows)
@@ -203,9 +207,16 @@ async def bench(args: argparse.Namespace) -> bool:
     demo = DemoServer(services, config.allow_origin, server_options(config))
     await demo.start("127.0.0.1", 0)
     url = f"ws://127.0.0.1:{demo.port()}/v1/realtime"
+    stalled = "" if args.stall_seed is None else (
+        f", the event loop blocked {STALL_MS[0]}-{STALL_MS[1]} ms every "
+        f"{BETWEEN_MS[0]}-{BETWEEN_MS[1]} ms (seed {args.stall_seed})")
     try:
-        echo_ok = args.only == "person" or await report_echo(url, args.concurrency)
-        person_ok = args.only == "echo" or await report_person(url, args.concurrency, args.more)
+        async with contextlib.AsyncExitStack() as stack:
+            if args.stall_seed is not None:
+                await stack.enter_async_context(stalled_loop(args.stall_seed))
+            echo_ok = args.only == "person" or await report_echo(url, args.concurrency, stalled)
+            person_ok = args.only == "echo" or await report_person(url, args.concurrency,
+                                                                   args.more, stalled)
     finally:
         assert demo.server is not None
         demo.server.close()
@@ -221,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="run one of the two measurements")
     parser.add_argument("--more", action="store_true",
                         help="table 2 with ten more utterances (20 in all)")
+    parser.add_argument("--stall-seed", type=int,
+                        help="block the event loop 50-400 ms every 100-800 ms (this seed)")
     args = parser.parse_args(argv)
     print_run_header()
     sys.exit(0 if asyncio.run(bench(args)) else 1)

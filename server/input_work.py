@@ -42,13 +42,14 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.quiet_after_speech import HeardSound
 from server.listening.room_floor import trim_room
 from server.listening.turn_events import (
     SpeechGap,
@@ -200,14 +201,13 @@ class SessionInput:
                 playback_ms = effect.playback_ms
                 if playback_ms is not None:
                     playback_ms -= (len(pcm16) - end) * 1000 // (2 * rate_hz)
-                events, room_dbfs = await self._lane.run(
+                fed = await self._lane.run(
                     _feed_speech, detector, pcm16[start:end], effect.assistant_playing,
                     playback_ms, echo)
                 self.session.set_clock(time.monotonic() * 1000.0)
-                self.session.turn_taking.on_room_level(room_dbfs)
-                self._hand_over(events)
-                self.session.turn_taking.on_vad_position(
-                    effect.position_ms + end * 1000 // (2 * rate_hz))
+                self.session.turn_taking.on_room_level(fed.room_dbfs)
+                self._hand_over(fed.events)
+                self.session.turn_taking.on_vad_position(fed.heard)
                 await settle()
 
     def _hand_over(self, events: list[TurnEvent]) -> None:
@@ -276,14 +276,28 @@ class SessionInput:
         return True
 
 
+class FedSpeech(NamedTuple):
+    """What one slice of audio told server VAD (`_feed_speech`).
+
+    Attributes:
+        events: its turn events, in order.
+        room_dbfs: the room's loud level after it (`InputSpeechDetector.room_dbfs`).
+        heard: how far it was judged for the person's sound, and where that sound was
+            (`InputSpeechDetector.heard`).
+    """
+
+    events: list[TurnEvent]
+    room_dbfs: float | None
+    heard: HeardSound
+
+
 def _feed_speech(detector: InputSpeechDetector, pcm16: bytes, assistant_playing: bool,
-                 playback_ms: int | None, echo: ReplyEcho | None
-                 ) -> tuple[list[TurnEvent], float | None]:
+                 playback_ms: int | None, echo: ReplyEcho | None) -> FedSpeech:
     """On an input worker: server VAD over appended PCM16 LE mono, compared with the echo
-    reference of the reply `echo` (None: no reply to compare with); its turn events and the
-    room's loud level after it (`InputSpeechDetector.room_dbfs`)."""
+    reference of the reply `echo` (None: no reply to compare with)."""
     reference = None if echo is None else echo.reference()
-    return detector.feed(pcm16, assistant_playing, playback_ms, reference), detector.room_dbfs
+    events = detector.feed(pcm16, assistant_playing, playback_ms, reference)
+    return FedSpeech(events, detector.room_dbfs, detector.heard())
 
 
 def _asr_samples(detector: InputSpeechDetector | None, pcm16: bytes, start_ms: int,

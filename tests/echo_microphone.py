@@ -9,6 +9,7 @@ through a room.
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -18,7 +19,7 @@ from server.listening.echo import ECHO_TAIL_MS, EchoDetector
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.server_vad_settings import TurnDetection
 from server.listening.turn_events import SpeechStarted
-from server.realtime.arrival import ArrivalLateness
+from server.realtime.arrival import InputClock
 from server.realtime.response_state import QueuedAudio, ResponseState
 from server.realtime.session import SessionConfig
 from server.speech.resampling import resample
@@ -166,10 +167,10 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
     `ack_every_ms` when it moved (None: never). Its microphone hears the loudspeaker through
     `room` plus `person` (24 kHz) at `person_at_ms` (ms after the request) and is appended
     every 40 ms; one in `1 / STALL_CHANCE` appends is held up to `late_ms` (uniformly, seeded)
-    and those after it wait behind it (a stalled event loop, the network). Each append is
-    tagged with the position the server estimated when it arrived less its lateness, as
-    `ReplyPlayback.position_ms` does (for `ECHO_TAIL_MS` after the reply played out); the
-    clock ticks every 10 ms.
+    and the appends and ACKs after it wait behind it (a stalled event loop, the network: one
+    socket keeps the client's order). Each append is tagged with the position the server
+    estimates in audio time when it arrives, as `ReplyPlayback.position_ms` does (for
+    `ECHO_TAIL_MS` after the reply played out); the clock ticks every 10 ms.
     """
     tts = fx.synthesizer("piper")
     chunks = [resample(chunk.pcm, tts.sample_rate_hz, OUTPUT_RATE_HZ)
@@ -181,12 +182,13 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
     speaker = np.zeros(total + OUTPUT_RATE_HZ * 8, dtype=np.float32)
     queued = played = 0
     ended_ms: float | None = None
-    rng, arrival = np.random.default_rng(3), ArrivalLateness()
+    rng, input_clock = np.random.default_rng(3), InputClock()
     ends_ms = np.arange(APPEND_MS, speaker.size * 1000 // OUTPUT_RATE_HZ + 1, APPEND_MS)
     stalls_ms = rng.integers(0, late_ms // 10 + 1, ends_ms.size) * 10
     arrivals_ms = np.maximum.accumulate(
         ends_ms + np.where(rng.random(ends_ms.size) < STALL_CHANCE, stalls_ms, 0))
     positions: list[int | None] = []
+    acks: deque[tuple[float, int, int]] = deque()  # (read ms, appends before it, played ms)
     for k in range(speaker.size // tick):
         now_ms = 10.0 * k
         while queued < len(chunks) and now_ms >= SYNTHESIZED_AT_MS[
@@ -208,14 +210,31 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
                 ended_ms = now_ms
         played_ms = played * 1000 // OUTPUT_RATE_HZ
         if (ack_every_ms is not None and k % (ack_every_ms // 10) == 0
-                and response.first_send_ms is not None and played_ms != response.cursor.played_ms):
-            response.cursor.acknowledge(played_ms)
-            response.acknowledged(now_ms)
-        while len(positions) < ends_ms.size and arrivals_ms[len(positions)] <= now_ms:
-            late = arrival.late_ms(now_ms, ends_ms[len(positions)])
+                and response.first_send_ms is not None and played_ms != response.cursor.played_ms
+                and (not acks or acks[-1][2] != played_ms)):
+            before = int(np.searchsorted(ends_ms, now_ms, side="right"))
+            acks.append((max(now_ms, arrivals_ms[before - 1] if before else 0.0), before,
+                         played_ms))
+        while True:  # the server reads the socket in the client's order
+            count = len(positions)
+            if acks and acks[0][1] <= count:
+                if acks[0][0] > now_ms:
+                    break
+                _, _, acked_ms = acks.popleft()
+                response.cursor.acknowledge(acked_ms)
+                response.acknowledged(now_ms, float(ends_ms[count - 1]) if count else 0.0)
+                continue
+            if count == ends_ms.size or arrivals_ms[count] > now_ms:
+                break
+            end_ms = float(ends_ms[count])
+            input_clock.arrived(now_ms, end_ms)
+            delay_ms, least_delay_ms = input_clock.delay_ms, input_clock.least_delay_ms
+            assert delay_ms is not None and least_delay_ms is not None
+            response.anchors.place(end_ms, delay_ms)
             positions.append(None if response.first_send_ms is None
                              or (ended_ms is not None and now_ms > ended_ms + ECHO_TAIL_MS)
-                             else response.estimated_played_ms(now_ms - late, config.jitter_ms))
+                             else response.played_at_audio_ms(end_ms, delay_ms, least_delay_ms,
+                                                              config.jitter_ms))
     echo = np.convolve(speaker, room.impulse_response())[:speaker.size]
     lag = room.echo_lag_ms * OUTPUT_RATE_HZ // 1000
     mic = np.concatenate((np.zeros(lag, dtype=np.float32), echo[:echo.size - lag]))

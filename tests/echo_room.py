@@ -117,6 +117,8 @@ class RoomResult:
         responses: ids of the responses created after the first.
         person_onset_ms: microphone position (ms) of the person's first sample at -40 dBFS or
             louder (None without a person).
+        reply_start_ms: microphone position (ms) at which the loudspeaker started the reply
+            (None: it never did).
     """
 
     speech_started: list[int] = field(default_factory=list)
@@ -125,6 +127,7 @@ class RoomResult:
     interrupted_at_ms: int | None = None
     responses: list[str] = field(default_factory=list)
     person_onset_ms: float | None = None
+    reply_start_ms: float | None = None
 
 
 class RoomPage:
@@ -208,6 +211,8 @@ class RoomPage:
         self._take_events()
         result = self._result
         result.played_ms = self.played_ms()
+        if self._play_from is not None:
+            result.reply_start_ms = self._play_from * 1000 / RATE_HZ
         return result
 
     def played_ms(self) -> int:

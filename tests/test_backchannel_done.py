@@ -33,23 +33,29 @@ def then_after(first: np.ndarray, gap_ms: float, second: np.ndarray) -> np.ndarr
     return np.concatenate([first[:end], speech_fixtures.silence(gap_ms), second[start:]])
 
 
-@pytest.mark.parametrize(("first", "then", "engine", "voice"), [
-    ("Okay. Stop.", None, "espeak", "en-us+m3"),
-    ("Okay. Stop.", None, "espeak", "en-gb-scotland"),
-    ("Right. No.", None, "espeak", "en-gb-scotland"),
-    ("yeah", "wait", "piper", None),
+@pytest.mark.parametrize(("first", "then", "engine", "voice", "gap_ms"), [
+    ("Okay. Stop.", None, "espeak", "en-us+m3", None),
+    ("Okay. Stop.", None, "espeak", "en-gb-scotland", None),
+    ("Right. No.", None, "espeak", "en-gb-scotland", None),
+    ("yeah", "wait", "piper", None, 350),
+    ("okay", "stop", "espeak", "en-us+f3", 420),
+    ("sure", "stop", "espeak", "en-029", 420),
 ])
 async def test_a_backchannel_then_an_interruption_never_resumes_the_reply(
-        start_server, first: str, then: str | None, engine: str, voice: str | None) -> None:
+        start_server, first: str, then: str | None, engine: str, voice: str | None,
+        gap_ms: int | None) -> None:
     """A tester's "Okay. Stop." (espeak-ng, a 420 ms pause between the words) 900 ms into a
     reply: the reply resumed for 0.8 s on "Okay", then "Stop" cut it, and the history grew by
     the words played in between. The person was not done: the reply stays paused through the
     pause and is cut where it paused; its heard text ends there. (Piper's "yeah", 350 ms of
-    silence between the sounds, "wait": the same kind in another voice.)"""
+    silence between the sounds, "wait": the same kind in another voice; en-us+f3 "okay" and
+    en-029 "sure", 420 ms, "stop": server VAD's turn ended before Silero called the /s/
+    speech, and the reply resumed between the words before `server.listening.
+    quiet_after_speech` heard its onset.)"""
     server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
     speech = said(first, engine, voice)
-    if then is not None:
-        speech = then_after(speech, 350, said(then, engine, voice))
+    if then is not None and gap_ms is not None:
+        speech = then_after(speech, gap_ms, said(then, engine, voice))
     mic = np.concatenate([speech_fixtures.silence(900), speech, speech_fixtures.silence(2500)])
     outcome = await cut_over_reply(server.ws_url, REPLY, mic, PATIENT)
     assert outcome.heard == " ".join(WORDS[: outcome.played_ms // WORD_MS])

@@ -12,8 +12,9 @@ from calibration.asr import Transcript
 from calibration.local_asr import load_whisper_model
 from calibration.whisper_window import PERSON_WINDOW_S, decode_window
 from server.listening.backchannel import Decision, Verdict, classify, readings_to_score
-from server.listening.backchannel_fit import MAX_VOICELESS_TAIL_MS, fits
+from server.listening.backchannel_fit import MAX_VOICELESS_TAIL_MS, MIN_FRICATIVE_TAIL_MS, fits
 from server.listening.prosody import analyse
+from server.listening.word_shape import measure
 from tests import speech_fixtures
 from tests.pausing_page import cut_over_reply
 from tests.test_asr import decision_audio
@@ -102,12 +103,15 @@ def test_fair_enough_resumes_and_enough_alone_is_an_interruption() -> None:
 
 
 def test_a_sound_with_one_nucleus_fits_one_beat_words_only() -> None:
-    """`fits` on Piper's "pause": one nucleus, no long voiceless tail."""
-    prosody = analyse(speech_fixtures.speech("pause", "piper"), RATE)
-    assert len(prosody.nuclei) == 1
-    assert prosody.sound_end_ms - prosody.nuclei[-1][1] <= MAX_VOICELESS_TAIL_MS
-    assert fits(("cool",), prosody) and fits(("thanks",), prosody)
-    assert not fits(("of course",), prosody) and not fits(("oh", "okay"), prosody)
+    """`fits` on Piper's "pause": one nucleus and one vowel beat, then its /z/: it fits
+    "thanks" (not checked), neither two-beat words nor a word ending on its vowel ("cool")."""
+    pcm = speech_fixtures.speech("pause", "piper")
+    prosody, shape = analyse(pcm, RATE), measure(pcm, RATE)
+    assert len(prosody.nuclei) == 1 and len(shape.beats) == 1
+    assert shape.tail_ms <= MAX_VOICELESS_TAIL_MS and shape.fricative_ms >= MIN_FRICATIVE_TAIL_MS
+    assert fits(("thanks",), prosody, shape) and not fits(("cool",), prosody, shape)
+    assert not fits(("of course",), prosody, shape)
+    assert not fits(("oh", "okay"), prosody, shape)
 
 
 @pytest.mark.parametrize(("text", "engine", "voice"), [

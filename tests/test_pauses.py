@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from server.listening.quiet_after_speech import HeardSound
 from server.listening.server_vad_settings import DECISION_TAIL_MS, UTTERANCE_TAIL_MS
 from server.realtime.effects import (
     DecideTranscription,
@@ -74,9 +75,9 @@ def test_a_backchannel_transcript_resumes_where_sending_stopped_and_is_no_turn()
     item_id = session.input_turns.speech_turn[0]
     session.set_clock(1200.0)
     session.turn_taking.on_prepared_transcription(item_id, "Uh-uh.")
-    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS - 1)
+    session.turn_taking.on_vad_position(HeardSound(700 + RESUME_SILENCE_MS - 1))
     assert session.take_events() == [], "held until the person is done"
-    session.turn_taking.on_vad_position(700 + RESUME_SILENCE_MS)
+    session.turn_taking.on_vad_position(HeardSound(700 + RESUME_SILENCE_MS))
     events = session.take_events()
     assert types(events) == ["input_audio_buffer.backchannel", "response.resumed"]
     assert events[0]["transcript"] == "Uh-uh." and events[0]["rule"] == "murmur_h"
@@ -106,13 +107,72 @@ def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_deci
     session.turn_taking.on_speech_gap(650)
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay.")
-    session.turn_taking.on_vad_position(650 + 350)
+    session.turn_taking.on_vad_position(HeardSound(650 + 350))
     session.turn_taking.on_speech_resumed()
-    session.turn_taking.on_vad_position(650 + RESUME_SILENCE_MS + 400)
+    session.turn_taking.on_vad_position(HeardSound(650 + RESUME_SILENCE_MS + 400))
     assert session.take_events() == [], "no resume: the person was not done"
     session.turn_taking.on_speech_gap(1400)
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay, stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
+def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide() -> None:
+    """A loaded machine: "Okay." stopped (its decision still transcribing) and the person's
+    "Stop." started a new turn before the verdict on "Okay" came. The verdict resumed the
+    reply at once (its turn had ended), and "Stop" then found the reply playing (over the
+    protocol, 1 of 1 under load 12). Now the new turn decides the pause: no resume, and its
+    words cut the reply where it paused."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    okay_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_vad_position(HeardSound(1000))
+    session.turn_taking.on_speech_stopped(650)
+    session.turn_taking.on_speech_started(1000)
+    stop_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_decision_transcription(okay_id, decide.audio_end_ms, "Okay.")
+    session.turn_taking.on_vad_position(HeardSound(1400))
+    assert "response.resumed" not in types(session.take_events())
+    session.turn_taking.on_speech_gap(1400)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    assert decide.item_id == stop_id
+    session.turn_taking.on_decision_transcription(stop_id, decide.audio_end_ms, "Stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
+def test_a_backchannel_verdict_after_the_next_turn_was_committed_lets_its_words_decide(
+        ) -> None:
+    """Load 12 over the protocol: the verdict on "Okay" took 1.4 s, and "Stop." had started,
+    stopped and been committed by then; the verdict resumed the reply for a moment before
+    "Stop"'s answer cut it. Now the committed turn's transcript decides the pause."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    okay_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_speech_stopped(650)
+    session.turn_taking.on_speech_started(1000)
+    stop_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_stopped(1500)
+    session.turn_taking.on_vad_position(HeardSound(2100, 1500))
+    session.turn_taking.on_decision_transcription(okay_id, decide.audio_end_ms, "Okay.")
+    session.turn_taking.on_vad_position(HeardSound(2200, 1500))
+    assert "response.resumed" not in types(session.take_events())
+    session.turn_taking.on_transcription(stop_id, "Stop.")
     events = session.take_events()
     assert "response.resumed" not in types(events)
     assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]

@@ -51,6 +51,7 @@ def paused_sentence(first: str, rest: str, engine: str, voice: str | None,
     "I want to book a table for", "I want to book a table for...", "What is the capital of",
     "Could you remind me about the", "I'll take the soup and", "So, um,", "Tell me about a",
     "I was wondering if", "Let me think, uh", "Can I have the?", "I want to book a table for.",
+    "What is the capital of?", "What's the best part of?", "How do I get to the top of?",
 ])
 def test_a_transcript_ending_on_a_word_that_announces_more_is_unfinished(text: str) -> None:
     assert transcript_unfinished(text)
@@ -59,6 +60,8 @@ def test_a_transcript_ending_on_a_word_that_announces_more_is_unfinished(text: s
 @pytest.mark.parametrize("text", [
     "I want to book a table for two people tonight.", "What is the capital of France?",
     "Turn it off.", "Where are you from?", "What is it for?", "", "Okay.",
+    "What is it made of?", "What are you afraid of?", "What is this made of?",
+    "What do you think of?", "What is the capital of France?",
 ])
 def test_a_transcript_ending_on_a_complete_phrase_is_not_unfinished(text: str) -> None:
     assert not transcript_unfinished(text)
@@ -388,3 +391,18 @@ async def test_a_longer_pause_after_an_unfinished_phrase_keeps_it_one_turn(
     assert len(transcripts) == 1, transcripts
     assert "remind" in transcripts[0] and "meeting" in transcripts[0]
     assert len(client.of_type("input_audio_buffer.speech_stopped")) == 1
+
+
+async def test_a_question_cut_off_after_of_keeps_it_one_turn(start_server) -> None:
+    """A tester's Piper "What is the capital of" (1.2 s) "Australia?": whisper writes the first
+    part "What is the capital of?", and the "?" made the stranded preposition look finished:
+    two turns, two answers (3 of 3). "of" after a noun phrase waits (`NOUN_DETERMINERS`)."""
+    server = await start_server(tts="uniform", calibration="marks")
+    utterance = paused_sentence("What is the capital of", "Australia?", "piper", None, 1200)
+    mic = mic_pcm16(speech_fixtures.place(utterance, lead_ms=800, tail_ms=5000))
+    client = await spoken_turns(server, SEMANTIC_VAD, mic)
+    transcripts = [e["transcript"].lower() for e in client.of_type(
+        "conversation.item.input_audio_transcription.completed")]
+    assert len(transcripts) == 1, transcripts
+    assert "capital of" in transcripts[0] and "australia" in transcripts[0], transcripts
+    assert len(client.of_type("response.created")) == 1

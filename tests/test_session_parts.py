@@ -117,21 +117,22 @@ def test_the_playback_position_follows_sending_acks_and_the_end_of_playback() ->
     session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100,
                                     ack_timeout_ms=1000))
     playback = session.reply_playback
-    assert playback.position_ms() is None and not playback.assistant_playing()
+    # positions asked for appends whose audio ends at the clock reading (an on-time stream)
+    assert playback.position_ms(0) is None and not playback.assistant_playing()
     response_id = start_reply(session, "a short reply", 600)
     assert playback.assistant_playing(), "generating counts as playing"
-    assert playback.position_ms() is None, "nothing sent yet"
+    assert playback.position_ms(0) is None, "nothing sent yet"
     session.pull_outbound(now_ms=0.0)
     session.set_clock(300.0)
     send(session, type="playback.ack", response_id=response_id, played_ms=250)
-    assert playback.position_ms() == (response_id, 250)
+    assert playback.position_ms(300) == (response_id, 250)
     session.pull_outbound(now_ms=700.0)
     assert [e for e in session.take_events() if e["type"] == "response.done"]
     assert playback.assistant_playing(), "the client has not played it all"
     assert playback.is_playing(session.responses[response_id])
     session.set_clock(600.0 + 1000.0 + 1.0)
     assert not playback.assistant_playing(), "played out by real time + ack_timeout_ms"
-    assert playback.position_ms() is None, "and more than the echo tail after its last ACK"
+    assert playback.position_ms(1601) is None, "and more than the echo tail after its last ACK"
 
 
 def test_a_client_without_acks_is_known_not_to_report_playback_after_the_timeout() -> None:

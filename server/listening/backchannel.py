@@ -14,7 +14,8 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    perhaps with interjections or murmurs ("oh okay", "ah I see", "mm, makes sense", "haha,
    nice"; not with a murmur that may say no, "uh-uh, okay": rule 4): a backchannel, unless
    it was asked (`question`): the ASR wrote a question mark, or the pitch rose at its end by
-   `QUESTION_RISE_ST` or more (`Prosody.final_rise_st`; tiny.en writes "Sure." for a
+   `QUESTION_RISE_ST` or more, lifting its last syllable after two or more
+   (`Prosody.final_rise_st`, `MIN_QUESTION_LIFT_ST`; tiny.en writes "Sure." for a
    rising "sure?" in some voices), or its sound does not fit the words (`sound_misfit`,
    `server.listening.backchannel_fit`: "Of course." for Piper's one-syllable "pause",
    "Okay." for espeak-ng en-029's "hey", "Yeah." for en-gb-x-rp's "enough").
@@ -29,15 +30,19 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    person with silence (a tester: espeak-ng en-gb-x-gbcwmd's "yeah", one vowel, transcribed
    as nothing, cut as a closure and never answered, 3 of 3), as LiveKit's
    `resume_false_interruption` resumes after an interruption that produced no words.
-   Three or more voiced syllables all joined by aspirated gaps, written as laughter or not
-   at all, are laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`:
-   espeak-ng en-us+f3's "ha ha ha ha" has one of 30 ms at -23 dB, and a dropout inside one
-   vowel is bridged by the prosody), and so is one syllable written as a laugh and not
-   asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and en-029's one
-   "hee" and "ha"; "Huh?" - espeak-ng's "ha" in other voices - is a question, and "huh" is
-   no laugh spelling: it may mean "what?") and whisper finds every interruption's reading
-   far less likely (`backchannel_readings.clear_of_interruptions`: tiny.en wrote "Hee." for
-   espeak-ng en-gb-scotland's "hey", and it resumed);
+   Unless whisper, forced to read it, finds an interruption ("Hey.") about as likely as any
+   murmur or laugh (`murmurs.interruption_unheard`: tiny.en hears nothing in espeak-ng
+   en-gb-scotland's "hey"): an interruption (`no_words_interruption`).
+   Two or more voiced syllables all joined by aspirated gaps and written as laughter are
+   laughter (a backchannel; a gap may be shorter than `MIN_ASPIRATED_GAP_MS`: Piper's "heh
+   heh" and espeak-ng en-us+f3's "ha ha ha ha" have one of 30 ms, and a dropout inside one
+   vowel is bridged by the prosody), and so is one syllable written as a laugh, once or
+   again, and not asked (tiny.en's "Hee!", "Hee", "Ha!" for espeak-ng en-gb-scotland's and
+   en-029's one "hee" and "ha", "Ha ha." for Piper's one-beat "haha"; "Huh?" - espeak-ng's
+   "ha" in other voices - is a question, and "huh" is no laugh spelling: it may mean
+   "what?") when whisper finds every interruption's reading far less likely than its words
+   or a laugh's reading (`murmurs.laugh_clear`: tiny.en wrote "Hee." for espeak-ng
+   en-gb-scotland's "hey", and it resumed);
    two syllables joined by an aspirated gap (the /h/ of "uh-huh", "mm-hmm") or rising from
    the first to the second (the yes-contour) are a backchannel; one syllable is
    a backchannel when it is a hum ("mm", "hmm", "Em") no longer than `MAX_HUM_MS` (a longer
@@ -48,7 +53,9 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    makes any of them a question.
 4a. Other words, but a hum misread: the recogniser itself finds a hum
    reading of the audio ("Mm-hmm.") plausible beside its words (`calibration.asr_readings`:
-   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), the ASR wrote no question mark, and the
+   `MIN_HUM_READING_LOGPROB`, `HUM_READING_MARGIN`), or "Uh-huh." more plausible still
+   (`murmurs.uh_huh_misread`: "I had" for Piper's "uh huh" over a room), the ASR wrote no
+   question mark, and the
    sound is a murmur: two voiced syllables joined by an /h/, the second a repeat of the first
    (`MAX_REPEAT_CHANGE_DB`). tiny.en writes "And then boom.", "It may end time.", "In a
    game." for espeak-ng's "mm-hmm" and "mhm": backchannels. Words of `NEVER` in such a
@@ -75,6 +82,11 @@ voices with faster-whisper tiny.en, `benchmarks/bench_backchannel.py`):
    alone do not tell misreads from words said ("copy", for "coffee", scores "Got it." as
    likely; "Amen." for Piper's "mm" prefers its words): the spelling and the interruptions'
    readings keep words said, and misread interruptions, out.
+4c. Other words (one or two), but a laugh misread (`server.listening.murmurs`): two or more
+   voiced beats joined by an /h/, one sound repeated, not asked, and whisper, forced to read
+   the audio as a laugh ("Heh heh."), finds that at least as likely as its words and far
+   likelier than any interruption: a backchannel. tiny.en writes "ahead" for Piper's "heh
+   heh", "KK" for espeak-ng en-us+m3's "hee hee".
 5. Anything else: an interruption, whatever it sounds like. Without the recogniser's scores
    (a remote ASR, audio longer than `calibration.asr_readings.MAX_SCORED_S`) words the ASR
    wrote are never overruled by the sound.
@@ -92,19 +104,17 @@ import difflib
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from calibration.asr import Transcript
 from calibration.asr_readings import MurmurReading
-from server.listening import backchannel_fit
+from server.listening import backchannel_fit, murmurs, word_shape
 from server.listening.backchannel_readings import (
     ACKNOWLEDGMENT_READINGS,
-    INTERRUPTION_READINGS,
     READINGS,
     acknowledgment_reading,
-    clear_of_interruptions,
 )
 from server.listening.prosody import Prosody, analyse
 
@@ -125,6 +135,14 @@ one-syllable hum a question. Measured on espeak-ng voices (`tests/test_backchann
 "uh-huh" and laughter end at most 0.9 st above it; Piper's one-word questions end level
 (-0.3 to 0.2 st), so for Piper, as for "right?" and "okay?" in every voice, only the ASR's
 question mark tells."""
+MIN_QUESTION_LIFT_ST = 1.0
+"""After two syllables or more, a terminal rise (`QUESTION_RISE_ST`) asks only when the last
+syllable itself rises to its end by this much (semitones, `Prosody.final_lift_st`): a
+question's rise is inside its last syllable (J. Pierrehumbert 1980's H-H%), while a
+statement's final stress can step up to a last syllable that falls to its end: Piper's
+"thank you." (+3.1 to +4.5 over the median, lifted 0-0.1) and "interesting." (+2.1 to +2.9,
+lifted 0-0.25 at length scales 0.9-1.3) were cut as questions. (One syllable's rise is its
+own: `final_rise_st` alone decides, as measured on espeak-ng "sure?", lifted 1.4-6.4.)"""
 MAX_HUM_MS = 600
 """Longest one-syllable hum taken for "mm" (rule 4): espeak-ng "mm" and "hmm" last 370-540 ms
 and Piper's "mm-hmm" (one nucleus) 520 ms, while espeak-ng's "mm-mm" (no), one nucleus with
@@ -218,8 +236,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
             "yah", "yay", "right", "okay", "ok", "o.k", "k", "sure", "i see", "see", "got it",
             "alright", "all right", "cool", "true", "exactly", "aha",
             "go on", "i know", "indeed", "great", "nice", "good", "wow", "really",
-            "makes sense", "make sense", "that makes sense", "gotcha", "got you", "i got it",
-            "perfect", "thanks", "sounds good", "sound good", "of course",
+            "makes sense", "make sense", "that makes sense", "it makes sense", "gotcha", "got you",
+            "i got it", "perfect", "thanks", "sounds good", "sound good", "of course",
             "understood", "i understand", "i get it", "awesome", "excellent", "interesting",
             "that's right", "that's true", "that's good", "that's great", "very good",
             "fine", "absolutely", "definitely", "totally", "uh-huh yeah", "cheers",
@@ -261,13 +279,14 @@ class Decision:
         verdict: backchannel, interruption or noise.
         rule: which rule of the module docstring decided ("too_long", "never_word",
             "question", "backchannel_words", "laughter", "murmur_h", "murmur_rising",
-            "murmur", "murmur_closure", "no_words", "hum_reading", "acknowledgment_reading",
-            "noise", "other_words").
+            "murmur", "murmur_closure", "no_words", "no_words_interruption", "hum_reading",
+            "laugh_reading",
+            "acknowledgment_reading", "noise", "other_words").
         words: the normalised words of the transcript.
         prosody: the measured prosody.
         reading: the hum reading the sound was judged as (rule 4a: "Mm-hmm."), or the
-            acknowledgment whisper preferred (rule 4b: "Oh, I see."), None when the
-            transcript's own words were.
+            acknowledgment whisper preferred (rule 4b: "Oh, I see.") or the laugh (rule 4c:
+            "Heh heh."), None when the transcript's own words were.
     """
 
     verdict: Verdict
@@ -330,8 +349,10 @@ def _aspirated(prosody: Prosody, min_gap_ms: int = MIN_ASPIRATED_GAP_MS) -> bool
 
 
 def _asked(transcript: str, prosody: Prosody) -> bool:
-    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`)."""
-    return "?" in transcript or prosody.final_rise_st >= QUESTION_RISE_ST
+    """The ASR wrote a question mark, or the pitch rose at the end (`QUESTION_RISE_ST`),
+    after more than one syllable also inside the last one (`MIN_QUESTION_LIFT_ST`)."""
+    return "?" in transcript or (prosody.final_rise_st >= QUESTION_RISE_ST and (
+        len(prosody.nuclei) < 2 or prosody.final_lift_st >= MIN_QUESTION_LIFT_ST))
 
 
 def _word_count(words: tuple[str, ...]) -> int:
@@ -368,6 +389,7 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     prosody = analyse(pcm, sample_rate_hz, room_dbfs)
+    shape = word_shape.measure(pcm, sample_rate_hz, room_dbfs)
 
     def decided(verdict: Verdict, rule: str) -> Decision:
         return Decision(verdict, rule, words, prosody)
@@ -386,7 +408,8 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
             and not any(vocabulary.murmur(word) for word in said)):
         if _asked(transcript, prosody):
             return decided(Verdict.INTERRUPTION, "question")
-        if not backchannel_fit.fits(_split(words, spoken | frozenset(words)) or (), prosody):
+        if not backchannel_fit.fits(_split(words, spoken | frozenset(words)) or (), prosody,
+                                    shape):
             return decided(Verdict.INTERRUPTION, "sound_misfit")
         return decided(Verdict.BACKCHANNEL, "backchannel_words")
     if few and all(vocabulary.murmur(word) or word in spoken for word in words) and _covered(
@@ -394,7 +417,11 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
         return _by_sound(words, transcript, prosody, vocabulary, decided)
     if hum is not None:
         return Decision(Verdict.BACKCHANNEL, "hum_reading", words, prosody, reading=hum.murmur)
-    acknowledged = _acknowledgment(transcript, prosody, language) if few else None
+    laugh = murmurs.laugh_reading(transcript.murmur if isinstance(transcript, Transcript)
+                                  else None, prosody, _asked(transcript, prosody))
+    if laugh is not None and few:
+        return Decision(Verdict.BACKCHANNEL, "laugh_reading", words, prosody, reading=laugh)
+    acknowledged = _acknowledgment(transcript, prosody, shape, language) if few else None
     if acknowledged is not None:
         return Decision(Verdict.BACKCHANNEL, "acknowledgment_reading", words, prosody,
                         reading=acknowledged)
@@ -402,32 +429,40 @@ def classify(transcript: str, pcm: np.ndarray, sample_rate_hz: int, *, language:
 
 
 def readings_to_score(transcript: str, language: str = "en") -> tuple[str, ...]:
-    """The readings the person's transcriber scores beside `transcript` for rule 4b
-    (`server.listening.backchannel_readings.READINGS`): for a transcript of at most
-    `MAX_WORDS` words, no question mark and no never-word, that the lists do not decide
-    (not only backchannel words, interjections and murmurs) and that is spelled letters or
-    spelled like one of the acknowledgments (`_spelled_alike`: "The ice.", "Bike right.",
-    "Y-T"); the interruptions' readings alone for one word spelling a laugh ("Hee.": rule 4
-    takes it only when they are far less likely); otherwise none (nothing to pay for:
-    "Console" for "cancel" is cut at once)."""
+    """The readings the person's transcriber scores beside `transcript` for rules 4b and 4c
+    (`server.listening.backchannel_readings.READINGS`, `server.listening.murmurs.READINGS`):
+    for a transcript of at most `MAX_WORDS` words, no question mark and no never-word, that
+    the lists do not decide (not only backchannel words, interjections and murmurs): all of
+    them when it is spelled letters or spelled like one of the acknowledgments
+    (`_spelled_alike`: "The ice.", "Bike right.", "Y-T"), the laughs' and interruptions' for
+    other words up to `murmurs.MAX_WORDS` ("ahead" for Piper's "heh heh": 22 readings, about
+    180 ms on the loaded 2-core machine, paid before such words cut the reply), "Uh-huh."
+    alone for three words (rule 4a: "I have to." for Piper's "uh huh"), and for a
+    laugh spelled once or twice ("Hee.", "Ha ha.": rule 4 takes one syllable of it only
+    when the interruptions' are far less likely than its words or a laugh's) and for no words
+    (rule 4's `no_words`: `murmurs.interruption_unheard`); otherwise none
+    ("Console", three words or more, is cut at once)."""
     vocabulary = VOCABULARIES[language]
     words = normalise(transcript)
     listed = vocabulary.backchannels | vocabulary.interjections
-    if "?" not in transcript and _one_laugh(words, vocabulary):
-        return INTERRUPTION_READINGS
-    if ("?" in transcript or not words or _word_count(words) > MAX_WORDS
+    if not words or ("?" not in transcript and len(words) <= murmurs.MAX_WORDS
+                     and _laugh_words(words, vocabulary)):
+        return murmurs.READINGS
+    if ("?" in transcript or _word_count(words) > MAX_WORDS
             or _never_said(words, vocabulary)
             or _covered(tuple(w for w in words if not vocabulary.murmur(w)), listed)):
         return ()
     if _spelled_letters(words, language) or any(
             _spelled_alike(transcript, reading) for reading in ACKNOWLEDGMENT_READINGS):
-        return READINGS
-    return ()
+        return READINGS + murmurs.LAUGH_READINGS + (murmurs.UH_HUH_READING,)
+    return murmurs.READINGS if len(words) <= murmurs.MAX_WORDS else (murmurs.UH_HUH_READING,)
 
 
-def _one_laugh(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
-    """One word, and it spells a laugh ("Hee.", "Ha!"): rule 4's one-syllable laugh."""
-    return len(words) == 1 and vocabulary.laugh_spelling.fullmatch(words[0]) is not None
+def _laugh_words(words: tuple[str, ...], vocabulary: Vocabulary) -> bool:
+    """Every word spells a laugh, one said once or again ("Hee.", "Ha!", "Ha ha."): rule 4's
+    one-syllable laugh."""
+    return (bool(words) and _word_count(words) == 1
+            and all(vocabulary.laugh_spelling.fullmatch(word) for word in words))
 
 
 def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
@@ -438,7 +473,8 @@ def _spelled_letters(words: tuple[str, ...], language: str) -> bool:
                                for word in words)
 
 
-def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | None:
+def _acknowledgment(transcript: str, prosody: Prosody, shape: word_shape.WordShape,
+                    language: str) -> str | None:
     """Rule 4b: the acknowledgment whisper found about as likely as the transcript's words
     (`backchannel_readings.acknowledgment_reading`: at least as likely as spelled letters,
     within `READING_MARGIN` of words) and far likelier than any interruption, not asked
@@ -452,7 +488,7 @@ def _acknowledgment(transcript: str, prosody: Prosody, language: str) -> str | N
         return None
     vocabulary = VOCABULARIES[language]
     phrases = _split(normalise(said), vocabulary.backchannels | vocabulary.interjections)
-    return said if phrases is not None and backchannel_fit.fits(phrases, prosody) else None
+    return said if phrases is not None and backchannel_fit.fits(phrases, prosody, shape) else None
 
 
 def _spelled_alike(transcript: str, reading: str) -> bool:
@@ -475,14 +511,20 @@ def _murmured(prosody: Prosody) -> bool:
 def _hum_reading(transcript: str, prosody: Prosody) -> MurmurReading | None:
     """Rule 4a: the recogniser's scores of `transcript` when it found the hum reading
     ("Mm-hmm.") plausible beside its own words (`MIN_HUM_READING_LOGPROB`,
-    `HUM_READING_MARGIN`), wrote no question mark, and the sound is a murmur (`_murmured`);
+    `HUM_READING_MARGIN`), or "Uh-huh." more plausible still (`murmurs.uh_huh_misread`: the
+    scores then name it), wrote no question mark, and the sound is a murmur (`_murmured`);
     else None (also for a transcript without scores: `calibration.asr.Transcript.murmur`)."""
     reading = transcript.murmur if isinstance(transcript, Transcript) else None
-    if reading is None or reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
+    if reading is None or "?" in transcript or not _murmured(prosody):
+        return None
+    if murmurs.uh_huh_misread(reading):
+        return replace(reading, murmur_logprob=dict(reading.alternatives)["Uh-huh."],
+                       murmur="Uh-huh.")
+    if reading.murmur_logprob < MIN_HUM_READING_LOGPROB:
         return None
     if reading.murmur_logprob < reading.text_logprob - HUM_READING_MARGIN:
         return None
-    return reading if _murmured(prosody) and "?" not in transcript else None
+    return reading
 
 
 def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabulary: Vocabulary,
@@ -492,15 +534,18 @@ def _by_sound(words: tuple[str, ...], transcript: str, prosody: Prosody, vocabul
     if not words and prosody.voiced_share < NOISE_VOICED_SHARE:
         return decided(Verdict.NOISE, "noise")
     if not words:
+        if not murmurs.interruption_unheard(transcript.murmur if isinstance(
+                transcript, Transcript) else None):
+            return decided(Verdict.INTERRUPTION, "no_words_interruption")
         return decided(Verdict.BACKCHANNEL, "no_words")
     if "?" in transcript:
         return decided(Verdict.INTERRUPTION, "question")
     laughed = all(vocabulary.laugh_spelling.fullmatch(word) for word in words)
-    if syllables >= 3 and laughed and _aspirated(prosody, 0):
+    if syllables >= 2 and laughed and _aspirated(prosody, 0):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if (syllables == 1 and words and laughed and not _asked(transcript, prosody)
-            and clear_of_interruptions(transcript.murmur if isinstance(transcript, Transcript)
-                                       else None)):
+            and murmurs.laugh_clear(transcript.murmur if isinstance(transcript, Transcript)
+                                    else None)):
         return decided(Verdict.BACKCHANNEL, "laughter")
     if syllables == 2 and _aspirated(prosody):
         return decided(Verdict.BACKCHANNEL, "murmur_h")

@@ -9,16 +9,20 @@ probability), "Enough." 1.4 below "Yeah.", while real acknowledgments misread by
 model ("Cool" for espeak-ng's "cool": an interruption's reading 0.26 below its words) come as
 close: the readings cannot veto them. Their sound does not fit the words:
 
-- *Two beats.* A phrase with a voiceless consonant between two vowels ("okay", "of course",
-  "perfect", "I see", "makes sense", "sure thing") sounds as two voiced syllable
-  nuclei or more (`Prosody.nuclei`): measured on every such acknowledgment of the benchmark's
-  recordings, Piper and eight espeak-ng voices, 2-3 nuclei (gaps 60-270 ms, 12-37 dB down).
-  "pause" and "hey" are one nucleus.
-- *Ends voiced.* A phrase that ends on a vowel or a voiced sonorant ("yeah", "okay", "cool",
-  "I see") leaves at most `MAX_VOICELESS_TAIL_MS` of audible sound after its last nucleus;
-  "enough" read "Yeah." ends with 200 ms of its /f/ ("thanks" and "right", which end
-  voiceless, 50-190 ms, are not checked). The price: espeak-ng en-us and en-gb-x-rp's "yep",
-  read "Yeah." with 210-220 ms of /p/ after the vowel, are cut too.
+- *Two beats.* A phrase with a consonant between two vowels ("okay", "of course",
+  "perfect", "I see", "makes sense", "sure thing") sounds as two vowel beats or more
+  (`server.listening.word_shape`; every such acknowledgment in Piper at length scales
+  0.8-1.3 and eight espeak-ng voices at 130-230 words a minute: 2-4). Not voiced nuclei
+  (`Prosody.nuclei`): Piper's vowels often miss their voicing threshold, so that its "okay",
+  "I see", "perfect", "of course" at length scale 0.8 are one nucleus, and Piper's "pause"
+  at 1.3 is two. "pause", "hey", "stop", "wait", "no",
+  "nope" are one beat in Piper at length scales 0.8-1.3 and seven espeak-ng voices at
+  130-230 words a minute.
+- *Ends on its vowel.* A phrase that ends on a vowel or a voiced sonorant ("yeah", "okay",
+  "cool", "I see") leaves at most `MAX_VOICELESS_TAIL_MS` of audible sound after its last
+  vowel, a stop's closure and release counted to the closure (espeak-ng's "yep" and "yup",
+  read "Yeah."), and no fricative (`MIN_FRICATIVE_TAIL_MS`): "enough" read "Yeah." ends
+  with its /f/ ("thanks" and "right", which end voiceless, are not checked).
 
 A transcript of listed words whose sound does not fit is an interruption (safety first: a
 wrongly resumed "stop" is far worse than a wrongly answered "mm-hmm"). Phrases not named here
@@ -28,11 +32,12 @@ are not checked.
 from __future__ import annotations
 
 from server.listening.prosody import Prosody
+from server.listening.word_shape import WordShape
 
 TWO_BEATS = frozenset({
     "okay", "ok", "o.k", "of course", "perfect", "i see", "oh i see", "makes sense",
-    "make sense", "that makes sense", "sure thing", "got it thanks", "thank you",
-    "thanks a lot", "exactly", "excellent", "absolutely", "definitely",
+    "make sense", "that makes sense", "it makes sense", "sure thing", "got it thanks",
+    "thank you", "thanks a lot", "exactly", "excellent", "absolutely", "definitely",
     "understood", "i understand", "that's right", "that's true", "that's good", "that's great",
     "that's fair", "for sure", "interesting",
 })
@@ -43,29 +48,43 @@ nucleus (`prosody.MIN_NUCLEUS_MS`) in some takes of espeak-ng en-029's."""
 VOICED_ENDINGS = frozenset({
     "yeah", "yay", "okay", "ok", "o.k", "k", "see", "i see", "oh i see", "cool", "true",
     "sure", "wow", "go on", "i know", "really", "fine", "thank you", "got you",
-    "totally", "absolutely", "definitely", "agreed", "lovely", "amazing", "that's true",
+    "totally", "absolutely", "definitely", "lovely", "amazing", "that's true",
     "i hear you", "that's fair", "for sure",
 })
-"""Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant."""
+"""Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant (not on a
+stop: the release of the /d/ of espeak-ng's "agreed" is 20 ms of fricative noise)."""
 
 MAX_VOICELESS_TAIL_MS = 180
-"""Longest audible sound (ms) after the last voiced nucleus of a phrase in `VOICED_ENDINGS`
-(`Prosody.sound_end_ms` less the last nucleus's end). Measured on
+"""Longest audible sound (ms) after the last vowel of a phrase in `VOICED_ENDINGS`
+(`WordShape.tail_ms`: a stop's closure and release count up to the closure). Measured on
 `benchmarks/bench_backchannel.py`'s recordings and more (Piper and seven espeak-ng voices, as
 the server decides them): "yeah", "okay", "oh okay", "cool", "sure", "I see", "oh I see"
 10-80 ms, but 160 ms for espeak-ng en-gb-x-rp's "uh-huh yeah" read "Oh yeah." (its voicing
-fades before the vowel ends); "enough" read "Yeah.", 200 ms; "yep" read "Yeah.", 210-220 ms."""
+fades before the vowel ends); "yep" and "yup" read "Yeah." 0-140 ms (to their /p/'s closure;
+210-270 ms with the release, which an earlier rule counted, and cut them)."""
+MIN_FRICATIVE_TAIL_MS = 20
+"""Fricative sound (ms, `WordShape.fricative_ms`) after the last vowel that a phrase in
+`VOICED_ENDINGS` cannot have. Measured (Piper at length scales 0.8-1.3, espeak-ng en-us,
+en-gb-x-rp, en-us+f3, en-us+m3, en-029 and en-gb-scotland at 130-230 words a minute): "yeah",
+"yep", "yup", "okay", "I see", "sure", "cool", "true" 0 ms; "enough" 20-110 ms (read "Yeah."
+by tiny.en from espeak-ng en-us at 130 and en-gb-x-rp at 230 words a minute with 140-160 ms of
+tail, under `MAX_VOICELESS_TAIL_MS`: they resumed), "pause" 60-130 ms."""
 
 
-def fits(phrases: tuple[str, ...], prosody: Prosody) -> bool:
+def fits(phrases: tuple[str, ...], prosody: Prosody, shape: WordShape) -> bool:
     """True unless the sound contradicts the acknowledgment `phrases` (normalised listed
     phrases in the order said, as `server.listening.backchannel` split the transcript):
-    fewer than two nuclei for a phrase of `TWO_BEATS`, or more than `MAX_VOICELESS_TAIL_MS`
-    of sound after the last nucleus when the last phrase is in `VOICED_ENDINGS`. A sound
-    without voiced nuclei is not judged (True): the words decide, as before this check."""
-    if not prosody.nuclei:
+    fewer than two vowel beats (`shape`; without beats, voiced nuclei: `prosody`) for a
+    phrase of `TWO_BEATS`; for a last phrase in `VOICED_ENDINGS`, more than
+    `MAX_VOICELESS_TAIL_MS` of sound or `MIN_FRICATIVE_TAIL_MS` of a fricative after the last
+    vowel (without beats: sound after the last voiced nucleus). A sound with neither is not
+    judged (True): the words decide, as before this check."""
+    if not shape.beats and not prosody.nuclei:
         return True
-    if any(phrase in TWO_BEATS for phrase in phrases) and len(prosody.nuclei) < 2:
+    beats = len(shape.beats) if shape.beats else len(prosody.nuclei)
+    if any(phrase in TWO_BEATS for phrase in phrases) and beats < 2:
         return False
-    tail_ms = prosody.sound_end_ms - prosody.nuclei[-1][1]
-    return not (phrases and phrases[-1] in VOICED_ENDINGS and tail_ms > MAX_VOICELESS_TAIL_MS)
+    tail_ms = (shape.tail_ms if shape.beats
+               else prosody.sound_end_ms - prosody.nuclei[-1][1])
+    return not (phrases and phrases[-1] in VOICED_ENDINGS and (
+        tail_ms > MAX_VOICELESS_TAIL_MS or shape.fricative_ms >= MIN_FRICATIVE_TAIL_MS))

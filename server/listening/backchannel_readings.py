@@ -22,7 +22,7 @@ their own reading likely ("Build" for "nope": 1.21 below "Nope."; the interrupti
 finds "Mm-hmm." and "Hee hee." as likely for "mom", "name", "key" and "he" as for a hum or a
 laugh (rule 4a judges hums by their sound instead).
 
-Cost: one decoder pass per reading (`READINGS`, 30; batching them in one `align` call was 4-8
+Cost: one decoder pass per reading (`READINGS`, 33; batching them in one `align` call was 4-8
 times slower), measured side by side on six short misreads at load 9.7 on the 2-core machine:
 230 ms median (p90 525) over a transcription of 179 ms, about 8 ms a reading. Paid only for a
 transcript the word lists do not decide that is spelled letters or spelled like an
@@ -37,9 +37,12 @@ from calibration.asr_readings import MurmurReading
 
 ACKNOWLEDGMENT_READINGS = (" Oh, I see.", " I see.", " Cool.", " Nice.", " Sure thing.",
                            " Got it.", " Got it, thanks.", " Gotcha.", " Right, right.",
-                           " Yep.", " Okay.", " Makes sense.", " Fair enough.")
+                           " Yep.", " Okay.", " Makes sense.", " Fair enough.", " True.",
+                           " Of course.", " Sounds good.")
 """Acknowledgments scored (whisper's spelling, with its leading space): those a tester heard
-misread, and the list's common ones."""
+misread, the list's common ones, and those tiny.en misreads as words spelled like them
+(Piper's "true" read "Truth.", espeak-ng's "of course" read "I'm coarse.", "I'm close.",
+"sounds good" read "Sound is good.")."""
 
 INTERRUPTION_READINGS = (" Stop.", " Wait.", " No.", " Nope.", " Hold on.", " Hang on.",
                          " Excuse me.", " What?", " Why?", " Uh-uh.", " But wait.", " Pause.",
@@ -77,16 +80,3 @@ def acknowledgment_reading(reading: MurmurReading | None, margin: float = 0.0) -
         return None
     return said
 
-
-def clear_of_interruptions(reading: MurmurReading | None) -> bool:
-    """Whisper finds the transcript's own words likelier than every interruption's reading
-    (`INTERRUPTION_READINGS` in `reading.alternatives`) by `MIN_INTERRUPTION_MARGIN`; False
-    when they were not scored. Measured: espeak-ng en-029's one-syllable laugh read "Hee!"
-    (-1.63) has "Hey!" 1.25 below it; en-gb-scotland's "hey" read "Hey." (-2.14), "Hee." in
-    another take, has its words and "Hey." within 0.3 of each other."""
-    if reading is None or not reading.alternatives:
-        return False
-    scores = dict(reading.alternatives)
-    interruptions = [scores[r.strip()] for r in INTERRUPTION_READINGS if r.strip() in scores]
-    return bool(interruptions) and (
-        reading.text_logprob >= max(interruptions) + MIN_INTERRUPTION_MARGIN)

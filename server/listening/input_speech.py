@@ -28,6 +28,7 @@ from server.listening.band_envelope import FRAME_MS, EchoReference
 from server.listening.echo import EchoDetector
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.quiet_after_speech import HeardSound, QuietAfterSpeech
 from server.listening.room_background import RoomBackground
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
@@ -74,6 +75,8 @@ class InputSpeechDetector:
         self._turns.room_gate = self._room.is_background
         self._room.echo_rules = self._echo.echo_rules
         self._turns.speech_dropped = self._room.speech_dropped
+        self._quiet = QuietAfterSpeech(input_rate_hz)
+        self._room_dbfs: float | None = None
 
     def feed(self, pcm16: bytes, assistant_playing: bool, playback_ms: int | None = None,
              reference: EchoReference | None = None) -> list[TurnEvent]:
@@ -97,6 +100,8 @@ class InputSpeechDetector:
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
             self._room.advance(window.end_ms, self._turns.echo_held, window.probability)
+            if window.probability >= self._turns.config.threshold:
+                self._quiet.speech_window(window.end_ms, window.level_dbfs)
             event = self._turns.process(window.end_ms, window.probability, window.level_dbfs)
             if isinstance(event, SpeechStarted):
                 self._room.turn_started(event.audio_start_ms)
@@ -106,13 +111,25 @@ class InputSpeechDetector:
                 events.append(SpeechStarted(event.audio_start_ms + self.start_ms))
             elif event is not None:
                 events.append(replace(event, audio_end_ms=event.audio_end_ms + self.start_ms))
+        self._room_dbfs = self._room.loud_dbfs
+        self._quiet.frames(samples, self._room_dbfs)
         return events
 
     @property
     def room_dbfs(self) -> float | None:
-        """The room's loud level (dBFS) as learned so far (`RoomBackground.loud_dbfs`), None
-        while no background was learned."""
-        return self._room.loud_dbfs
+        """The room's loud level (dBFS) as learned up to the end of the latest `feed`
+        (`RoomBackground.loud_dbfs`), None while no background was learned."""
+        return self._room_dbfs
+
+    def heard(self) -> HeardSound:
+        """How far the input was judged for the person's sound (in 10 ms frames), where that
+        sound last ended and where it last set in after a quiet
+        (`server.listening.quiet_after_speech`), on the input timeline."""
+        quiet = self._quiet
+        return HeardSound(
+            quiet.heard_ms + self.start_ms,
+            None if quiet.sound_end_ms is None else quiet.sound_end_ms + self.start_ms,
+            None if quiet.onset_ms is None else quiet.onset_ms + self.start_ms)
 
     def end_turn(self, audio_end_ms: int, min_silence_ms: int) -> SpeechStopped | None:
         """`semantic_vad` judged the turn whose speech ended at `audio_end_ms` (ms on the input

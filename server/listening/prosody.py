@@ -91,6 +91,13 @@ class Prosody:
         final_rise_st: median pitch of the last `FINAL_MS` of voiced frames of the last
             nucleus minus the median pitch of all nuclei, in semitones (0.0 without nuclei):
             a question's terminal rise is positive.
+        final_lift_st: how far the pitch rises inside the last nucleus to its end: the median
+            pitch of its last three voiced frames minus its lowest pitch (a running median of
+            three frames), in semitones (>= 0 but for tracker noise; 0.0 without three voiced
+            frames). A question's terminal rise lifts its last syllable (espeak-ng "sure?",
+            falling then rising, +2.1 to +6.4); a statement's final stress can step up to a
+            last syllable that falls to its end (Piper "thank you.", "interesting.": 0-0.1,
+            with `final_rise_st` +2.3 to +4.5).
         syllable_change_db: how much the sound changes from one nucleus to the next: the
             largest, over consecutive nuclei, mean absolute difference (dB) of their spectral
             envelopes (power in the `ENVELOPE_EDGES_HZ` bands over the nucleus, relative to its
@@ -108,6 +115,7 @@ class Prosody:
     sound_end_ms: int = 0
     final_rise_st: float = 0.0
     syllable_change_db: float = 0.0
+    final_lift_st: float = 0.0
 
     @property
     def voiced_share(self) -> float:
@@ -164,7 +172,7 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None
               if (run[1] - run[0]) * HOP_MS >= MIN_NUCLEUS_MS]
     gaps = tuple(_gap(heard, peak, before[1], after[0], room_dbfs)
                  for before, after in itertools.pairwise(nuclei))
-    change = rise = 0.0
+    change = rise = lift = 0.0
     if len(nuclei) >= 2:
         change = 12.0 * float(np.log2(_median_f0(f0, nuclei[-1]) / _median_f0(f0, nuclei[0])))
     if nuclei:
@@ -172,6 +180,7 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None
         ending = f0[nuclei[-1][0]:nuclei[-1][1]]
         final = ending[ending > 0][-(FINAL_MS // HOP_MS):]
         rise = float(np.median(_octave_folded(12.0 * np.log2(final / np.median(pitched)))))
+        lift = _lift_st(ending[ending > 0])
     return Prosody(
         duration_ms=(last - first + 1) * HOP_MS + FRAME_MS - HOP_MS,
         voiced_ms=int(voiced.sum()) * HOP_MS,
@@ -179,7 +188,17 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None
         gaps=gaps, pitch_change_st=change, level_dbfs=peak,
         sound_end_ms=last * HOP_MS + FRAME_MS, final_rise_st=rise,
         syllable_change_db=_syllable_change_db(pcm, sample_rate_hz, nuclei, frame, hop),
+        final_lift_st=lift,
     )
+
+
+def _lift_st(track: np.ndarray) -> float:
+    """`Prosody.final_lift_st` of one nucleus's voiced pitch `track` (Hz, in time order)."""
+    if track.size < 3:
+        return 0.0
+    semitones = _octave_folded(12.0 * np.log2(track / np.median(track)))
+    smoothed = np.median(np.lib.stride_tricks.sliding_window_view(semitones, 3), axis=1)
+    return float(np.median(semitones[-3:]) - smoothed.min())
 
 
 def _envelope_db(pcm: np.ndarray, sample_rate_hz: int, run: tuple[int, int], frame: int,

@@ -41,11 +41,13 @@ window is at -14 dBFS.
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from server.listening.percentiles import percentile
 from server.listening.silero_vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
 from server.listening.transients import TransientDetector
 
@@ -266,7 +268,7 @@ class RoomBackground:
         `PERSON_PRIOR_DBFS` before their first turn."""
         if not self._person:
             return PERSON_PRIOR_DBFS
-        return float(np.percentile(self._person, LOUD_PERCENTILE))
+        return percentile(self._person, LOUD_PERCENTILE)
 
     @property
     def loud_dbfs(self) -> float | None:
@@ -276,7 +278,7 @@ class RoomBackground:
         the room's own voices are not the person's syllables."""
         if not self._background_dbfs:
             return None
-        return float(np.percentile(self._background_dbfs, LOUD_PERCENTILE))
+        return percentile(self._background_dbfs, LOUD_PERCENTILE)
 
     def feed(self, pcm_16k: np.ndarray, playing: bool) -> None:
         """Append 16 kHz float samples; `playing`: the assistant's reply (or its echo tail)
@@ -354,10 +356,11 @@ class RoomBackground:
                  if w.in_turn is not None and not w.transient][-_FALL_WINDOWS:]
         if len(heard) < _FALL_WINDOWS or any(w.in_turn for w in heard):
             return
-        loud = np.percentile(total_dbfs(np.stack([w.bands_db for w in heard])),
-                             LOUD_PERCENTILE)
-        floor = np.percentile(list(self._background_dbfs)[-_FALL_FLOOR_WINDOWS:],
-                              FLOOR_PERCENTILE)
+        loud = percentile(total_dbfs(np.stack([w.bands_db for w in heard])).tolist(),
+                          LOUD_PERCENTILE)
+        floor = percentile(itertools.islice(
+            self._background_dbfs, max(len(self._background_dbfs) - _FALL_FLOOR_WINDOWS, 0),
+            None), FLOOR_PERCENTILE)
         if loud <= floor - FALL_DB:
             self._background.clear()
             self._background_dbfs.clear()

@@ -49,6 +49,17 @@ article or determiner, a conjunction or a filler announces more words (DESIGN.md
 that often close a sentence ("on", "off", "up", "out", "over", "since", "his", "this") are
 left out."""
 
+NOUN_DETERMINERS = frozenset({
+    "a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "every", "each",
+    "another",
+})
+"""Determiners that open a noun phrase ("this" and "that" are left out: they stand alone as
+pronouns, "What is this made of?"). "of" after such a phrase ("What is the capital of?",
+"What's the best part of?") is unfinished even before "?": whisper punctuates a "what"
+question it heard cut off as a question (a tester's Piper "What is the capital of" (1.2 s)
+"Australia?" was two turns, 3 of 3), and "of" strands after a noun only in rare questions
+("Which city is it the capital of?", which then waits the eagerness's longest silence)."""
+
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _TRAILING_OPEN = re.compile("(\\.\\.\\.|\u2026|,|-|\u2014|\u2013)\\s*$")
 _CLOSED_QUESTION = re.compile(r"[?!]\s*$")
@@ -56,7 +67,8 @@ _CLOSED_QUESTION = re.compile(r"[?!]\s*$")
 
 def transcript_unfinished(transcript: str) -> bool:
     """True when `transcript` (ASR text, any case and punctuation) ends on a word of
-    `CONTINUATION_WORDS` (a preposition not before "?" or "!"), or on a comma, dash or
+    `CONTINUATION_WORDS` (a preposition not before "?" or "!", but "of" after a noun phrase
+    opened by one of `NOUN_DETERMINERS` one or two words before it), or on a comma, dash or
     ellipsis (whisper writes "for..." for a phrase that breaks off). An empty transcript is
     not unfinished."""
     if _TRAILING_OPEN.search(transcript):
@@ -64,6 +76,8 @@ def transcript_unfinished(transcript: str) -> bool:
     words = _WORD.findall(transcript.lower())
     if not words or words[-1] not in CONTINUATION_WORDS:
         return False
+    if words[-1] == "of" and NOUN_DETERMINERS.intersection(words[-4:-2]):
+        return True
     return words[-1] not in PREPOSITIONS or not _CLOSED_QUESTION.search(transcript)
 
 

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import collections
 
-import numpy as np
-
+from server.listening.percentiles import percentile
 from server.listening.silero_vad import WINDOW_MS
 
 REFERENCE_MS = 1000
@@ -106,7 +105,7 @@ class TransientDetector:
             self._run.append(level_dbfs)
             return None
         if len(self._levels) >= _REFERENCE_MIN_WINDOWS:
-            room_dbfs = float(np.percentile(self._levels, ROOM_PERCENTILE))
+            room_dbfs = percentile(self._levels, ROOM_PERCENTILE)
             loud = level_dbfs >= room_dbfs + EDGE_DB
             if loud and self._quiet and not speech:
                 self._room_dbfs = room_dbfs

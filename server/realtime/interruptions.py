@@ -179,10 +179,10 @@ class Interruptions:
         self.mark_interrupted(response)
 
     def playback_ack(self, event: protocol.PlaybackAck, now_ms: float,
-                     late_ms: float = 0.0) -> None:
+                     input_end_ms: float) -> None:
         """`playback.ack`: the client rendered `played_ms` of a reply by clock `now_ms` (ms),
-        arriving `late_ms` late (`server.realtime.arrival`: the playing position runs from
-        when it was sent, as appends are placed at their capture);
+        read after the microphone appends up to input position `input_end_ms` (ms): the
+        playing position runs from there in audio time (`server.realtime.ack_anchors`);
         with `truncate`, playback stopped there for good. Announces
         `playback.acknowledged`; a reply whose playback is over is settled (interrupted
         when cut short), otherwise its stored text follows the new position. The ACK of a
@@ -197,7 +197,7 @@ class Interruptions:
         cursor = response.cursor
         was_fully_played = cursor.fully_played
         cursor.acknowledge(event.played_ms)
-        response.acknowledged(now_ms, now_ms - late_ms)
+        response.acknowledged(now_ms, input_end_ms)
         if event.truncate and not was_fully_played:
             cursor.truncate(event.played_ms)
         self._log.emit("playback.acknowledged", response_id=response.id, item_id=response.item_id,

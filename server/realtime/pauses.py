@@ -17,10 +17,13 @@ The bounded wait (`InterruptionSettings`), as an explicit rule:
   for speech, or the utterance had no words) resumes (reason `timeout`).
 
 A backchannel resumes only when the person is done: the verdict, taken at the utterance's
-first 150 ms of silence (`DECISION_TAIL_MS`), is *held* until server VAD has heard
-`RESUME_SILENCE_MS` of silence after it, or ended the turn. Speech before then voids it (the
-same turn goes on, or a new one starts: the whole of what the person says decides), so "Okay.
-(420 ms) Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
+first 150 ms of silence (`DECISION_TAIL_MS`, its transcription running while the silence
+accrues), is *held* until `RESUME_SILENCE_MS` of quiet has been heard since the person's sound
+ended (`server.listening.quiet_after_speech`: 10 ms level frames, which see the sound's end
+and the next word's onset before Silero does), or server VAD ended the turn with nothing heard
+since. Speech before then voids it (the same turn goes on, or a new one starts: the whole of
+what the person says decides), and sound before then restarts the wait, so "Okay. (420 ms)
+Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
 a turn whose backchannel already resumed the reply (a longer pause, or a client's longer
 `silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
 reply plays on for at most that pause, and a cut then keeps only what the client played. A
@@ -33,15 +36,17 @@ plain state; `Session` applies it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from server.listening.backchannel import Verdict, classify
 from server.listening.pcm16 import pcm16_to_float
+from server.listening.quiet_after_speech import HeardSound
 from server.listening.server_vad_settings import UTTERANCE_TAIL_MS
 from server.realtime.effects import WakeSender
 from server.realtime.events import EventLog
 from server.realtime.interruption_settings import InterruptionSettings
+from server.realtime.pause_timing import PauseTiming
 from server.realtime.response_state import ResponseState
 
 if TYPE_CHECKING:
@@ -49,14 +54,36 @@ if TYPE_CHECKING:
     from server.realtime.interruptions import Interruptions
     from server.realtime.responses import ResponseLifecycle
 
-RESUME_SILENCE_MS = 500
-"""Silence (ms, as server VAD hears it) after a backchannel before the reply resumes: the person
-is done. `silence_duration_ms`'s default (OpenAI's `server_vad`: 500 ms), which ends a turn.
-A tester's "Okay. Stop." (espeak-ng, a 420 ms pause, which server VAD hears as about 350 ms of
-silence) resumed the reply for 0.8 s when it resumed at the decision; a sentence pause of more
-than this is a second utterance, after which the reply has resumed (and pauses again when the
-person speaks). The resume's wait is the larger of this and the decision's transcription
-(150 ms of silence plus the ASR's wall time)."""
+RESUME_SILENCE_MS = 450
+"""Quiet (ms of input audio) after the end of a backchannel's sound before the reply resumes:
+the person is done. A tester's "Okay. Stop." (espeak-ng, a 420 ms sentence pause: about 300 ms
+between the sounds) resumed the reply for 0.8 s when it resumed at the decision. Measured
+offline (`tests/test_resume_silence.py`, six backchannel-interruption pairs in Piper and six
+espeak-ng voices, 42 pairs, the sounds 300-500 ms apart): 450 ms of quiet after the sound's
+end resumes before the second word 0 times up to 420 ms apart (11 at 450, all at 500: a
+pause that long is a second turn by `silence_duration_ms`'s default, 500 ms), where 500 ms of
+server VAD's silence (the rule before) did 14 times at 400 ms and 13 at 420 (a /s/ or /h/ onset
+is not speech to Silero for a window or two, and a VAD turn end resumed the reply
+regardless); and on `benchmarks/bench_backchannel.py`'s "uh-huh", "mm-hmm", "yeah", "right",
+"okay" (Piper and four espeak-ng voices) it resumes 80 ms sooner at the median, 60 ms at the
+95th percentile (pause -> resume on the input timeline: 560 / 780 ms against 640 / 840).
+The resume's wait is the larger of this and the decision (its transcription and readings
+start at `DECISION_TAIL_MS` of silence)."""
+
+ONSET_HOLD_MS = 800
+"""How long (ms of input audio) server VAD's turn end keeps a backchannel's reply paused when
+the person's sound set in again after a quiet (`HeardSound.onset_ms`) that Silero does not
+call speech yet: the new turn then decides. espeak-ng en-us+f3 "stop" after "okay": a /s/,
+a 50 ms closure, then the vowel; its turn started 250-400 ms after the sound's onset over the
+protocol, after a 300 ms bound had run out and the reply had resumed (1 of 4 runs at load
+12). A sound that starts no turn resumes the reply at this bound, or once 450 ms of quiet
+followed it (a breath, a door)."""
+
+SOUND_END_LEAD_MS = 64
+"""The furthest (ms) the silence may count from before server VAD's speech end: Silero scores
+the window of silence right after a word as speech (one 32 ms window) and a 10 ms level frame
+can end inside the word's last window; a person whose last syllable falls more than the level
+rule's range under their loudest is still speaking while Silero says so."""
 
 
 @dataclass(slots=True)
@@ -75,6 +102,12 @@ class Pause:
             (server VAD reported a gap or a pause, no speech since); None while it speaks.
         held: the `input_audio_buffer.backchannel` fields (transcript, rule) of a backchannel
             verdict waiting for `RESUME_SILENCE_MS` of silence, None when none waits.
+        hold_until_ms: input position (ms) up to which a held verdict whose turn ended waits
+            on an onset (`ONSET_HOLD_MS`), None when none does.
+        later_turn: (item id, input start ms) of a turn that started while the deciding one
+            was still undecided, None when none did: a backchannel verdict then hands the
+            decision to it (the person spoke on).
+        timing: when things happened, for `response.resumed`'s `timing` (`PauseTiming`).
     """
 
     response_id: str
@@ -86,6 +119,9 @@ class Pause:
     transcribing: bool = False
     silent_since_ms: int | None = None
     held: tuple[str, str] | None = None
+    hold_until_ms: int | None = None
+    later_turn: tuple[str, int] | None = None
+    timing: PauseTiming = field(default_factory=PauseTiming)
 
     def deadline_ms(self, settings: InterruptionSettings) -> float:
         """Session clock (ms) at which the timeout rule applies."""
@@ -124,7 +160,7 @@ class ReplyPauses:
         self._interruptions = interruptions
         self._log = log
         self._rate = sample_rate_hz
-        self._heard_ms = 0
+        self._heard = HeardSound(0)
         self._resumed_turn: str | None = None
 
     def pause(self, response: ResponseState, reason: str, audio_end_ms: int) -> None:
@@ -151,10 +187,14 @@ class ReplyPauses:
         (`held`): the person spoke again before they were done, and the new words decide.
         """
         pause = self.current
-        if pause is None or (pause.item_id is not None and pause.held is None):
+        if pause is None:
+            return False
+        if pause.item_id is not None and pause.held is None:
+            pause.later_turn = (item_id, audio_start_ms)
             return False
         pause.item_id, pause.speech_start_ms = item_id, audio_start_ms
-        pause.held = pause.silent_since_ms = None
+        pause.held = pause.silent_since_ms = pause.hold_until_ms = pause.later_turn = None
+        pause.timing.not_quiet()
         return True
 
     def silent(self, item_id: str | None, audio_end_ms: int) -> None:
@@ -174,6 +214,7 @@ class ReplyPauses:
         if pause is not None and item_id is not None and pause.item_id == item_id:
             pause.silent_since_ms = None
             pause.held = None
+            pause.timing.not_quiet()
         again = item_id is not None and pause is None and self._resumed_turn == item_id
         if again:
             self._resumed_turn = None
@@ -181,33 +222,70 @@ class ReplyPauses:
 
     def stopped(self, item_id: str | None) -> None:
         """Server VAD ended turn `item_id` (its `silence_duration_ms`, or `semantic_vad`'s
-        verdict): the person is done, and a backchannel held on it resumes the reply now."""
+        verdict): the person is done, and a backchannel held on it resumes the reply now,
+        unless the person's sound set in again after its speech (a next word's onset Silero
+        does not call speech yet): then for at most `ONSET_HOLD_MS` more, while a new turn
+        may start and decide."""
         pause = self.current
-        if pause is not None and pause.held is not None and pause.item_id == item_id:
+        if pause is None or pause.held is None or pause.item_id != item_id:
+            return
+        onset_ms = self._heard.onset_ms
+        if pause.silent_since_ms is None or onset_ms is None or onset_ms < pause.silent_since_ms:
             self._resume_backchannel(pause)
+        else:
+            pause.hold_until_ms = self._heard.heard_ms + ONSET_HOLD_MS
+            self._release_held()
 
-    def heard_until(self, position_ms: int) -> None:
-        """Server VAD has run over the input up to `position_ms` (input-timeline ms): a held
-        backchannel whose turn stayed silent `RESUME_SILENCE_MS` resumes the reply now."""
-        self._heard_ms = max(self._heard_ms, position_ms)
+    def heard_until(self, heard: HeardSound) -> None:
+        """Server VAD has judged the input up to `heard.heard_ms` (input-timeline ms), and the
+        person's sound last ended at `heard.sound_end_ms` (None: unknown; the silence then
+        counts from server VAD's speech end): a held backchannel followed by
+        `RESUME_SILENCE_MS` of quiet resumes the reply now."""
+        self._heard = heard
+        if self.current is not None and self.current.timing.heard_at_pause_ms is None:
+            self.current.timing.heard_at_pause_ms = heard.heard_ms
         self._release_held()
 
+    def _silence_from(self, pause: Pause) -> int:
+        """Input position (ms) from which the silence after the deciding turn's speech counts:
+        the end of the person's sound (`SOUND_END_LEAD_MS` before server VAD's speech end at
+        the most), or server VAD's speech end when the sound is unknown."""
+        assert pause.silent_since_ms is not None
+        if self._heard.sound_end_ms is None:
+            return pause.silent_since_ms
+        return max(self._heard.sound_end_ms, pause.silent_since_ms - SOUND_END_LEAD_MS)
+
     def _release_held(self) -> None:
-        """Resume on a held backchannel when the silence after it is long enough."""
+        """Note when the silence after the deciding turn's speech became long enough (the
+        person is done), and then resume on a held backchannel."""
         pause = self.current
-        if pause is None or pause.held is None or pause.silent_since_ms is None:
+        if pause is None or pause.silent_since_ms is None:
             return
-        if self._heard_ms - pause.silent_since_ms >= RESUME_SILENCE_MS:
-            self._resume_backchannel(pause)
+        heard_ms = self._heard.heard_ms
+        if heard_ms - self._silence_from(pause) >= RESUME_SILENCE_MS or (
+                pause.hold_until_ms is not None and heard_ms >= pause.hold_until_ms):
+            self._quiet(pause)
+            if pause.held is not None:
+                self._resume_backchannel(pause)
+
+    def _quiet(self, pause: Pause) -> None:
+        """Note (`Pause.timing`) that the person is done now, unless noted already."""
+        timing = pause.timing
+        if timing.quiet_ms is None:
+            timing.quiet_ms = self._clock()
+            timing.heard_at_quiet_ms = self._heard.heard_ms
+            if pause.silent_since_ms is not None:
+                timing.silence_from_ms = self._silence_from(pause)
 
     def _resume_backchannel(self, pause: Pause) -> None:
         """Announce the held backchannel and resume the reply (reason `backchannel`)."""
         assert pause.held is not None and pause.item_id is not None
+        self._quiet(pause)
         transcript, rule = pause.held
         self._log.emit("input_audio_buffer.backchannel", item_id=pause.item_id,
                        response_id=pause.response_id, transcript=transcript, rule=rule)
         self._resumed_turn = pause.item_id
-        self.resume("backchannel")
+        self.resume("backchannel", pause.timing)
 
     def speech_paused(self, item_id: str | None, audio_end_ms: int) -> None:
         """The deciding turn's speech paused at `audio_end_ms` (input ms): cut when it already
@@ -241,6 +319,12 @@ class ReplyPauses:
             return
         pause.item_id, pause.speech_start_ms = item_id, None
         pause.transcribing = item_id is not None
+
+    def asked(self) -> None:
+        """The deciding turn's transcription for the decision was asked for now (its gap):
+        noted for `response.resumed`'s `timing`."""
+        if self.current is not None:
+            self.current.timing.asked_ms = self._clock()
 
     def awaits(self, item_id: str) -> bool:
         """True when the paused reply waits for the words of turn `item_id`."""
@@ -306,10 +390,11 @@ class ReplyPauses:
             self.resume("timeout")
         return None
 
-    def resume(self, reason: str) -> None:
+    def resume(self, reason: str, timing: PauseTiming | None = None) -> None:
         """Resume the paused reply where it stopped: announce `response.resumed` (with
-        `audio_end_ms`, the client's reported position: where its playback continues) and
-        shift its real-time pacing by the pause (`ResponseState.resume`)."""
+        `audio_end_ms`, the client's reported position: where its playback continues, and the
+        wait's `timing` when given: `PauseTiming.as_wire`) and shift its real-time pacing by
+        the pause (`ResponseState.resume`)."""
         pause = self.current
         if pause is None:
             return
@@ -321,9 +406,10 @@ class ReplyPauses:
         paused_ms = max(0, round(now_ms - pause.started_ms))
         response.resume(now_ms, paused_ms)
         self.current = None
+        extra = {} if timing is None else {"timing": timing.as_wire(pause.started_ms)}
         self._log.emit("response.resumed", response_id=response.id, item_id=response.item_id,
                        audio_end_ms=response.cursor.played_ms, reason=reason,
-                       paused_ms=paused_ms)
+                       paused_ms=paused_ms, **extra)
         self._log.effect(WakeSender())
 
     def cut(self, reason: str) -> None:
@@ -352,6 +438,11 @@ class ReplyPauses:
                             max_ms=self.settings.max_backchannel_ms, room_dbfs=self.room_dbfs)
         pause = self.current
         assert pause is not None
+        pause.timing.decided_ms = self._clock()
+        response = self._responses.by_id.get(pause.response_id)
+        if response is None or not response.active:  # a later turn's answer cancelled it
+            self._forget(response)
+            return decision.verdict
         if decision.verdict is Verdict.INTERRUPTION:
             self.cut("interruption")
             return decision.verdict
@@ -360,8 +451,14 @@ class ReplyPauses:
             return decision.verdict
         pause.held = (transcript.strip(), decision.rule)
         turn = self._turns.speech_turn
-        if turn is None or turn[0] != item_id:  # the turn ended: the person is done
-            self._resume_backchannel(pause)
+        if pause.later_turn is not None:  # the person spoke on before this verdict
+            later_id = pause.later_turn[0]
+            self.attach_turn(*pause.later_turn)
+            pause.transcribing = self._turns.committed_audio(later_id) is not None
+        elif turn is not None and turn[0] != item_id:
+            self.attach_turn(*turn)
+        elif turn is None:
+            self.stopped(item_id)  # the turn ended: done, unless sound set in since
         else:
             self._release_held()
         return decision.verdict

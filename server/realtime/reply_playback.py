@@ -3,8 +3,8 @@
 `ReplyPlayback` answers, at the session clock, whether a reply is still playing (the VAD and
 the echo detector listen differently then), which response and how far into its audio (ms) the
 microphone heard when an append's audio was captured, and whether the client is known not to
-report playback. Sans-I/O: it reads the responses, the pauses and the clock, and keeps only the
-arrival lateness of input appends (`ArrivalLateness`).
+report playback. Sans-I/O: it reads the responses, the pauses and the clock, and keeps only
+where the input timeline sits on the clock (`InputClock`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from server.listening.echo import ECHO_TAIL_MS
-from server.realtime.arrival import ArrivalLateness
+from server.realtime.arrival import InputClock
 from server.realtime.heard_text import HeardTextStore
 from server.realtime.history import ConversationHistory
 from server.realtime.pauses import ReplyPauses
@@ -34,8 +34,8 @@ class ReplyPlayback:
             audio with no ACK, an ended reply counts as played out).
 
     Attributes:
-        arrival: how late input appends arrive (`ArrivalLateness`; fed by `position_ms`, read
-            by the session for `playback.ack` bursts).
+        input_clock: where the input timeline sits on the clock (`InputClock`; fed by
+            `position_ms`).
     """
 
     def __init__(self, responses: ResponseLifecycle, history: ConversationHistory,
@@ -48,7 +48,7 @@ class ReplyPlayback:
         self._clock = clock
         self._jitter_ms = jitter_ms
         self._ack_timeout_ms = ack_timeout_ms
-        self.arrival = ArrivalLateness()
+        self.input_clock = InputClock()
 
     def playback_unreported(self) -> bool:
         """True once the client is known not to report playback
@@ -79,28 +79,31 @@ class ReplyPlayback:
         """`assistant_playing`, except while the reply is paused (the client is silent)."""
         return self._pauses.current is None and self.assistant_playing()
 
-    def position_ms(self, audio_end_ms: int | None = None) -> tuple[str, int] | None:
+    def position_ms(self, audio_end_ms: int) -> tuple[str, int] | None:
         """(response id, ms into its audio) of the latest reply's audio estimated to be playing
-        at the session clock, or, for an append whose audio ends at `audio_end_ms` on the input
-        timeline (arriving now), when that audio was captured: that much earlier than now as
-        the append came later than the earliest recent ones (`ArrivalLateness`). None before
-        any of the reply was sent, and once it stopped playing (`assistant_playing`) more than
-        `ECHO_TAIL_MS` after its last ACK.
+        when the client's microphone captured the end of an append arriving now, whose audio
+        ends at `audio_end_ms` on the input timeline: in audio time
+        (`ResponseState.played_at_audio_ms`, after placing the ACKs read before this append,
+        `AckAnchors.place`). None before any of the reply was sent, and once it stopped
+        playing (`assistant_playing`) more than `ECHO_TAIL_MS` after its last ACK.
 
-        The estimate is `ResponseState.estimated_played_ms`. Network and capture latencies are
-        not known here: the echo detector searches a lag range around this estimate
-        (`server.listening.mic_timeline.LAG_RANGE_MS`). Their jitter is taken out: the echo detector
-        maps every microphone frame by its own position, and appends that a stalled client
-        sent in one burst (300-450 ms late, measured on a loaded machine) were estimated that
-        far on, so that their echo did not align with the rest and started turns. The tail
-        after playback ended is there because the microphone hears the end of the reply that
-        much later.
+        Network and capture latencies are not known here: the echo detector searches a lag
+        range around this estimate (`server.listening.mic_timeline.LAG_RANGE_MS`). Their
+        jitter is taken out: the echo detector maps every microphone frame by its own
+        position, and neither appends that a stalled client sent in one burst (300-450 ms
+        late, measured on a loaded machine) nor appends and ACKs this server read late and in
+        bursts (its event loop stalled) move a position, as both are placed by the audio the
+        client sent. The tail after playback ended is there because the microphone hears the
+        end of the reply that much later.
         """
         now_ms = self._clock()
-        late_ms = 0.0 if audio_end_ms is None else self.arrival.late_ms(now_ms, audio_end_ms)
+        self.input_clock.arrived(now_ms, audio_end_ms)
+        delay_ms, least_delay_ms = self.input_clock.delay_ms, self.input_clock.least_delay_ms
+        assert delay_ms is not None and least_delay_ms is not None  # an append just arrived
         response = self._responses.latest()
         if response is None or response.first_send_ms is None:
             return None
+        response.anchors.place(audio_end_ms, delay_ms)
         pause = self._pauses.current
         if pause is not None and pause.response_id == response.id:
             if now_ms - pause.started_ms > ECHO_TAIL_MS:
@@ -109,4 +112,5 @@ class ReplyPlayback:
         if not self.assistant_playing() and (
                 response.last_ack_ms is None or now_ms - response.last_ack_ms > ECHO_TAIL_MS):
             return None
-        return response.id, response.estimated_played_ms(now_ms - late_ms, self._jitter_ms)
+        return response.id, response.played_at_audio_ms(audio_end_ms, delay_ms, least_delay_ms,
+                                                         self._jitter_ms)

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calibration.word_marks import WordMark
+from server.realtime.ack_anchors import AckAnchors
 from server.realtime.modalities import AUDIO
 from server.realtime.playback import PlaybackCursor
 from server.responders.tools import ToolCall
 
 SEND_HISTORY_MS = 5000.0
-"""How long the sends that bound the playing position are kept (ms of clock): longer than an
-append is ever taken to be late (`server.realtime.arrival.LATENESS_WINDOW_MS`), so a position
-estimated back to its capture finds the sends before it."""
+"""How long the sends that bound the playing position are kept (ms of clock): longer than the
+window of the input delay (`server.realtime.arrival.LATENESS_WINDOW_MS`), so a position
+estimated back to an append's capture finds the sends before it."""
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class ResponseState:
             reply); bound: the least, over the frames sent since the ACK, of the audio sent
             before the frame minus the clock reading at which it was sent (the client cannot
             have played further than it plus the clock reading).
+        anchors: its ACKs in audio time (`AckAnchors`), for `played_at_audio_ms`.
         paused: speech over the reply paused it (`server.realtime.pauses`): nothing is sent
             and playback reports do not settle it until it resumes or is cut.
         prompted_items: the ids of the items whose text its prompt held
@@ -120,6 +122,7 @@ class ResponseState:
     first_send_ms: float | None = None
     last_ack_ms: float | None = None
     timeline: list[tuple[float, float | None, float, int]] = field(default_factory=list)
+    anchors: AckAnchors = field(default_factory=AckAnchors)
     status_reason: str | None = None
     error_message: str | None = None
     paused: bool = False
@@ -268,10 +271,11 @@ class ResponseState:
     def resume(self, now_ms: float, paused_ms: int) -> None:
         """Resume after a pause of `paused_ms` ending at clock `now_ms`: the real-time pacing
         estimate skips the pause (`first_send_ms` and the `timeline`'s bound move by it; a
-        reported position runs from the resume on) and the ACK
-        silence timer restarts (the client played nothing while paused, so its silence was
-        expected)."""
+        reported position runs from the resume on, the ACKs before it are forgotten as
+        anchors) and the ACK silence timer restarts (the client played nothing while paused,
+        so its silence was expected)."""
         self.paused = False
+        self.anchors.clear()
         if self.timeline:
             _, offset, bound, _ = self.timeline[-1]
             self._note(now_ms, None if offset is None else self.cursor.played_ms - now_ms,
@@ -281,13 +285,15 @@ class ResponseState:
         if self.last_ack_ms is not None:
             self.last_ack_ms = now_ms
 
-    def acknowledged(self, now_ms: float, sent_at_ms: float | None = None) -> None:
-        """A playback ACK (already applied to the cursor) arrived at clock `now_ms`, sent by
-        the client at `sent_at_ms` (default: `now_ms`): the estimate runs from then
-        (`estimated_played_ms`), and only audio sent from now on bounds it."""
+    def acknowledged(self, now_ms: float, input_end_ms: float) -> None:
+        """A playback ACK (already applied to the cursor) was read at clock `now_ms` (ms),
+        after the microphone appends up to input position `input_end_ms` (ms): the clock
+        estimate runs from then (`estimated_played_ms`: only audio sent from now on bounds
+        it), and the ACK waits in `anchors` to be placed in audio time by the next append
+        (`played_at_audio_ms`)."""
         self.last_ack_ms = now_ms
-        sent_at_ms = now_ms if sent_at_ms is None else sent_at_ms
-        self._note(now_ms, self.cursor.played_ms - sent_at_ms, float("inf"))
+        self._note(now_ms, self.cursor.played_ms - now_ms, float("inf"))
+        self.anchors.read(self.cursor.played_ms, now_ms, input_end_ms)
 
     def _note(self, now_ms: float, offset: float | None, bound: float) -> None:
         """Add a `timeline` entry at clock `now_ms`; forget those older than
@@ -302,7 +308,7 @@ class ResponseState:
         the latest ACK plus the time since it arrived; before any ACK, the time since the first
         audio was sent minus the client's initial jitter buffer; within [0, sent_ms]; 0 before
         any audio was sent. `now_ms` may lie back (when an append was captured,
-        `ReplyPlayback.position_ms`): only the audio sent by then bounds the estimate.
+        `played_at_audio_ms`): only the audio sent by then bounds the estimate.
 
         At most where the audio sent since that ACK lets the client be (`timeline`;
         never before the position ACKed from the ACK's arrival on, as the client cannot ACK
@@ -317,4 +323,32 @@ class ResponseState:
         _, offset, bound, sent = self.timeline[max(index - 1, 0)]
         played = now_ms - self.first_send_ms - jitter_ms if offset is None else now_ms + offset
         played = min(played, now_ms + bound, sent)
+        return int(min(max(played, 0.0), self.cursor.sent_ms))
+
+    def played_at_audio_ms(self, audio_ms: float, delay_ms: float, least_delay_ms: float,
+                           jitter_ms: int) -> int:
+        """The position (ms) of this reply's audio estimated to be playing when the client's
+        microphone was at input position `audio_ms` (ms), in audio time: the latest ACK placed
+        at or before it (`anchors`) plus the microphone audio since; before any, the clock
+        estimate at `audio_ms + least_delay_ms` (`estimated_played_ms`). Within [0, sent_ms].
+        `delay_ms`, `least_delay_ms`: `server.realtime.arrival.InputClock`'s.
+
+        No more than the audio sent by clock `audio_ms + delay_ms` and its bound let the
+        client have played (`timeline`: a client that ran dry waits for more), never less
+        than the ACK said. The ACK is placed by the order of events on the socket, so a
+        stall of the server's event loop that reads appends and ACKs late and in bursts moves
+        no position; before, an ACK read 209 ms after the append it came with was taken as
+        sent when read, the positions went that far back, and the reply's echo alone started
+        turns (`tests/test_echo_stalled_loop.py`). The estimate before the first ACK uses the
+        least delay: a server that fell seconds behind reading placed it seconds ahead of the
+        client, and the echo detector takes the loudspeaker never to go back (one position
+        ahead holds every later one)."""
+        anchor = self.anchors.latest_at(audio_ms)
+        if anchor is None or self.first_send_ms is None:
+            return self.estimated_played_ms(audio_ms + least_delay_ms, jitter_ms)
+        clock_ms = audio_ms + delay_ms
+        index = bisect.bisect_right(self.timeline, clock_ms, key=lambda entry: entry[0])
+        _, _, bound, sent = self.timeline[max(index - 1, 0)]
+        played = min(anchor.played_ms + audio_ms - anchor.audio_ms, clock_ms + bound, sent)
+        played = max(played, anchor.played_ms)
         return int(min(max(played, 0.0), self.cursor.sent_ms))

@@ -288,9 +288,7 @@ class Session:
                 turns.clear()
                 self.pauses.input_replaced(None)
             case protocol.PlaybackAck():
-                interruptions.playback_ack(
-                    event, self._clock_ms,
-                    self.reply_playback.arrival.burst_late_ms(self._clock_ms))
+                interruptions.playback_ack(event, self._clock_ms, turns.audio.end_ms)
             case protocol.BargeIn() if event.pause and self.pauses.settings.mode == "pause":
                 self.turn_taking.barge_in_pause(event)
             case protocol.BargeIn():

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from server.listening.backchannel import Verdict
+from server.listening.quiet_after_speech import HeardSound
 from server.realtime import protocol
 from server.realtime.events import EventLog
 from server.realtime.input_turns import InputTurns
@@ -120,6 +121,7 @@ class TurnTaking:
         self._pauses.silent(turn[0], audio_end_ms)
         self._pauses.speech_paused(turn[0], audio_end_ms)
         if self._pauses.awaits(turn[0]):
+            self._pauses.asked()
             self._turns.decide()
 
     def on_speech_resumed(self) -> None:
@@ -136,11 +138,11 @@ class TurnTaking:
         if response is not None and response.active and self._playback.assistant_playing():
             self._pauses.pause(response, "speech_started", response.cursor.played_ms)
 
-    def on_vad_position(self, position_ms: int) -> None:
-        """Server VAD ran over the input up to `position_ms` (input-timeline ms): a
-        backchannel held until the person is done may resume its reply
-        (`ReplyPauses.heard_until`)."""
-        self._pauses.heard_until(position_ms)
+    def on_vad_position(self, heard: HeardSound) -> None:
+        """Server VAD judged the input up to `heard.heard_ms` (input-timeline ms), with where
+        the person's sound last ended and set in: a backchannel held until the person is done
+        may resume its reply (`ReplyPauses.heard_until`)."""
+        self._pauses.heard_until(heard)
 
     def on_room_level(self, room_dbfs: float | None) -> None:
         """Server VAD's room background: its loud level (dBFS, None while none was learned),
