@@ -16,17 +16,24 @@ from server.listening.echo import ECHO_TAIL_MS
 from server.realtime.session import Session, SessionConfig
 
 
-def test_the_session_maps_appends_to_the_playing_position() -> None:
-    session = Session(SessionConfig(lead_ms=400, jitter_ms=100, frame_ms=100))
+def silent_reply(lead_ms: int, audio_ms: int) -> tuple[Session, str]:
+    """A session under server VAD (`lead_ms` of lead, 100 ms jitter buffer and frames) with one
+    reply of `audio_ms` of silence at 24 kHz, generated whole: (the session, its id)."""
+    session = Session(SessionConfig(lead_ms=lead_ms, jitter_ms=100, frame_ms=100))
     session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
         "turn_detection": {"type": "server_vad"}}}}}))
     session.receive(json.dumps({"type": "response.create"}))
     response_id = session.current_response_id
     assert response_id is not None
     session.generation.on_text(response_id, "Hello there.")
-    session.generation.on_speech(response_id, 12, b"\x00\x00" * 24 * 3000, [])
+    session.generation.on_speech(response_id, 12, b"\x00\x00" * 24 * audio_ms, [])
     session.generation.on_done(response_id)
     session.take_effects()
+    return session, response_id
+
+
+def test_the_session_maps_appends_to_the_playing_position() -> None:
+    session, response_id = silent_reply(400, 3000)
 
     heard = [0.0]  # ms of microphone audio appended
 
@@ -75,16 +82,7 @@ def stream_positions(read_ms: Callable[[float], float], ack_offset_ms: float = 0
     it is done with the one before (`VAD_MS` after an append). Returns, for each append ending
     from `from_ms` on, (the position the session estimated, the position really playing when
     its audio ended: negative before the client started playing)."""
-    session = Session(SessionConfig(lead_ms=5000, jitter_ms=100, frame_ms=100))
-    session.receive(json.dumps({"type": "session.update", "session": {"audio": {"input": {
-        "turn_detection": {"type": "server_vad"}}}}}))
-    session.receive(json.dumps({"type": "response.create"}))
-    response_id = session.current_response_id
-    assert response_id is not None
-    session.generation.on_text(response_id, "Hello there.")
-    session.generation.on_speech(response_id, 12, b"\x00\x00" * 24 * 6000, [])
-    session.generation.on_done(response_id)
-    session.take_effects()
+    session, response_id = silent_reply(5000, 6000)
     session.pull_outbound(1000.0)
     sent: list[tuple[float, str, float]] = [(float(end), "append", float(end))
                                             for end in range(40, 6000, 40)]

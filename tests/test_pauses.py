@@ -52,6 +52,30 @@ def sent_ends(events: list[dict[str, Any]]) -> list[int]:
     return [e["audio_end_ms"] for e in events if e["type"] == "response.output_audio.delta"]
 
 
+def okay_stop_first_gap(voice: str) -> tuple[Session, str, str, DecideTranscription]:
+    """`paused_session`, then espeak-ng `voice`'s "Okay. Stop." in the microphone (300 ms of
+    silence either side) and server VAD's gap after "Okay" at 650 ms: (the session, the
+    paused response's id, the turn's item id, the decision transcription that gap asked)."""
+    session, rid = paused_session()
+    session.take_events()
+    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
+        "Okay. Stop.", "espeak", voice), 300, 300))
+    session.input_turns.audio.append(okay_stop)
+    item_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(650)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    return session, rid, item_id, decide
+
+
+def assert_cut_where_paused(session: Session, rid: str) -> None:
+    """The events since the last take cut the reply at its paused position (400 ms), with no
+    resume first."""
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 400
+
+
 def test_speech_pauses_the_reply_and_nothing_more_is_sent() -> None:
     session, rid = paused_session()
     events = session.take_events()
@@ -98,14 +122,7 @@ def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_deci
     """"Okay. (420 ms) Stop.": the verdict on "Okay" waits for `RESUME_SILENCE_MS` of silence;
     the person speaks on first, so the reply stays paused, and the turn's next gap decides
     on all of it: "Stop" cuts at the paused position, with no word played between."""
-    session, rid = paused_session()
-    session.take_events()
-    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
-        "Okay. Stop.", "espeak", "en-us+m3"), 300, 300))
-    session.input_turns.audio.append(okay_stop)
-    item_id = session.input_turns.speech_turn[0]
-    session.turn_taking.on_speech_gap(650)
-    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session, rid, item_id, decide = okay_stop_first_gap("en-us+m3")
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay.")
     session.turn_taking.on_vad_position(HeardSound(650 + 350))
     session.turn_taking.on_speech_resumed()
@@ -114,10 +131,7 @@ def test_speech_before_the_person_is_done_voids_a_backchannel_and_the_whole_deci
     session.turn_taking.on_speech_gap(1400)
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "Okay, stop.")
-    events = session.take_events()
-    assert "response.resumed" not in types(events)
-    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
-    assert session.responses[rid].cursor.cutoff_ms == 400
+    assert_cut_where_paused(session, rid)
 
 
 def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide() -> None:
@@ -126,14 +140,7 @@ def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide()
     reply at once (its turn had ended), and "Stop" then found the reply playing (over the
     protocol, 1 of 1 under load 12). Now the new turn decides the pause: no resume, and its
     words cut the reply where it paused."""
-    session, rid = paused_session()
-    session.take_events()
-    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
-        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
-    session.input_turns.audio.append(okay_stop)
-    okay_id = session.input_turns.speech_turn[0]
-    session.turn_taking.on_speech_gap(650)
-    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session, rid, okay_id, decide = okay_stop_first_gap("en-us+f3")
     session.turn_taking.on_vad_position(HeardSound(1000))
     session.turn_taking.on_speech_stopped(650)
     session.turn_taking.on_speech_started(1000)
@@ -145,10 +152,7 @@ def test_a_backchannel_verdict_after_the_next_turn_began_lets_that_turn_decide()
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     assert decide.item_id == stop_id
     session.turn_taking.on_decision_transcription(stop_id, decide.audio_end_ms, "Stop.")
-    events = session.take_events()
-    assert "response.resumed" not in types(events)
-    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
-    assert session.responses[rid].cursor.cutoff_ms == 400
+    assert_cut_where_paused(session, rid)
 
 
 def test_a_backchannel_verdict_after_the_next_turn_was_committed_lets_its_words_decide(
@@ -156,14 +160,7 @@ def test_a_backchannel_verdict_after_the_next_turn_was_committed_lets_its_words_
     """Load 12 over the protocol: the verdict on "Okay" took 1.4 s, and "Stop." had started,
     stopped and been committed by then; the verdict resumed the reply for a moment before
     "Stop"'s answer cut it. Now the committed turn's transcript decides the pause."""
-    session, rid = paused_session()
-    session.take_events()
-    okay_stop = mic_pcm16(speech_fixtures.place(speech_fixtures.speech(
-        "Okay. Stop.", "espeak", "en-us+f3"), 300, 300))
-    session.input_turns.audio.append(okay_stop)
-    okay_id = session.input_turns.speech_turn[0]
-    session.turn_taking.on_speech_gap(650)
-    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session, rid, okay_id, decide = okay_stop_first_gap("en-us+f3")
     session.turn_taking.on_speech_stopped(650)
     session.turn_taking.on_speech_started(1000)
     stop_id = session.input_turns.speech_turn[0]
@@ -173,10 +170,7 @@ def test_a_backchannel_verdict_after_the_next_turn_was_committed_lets_its_words_
     session.turn_taking.on_vad_position(HeardSound(2200, 1500))
     assert "response.resumed" not in types(session.take_events())
     session.turn_taking.on_transcription(stop_id, "Stop.")
-    events = session.take_events()
-    assert "response.resumed" not in types(events)
-    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
-    assert session.responses[rid].cursor.cutoff_ms == 400
+    assert_cut_where_paused(session, rid)
 
 
 def test_a_never_word_cuts_at_the_paused_position() -> None:

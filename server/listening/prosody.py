@@ -123,6 +123,20 @@ class Prosody:
         return self.voiced_ms / self.duration_ms if self.duration_ms else 0.0
 
 
+def frame_autocorrelation(window: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """One analysis frame (1-D float samples in [-1, 1]): the frame with its mean removed, its
+    level (dBFS, RMS; -120 when silent) and that centred frame's autocorrelation at lags 0 to
+    len - 1 (by FFT, zero-padded to twice its length so that no lag wraps; None when the frame
+    is silent)."""
+    centred = window - window.mean()
+    energy = float(np.dot(centred, centred))
+    level_dbfs = 10.0 * np.log10(energy / centred.size + 1e-12)
+    if energy <= 0.0:
+        return centred, level_dbfs, None
+    spectrum = np.fft.rfft(centred, 2 * centred.size)
+    return centred, level_dbfs, np.fft.irfft(spectrum * np.conj(spectrum))[:centred.size]
+
+
 def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None) -> Prosody:
     """Measure the prosody of `pcm` (1-D float in [-1, 1] at `sample_rate_hz`).
 
@@ -146,13 +160,9 @@ def analyse(pcm: np.ndarray, sample_rate_hz: int, room_dbfs: float | None = None
     f0 = np.zeros(len(starts))
     lag_lo, lag_hi = int(sample_rate_hz / MAX_F0_HZ), int(sample_rate_hz / MIN_F0_HZ)
     for index, start in enumerate(starts):
-        window = pcm[start:start + frame] - pcm[start:start + frame].mean()
-        energy = float(np.dot(window, window))
-        levels[index] = 10.0 * np.log10(energy / frame + 1e-12)
-        if energy <= 0.0:
+        _, levels[index], autocorr = frame_autocorrelation(pcm[start:start + frame])
+        if autocorr is None:
             continue
-        spectrum = np.fft.rfft(window, 2 * frame)
-        autocorr = np.fft.irfft(spectrum * np.conj(spectrum))[:frame]
         lag = lag_lo + int(np.argmax(autocorr[lag_lo:lag_hi]))
         if autocorr[lag] / autocorr[0] > VOICING_THRESHOLD:
             f0[index] = sample_rate_hz / lag

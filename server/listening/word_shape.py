@@ -28,7 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from server.listening.prosody import FRAME_MS, HOP_MS, MAX_F0_HZ, MIN_F0_HZ, SPEECH_RANGE_DB
+from server.listening.prosody import (
+    FRAME_MS,
+    HOP_MS,
+    MAX_F0_HZ,
+    MIN_F0_HZ,
+    SPEECH_RANGE_DB,
+    frame_autocorrelation,
+)
 from server.listening.room_floor import floor_dbfs
 
 MIN_VOWEL_VOICING = 0.3
@@ -116,14 +123,10 @@ def _frames(pcm: np.ndarray, rate: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     levels, voicing, crossings = np.zeros(count), np.zeros(count), np.zeros(count)
     lag_lo, lag_hi = int(rate / MAX_F0_HZ), int(rate / MIN_F0_HZ)
     for index in range(count):
-        window = pcm[index * hop:index * hop + frame]
-        window = window - window.mean()
-        energy = float(np.dot(window, window))
-        levels[index] = 10.0 * np.log10(energy / frame + 1e-12)
-        if energy <= 0.0:
+        window, levels[index], autocorr = frame_autocorrelation(
+            pcm[index * hop:index * hop + frame])
+        if autocorr is None:
             continue
-        spectrum = np.fft.rfft(window, 2 * frame)
-        autocorr = np.fft.irfft(spectrum * np.conj(spectrum))[:frame]
         voicing[index] = float(autocorr[lag_lo:lag_hi].max() / autocorr[0])
         crossings[index] = float(np.mean(np.signbit(window[1:]) != np.signbit(window[:-1])))
     return levels, voicing, crossings
