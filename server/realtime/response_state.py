@@ -88,6 +88,11 @@ class ResponseState:
         generated_samples, sent_samples: sample counts at the output rate.
         queue: transcript and audio outputs waiting for pacing.
         first_send_ms, last_ack_ms: clock readings (ms) used by pacing.
+        last_progress_ms, progress_played_ms: clock reading (ms) of the last ACK that moved
+            the played position forward (or the first ACK), None before any, and that
+            position (ms).
+        ack_lag_ms: how far this client's ACKs were found to trail what it had played (ms,
+            learned in `pop_sendable`; a new reply starts from the session's previous one's).
         timeline: what `estimated_played_ms` knows from each clock reading on, for the last
             `SEND_HISTORY_MS`: (clock ms, offset, bound, sent), one at each ACK
             (`acknowledged`), resume and audio frame sent. Offset: the ACKed position minus
@@ -121,6 +126,9 @@ class ResponseState:
     queue: deque[QueuedTranscript | QueuedSpeech] = field(default_factory=deque)
     first_send_ms: float | None = None
     last_ack_ms: float | None = None
+    last_progress_ms: float | None = None
+    ack_lag_ms: float = 0.0
+    progress_played_ms: int = 0
     timeline: list[tuple[float, float | None, float, int]] = field(default_factory=list)
     anchors: AckAnchors = field(default_factory=AckAnchors)
     status_reason: str | None = None
@@ -214,6 +222,7 @@ class ResponseState:
         head = self.queue[0]
         if isinstance(head, QueuedSpeech):
             sent_ms = self.sent_samples * 1000 / sample_rate_hz
+            self._learn_ack_lag(now_ms, sent_ms, ack_timeout_ms, reports_playback)
             budget = self.send_budget_ms(now_ms, lead_ms, jitter_ms, ack_timeout_ms,
                                          reports_playback)
             if sent_ms >= budget:
@@ -240,19 +249,19 @@ class ResponseState:
                        ack_timeout_ms: int, reports_playback: bool = True) -> float:
         """How far (ms of this response's audio) may have been sent at clock `now_ms`.
 
-        The client's latest played position plus `lead_ms`; before the first ACK also
-        `jitter_ms`, the client's initial jitter buffer (it starts playing once that much is
-        buffered, so the first ACK needs it). A client that does not report playback (no
-        `playback.ack` yet in its session, `reports_playback` False) is paced by real time
-        from the first send (`estimated_played_ms`): audio flows continuously, `lead_ms` ahead.
-        A reporting client silent for `ack_timeout_ms` since the first audio was sent (or since
-        its last ACK) falls back to the same estimate, so it still receives the whole reply.
+        The client's latest played position plus its learned `ack_lag_ms` plus `lead_ms`;
+        before the first ACK also `jitter_ms`, the client's initial jitter buffer (it starts
+        playing once that much is buffered, so the first ACK needs it). A client that does not
+        report playback (no `playback.ack` yet in its session, `reports_playback` False) is
+        paced by real time from the first send (`estimated_played_ms`): audio flows
+        continuously, `lead_ms` ahead. A reporting client whose position has not moved for
+        `ack_timeout_ms` since the first audio was sent (its ACKs stopped, or repeat one
+        position) falls back to the same estimate, so it still receives the whole reply.
         """
-        played = float(self.cursor.played_ms)
-        if self.first_send_ms is not None:
-            silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
-            if not reports_playback or now_ms - silent_since >= ack_timeout_ms:
-                played = max(played, now_ms - self.first_send_ms - jitter_ms)
+        played = float(self.cursor.played_ms) + self.ack_lag_ms
+        if self.first_send_ms is not None and (
+                not reports_playback or now_ms - self._still_since() >= ack_timeout_ms):
+            played = max(played, now_ms - self.first_send_ms - jitter_ms)
         initial_buffer = jitter_ms if self.last_ack_ms is None else 0
         return played + lead_ms + initial_buffer
 
@@ -265,8 +274,29 @@ class ResponseState:
         by_time = self.first_send_ms + sent_ms - lead_ms
         if not reports_playback:
             return by_time + 1
-        silent_since = max(self.first_send_ms, self.last_ack_ms or 0.0)
-        return max(silent_since + ack_timeout_ms, by_time) + 1
+        return max(self._still_since() + ack_timeout_ms, by_time) + 1
+
+    def _still_since(self) -> float:
+        """The clock reading (ms) since which the client's reported position stood still:
+        its last ACK that moved it, or the first send (audio sent)."""
+        assert self.first_send_ms is not None
+        return max(self.first_send_ms, self.last_progress_ms or 0.0)
+
+    def _learn_ack_lag(self, now_ms: float, sent_ms: float, ack_timeout_ms: int,
+                       reports_playback: bool) -> None:
+        """Audio waits while the client keeps ACKing one position for `ack_timeout_ms`: a
+        client that plays in real time has played all `sent_ms` by then (its buffer is the
+        lead, under a second), so its ACKs trail its playback by `sent_ms` less that position
+        (an output latency it reports in: a Bluetooth headset's; measured, a tester's client
+        ACKing 500 ms behind stopped the reply for good at 564 ms). `ack_lag_ms` keeps the
+        largest such lag, so the lead counts from where the client really is; learning
+        restarts the wait (`last_progress_ms`), so one stall teaches once."""
+        if (not reports_playback or self.first_send_ms is None or self.last_ack_ms is None
+                or self.last_ack_ms <= self._still_since()
+                or now_ms - self._still_since() < ack_timeout_ms):
+            return
+        self.ack_lag_ms = max(self.ack_lag_ms, sent_ms - self.cursor.played_ms)
+        self.last_progress_ms = now_ms
 
     def resume(self, now_ms: float, paused_ms: int) -> None:
         """Resume after a pause of `paused_ms` ending at clock `now_ms`: the real-time pacing
@@ -284,6 +314,7 @@ class ResponseState:
             self.first_send_ms += paused_ms
         if self.last_ack_ms is not None:
             self.last_ack_ms = now_ms
+            self.last_progress_ms = now_ms
 
     def acknowledged(self, now_ms: float, input_end_ms: float) -> None:
         """A playback ACK (already applied to the cursor) was read at clock `now_ms` (ms),
@@ -291,6 +322,9 @@ class ResponseState:
         estimate runs from then (`estimated_played_ms`: only audio sent from now on bounds
         it), and the ACK waits in `anchors` to be placed in audio time by the next append
         (`played_at_audio_ms`)."""
+        if self.last_progress_ms is None or self.cursor.played_ms > self.progress_played_ms:
+            self.last_progress_ms = now_ms
+            self.progress_played_ms = self.cursor.played_ms
         self.last_ack_ms = now_ms
         self._note(now_ms, self.cursor.played_ms - now_ms, float("inf"))
         self.anchors.read(self.cursor.played_ms, now_ms, input_end_ms)

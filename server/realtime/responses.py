@@ -89,12 +89,14 @@ class ResponseLifecycle:
         `modalities.TEXT`) and its assistant item; emit `response.created`, the item's
         `conversation.item.added`, `response.output_item.added` and
         `response.content_part.added`; ask for its generation (`StartGeneration`)."""
+        previous = next(reversed(self.by_id.values()), None)  # the latest: its ACK lag
         if self._released is not None:
             self.by_id.pop(self._released, None)
             self._released = None
         response = ResponseState(id=self._log.new_id("resp", taken=self.by_id),
                                  item_id=self._items.new_id(), epoch=self.epoch,
-                                 metadata=metadata, output_modalities=output_modalities)
+                                 metadata=metadata, output_modalities=output_modalities,
+                                 ack_lag_ms=0.0 if previous is None else previous.ack_lag_ms)
         self.by_id[response.id] = response
         self.current_id = response.id
         item = HistoryItem(id=response.item_id, role="assistant", text="",
