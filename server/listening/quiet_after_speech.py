@@ -10,7 +10,7 @@ dBFS) while Silero gives it 0.18-0.42, and it crosses the hysteresis level (0.35
 later, and is judged only once its whole 32 ms window has come out of the 16 kHz resampler
 (30-60 ms behind the input). Level frames of 10 ms on the input itself see both edges
 sooner: the silence after a backchannel counts from the end of the last frame within
-`SOUND_BELOW_SPEECH_DB` of the utterance's loudest (and `ROOM_MARGIN_DB` over the room), and
+`SOUND_BELOW_SPEECH_DB` of the utterance's loudest (and over the room's floor, `room_floor`), and
 a frame as loud as that after it restarts the count, before Silero calls it speech.
 Measured on the tester's "Okay. Stop." and constructed backchannel-gap-interruption pairs in
 Piper and six espeak-ng voices (`tests/test_resume_silence.py`).
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from server.listening.room_floor import floor_dbfs as floor_dbfs_over_room
+
 FRAME_MS = 10
 """Length of one level frame (ms)."""
 
@@ -34,11 +36,6 @@ holds the person's sound (dB). Measured on `benchmarks/bench_backchannel.py`'s b
 (Piper and four espeak-ng voices): the end of a word's audible decay lies 26-43 dB under its
 loudest window (Piper "Okay." -33 then -54), the first window of a next word's onset 15-22 dB
 under it; digital silence and a -60 dBFS pink floor lie 45 dB or more under it."""
-
-ROOM_MARGIN_DB = 6.0
-"""A frame holds the person's sound only this far (dB) above the room's loud level
-(`server.listening.room_background.RoomBackground.loud_dbfs`): the room's babble or TV is not
-the person starting again."""
 
 SPEECH_MEMORY_MS = 3000
 """How long (ms) a speech window's level sets the loudness the sound is measured against."""
@@ -66,7 +63,8 @@ class QuietAfterSpeech:
 
     A frame holds sound when its RMS level is at most `SOUND_BELOW_SPEECH_DB` under the loudest
     window Silero scored as speech in the last `SPEECH_MEMORY_MS` (`speech_window`), and at
-    least `ROOM_MARGIN_DB` over the room's loud level when one is known. Before any speech
+    least the person's floor over the room (`server.listening.room_floor.floor_dbfs`: the room's
+    babble or TV is not the person starting again) when one is known. Before any speech
     window, no frame holds sound.
 
     Attributes:
@@ -114,8 +112,9 @@ class QuietAfterSpeech:
         if not memory:
             return
         floor_dbfs = memory[0][1] - SOUND_BELOW_SPEECH_DB
-        if room_dbfs is not None:
-            floor_dbfs = max(floor_dbfs, room_dbfs + ROOM_MARGIN_DB)
+        room_floor_dbfs = floor_dbfs_over_room(room_dbfs)
+        if room_floor_dbfs is not None:
+            floor_dbfs = max(floor_dbfs, room_floor_dbfs)
         for index in np.flatnonzero(levels >= floor_dbfs):
             start_ms = int(ends[index]) - FRAME_MS
             if self.sound_end_ms is None or start_ms - self.sound_end_ms >= ONSET_QUIET_MS:
