@@ -42,8 +42,8 @@ def reply_24k(text: str = REPLY) -> np.ndarray:
     return resample(pcm, tts.sample_rate_hz, OUTPUT_RATE_HZ)
 
 
-def reply_ms() -> float:
-    return reply_24k().size * 1000 / OUTPUT_RATE_HZ
+def reply_ms(text: str = REPLY) -> float:
+    return reply_24k(text).size * 1000 / OUTPUT_RATE_HZ
 
 
 def microphone(delay_ms: float, gain_db: float, boost_db: float = 0.0,
@@ -79,13 +79,13 @@ def room_microphone(room: Room, person: np.ndarray | None = None,
     return np.clip(mic, -1.0, 1.0)
 
 
-def playing_position(mic_ms: float, rng: np.random.Generator) -> int | None:
-    """The session's estimate of the reply position playing at `mic_ms`: exact +-20 ms, None
-    outside the reply and its echo tail."""
+def playing_position(mic_ms: float, rng: np.random.Generator, text: str = REPLY) -> int | None:
+    """The session's estimate of the position of reply `text` playing at `mic_ms`: exact +-20
+    ms, None outside the reply and its echo tail."""
     position = mic_ms - LEAD_MS + rng.uniform(-20.0, 20.0)
-    if not 0.0 <= position <= reply_ms() + ECHO_TAIL_MS:
+    if not 0.0 <= position <= reply_ms(text) + ECHO_TAIL_MS:
         return None
-    return int(min(position, reply_ms()))
+    return int(min(position, reply_ms(text)))
 
 
 def reference(text: str = REPLY) -> EchoReference:
@@ -113,20 +113,22 @@ def echo_matches(mic: np.ndarray, span_ms: int = 250) -> list[tuple[int, float, 
 
 
 def turn_starts(mic: np.ndarray, with_reference: bool = True,
-                position_at: Callable[[float, np.random.Generator], int | None] = (
-                    playing_position), playing_ms: float | None = None) -> list[SpeechStarted]:
+                position_at: Callable[[float, np.random.Generator], int | None] | None = None,
+                playing_ms: float | None = None, text: str = REPLY) -> list[SpeechStarted]:
     """Run the server's VAD (`InputSpeechDetector`) over `mic` appended as the page does, with
-    the assistant playing the reply from `LEAD_MS` for `playing_ms` (default: the reply's
-    length), `position_at` estimating the reply position playing at each append. Without the
-    reference, the room gate is off too (Silero and the level range gate alone: the controls
-    that show the echo gate is needed)."""
+    the assistant playing reply `text` from `LEAD_MS` for `playing_ms` (default: the reply's
+    length), `position_at` estimating the reply position playing at each append (default:
+    `playing_position`). Without the reference, the room gate is off too (Silero and the
+    level range gate alone: the controls that show the echo gate is needed)."""
+    if position_at is None:
+        position_at = functools.partial(playing_position, text=text)
     detector = InputSpeechDetector(TurnDetection(), OUTPUT_RATE_HZ, 0)
     if not with_reference:
         detector._turns.room_gate = None
-    recorded, rng = reference() if with_reference else None, np.random.default_rng(2)
+    recorded, rng = reference(text) if with_reference else None, np.random.default_rng(2)
     pcm16 = fx.to_pcm16(resample(mic, fx.RATE_HZ, OUTPUT_RATE_HZ))
     step = OUTPUT_RATE_HZ * 2 * APPEND_MS // 1000
-    playing_ms = reply_ms() if playing_ms is None else playing_ms
+    playing_ms = reply_ms(text) if playing_ms is None else playing_ms
     events = []
     for start in range(0, len(pcm16), step):
         end_ms = (start + step) * 1000 // (OUTPUT_RATE_HZ * 2)

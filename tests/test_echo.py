@@ -95,6 +95,34 @@ def test_the_echo_never_starts_a_turn(delay_ms: int, gain_db: int, boost_db: int
 # --- a person over the echo ---------------------------------------------------------------
 
 
+GARDEN_REPLY = ("Tomatoes need at least six hours of direct sun every day, and they grow best in "
+                "deep, loose soil that drains well. Water them at the base in the early "
+                "morning, never on the leaves, and add a thick layer of straw around each plant "
+                "to keep the roots cool.")
+"""The tester's reply (F1): its loud syllables 5-7 s in are where a short word's onset fell
+under their echo."""
+
+
+@pytest.mark.parametrize(("word", "engine", "voice", "at_ms"), [
+    ("Wait.", "piper", None, 6100), ("Wait.", "piper", None, 6850),
+    ("Wait.", "piper", None, 6400), ("Stop.", "piper", None, 6100),
+    ("Stop.", "espeak", "en-us+m3", 6850), ("No.", "espeak", "en-gb-x-rp", 6600)])
+def test_a_short_word_whose_onset_falls_on_a_loud_echo_syllable_starts_a_turn(
+        word: str, engine: str, voice: str | None, at_ms: int) -> None:
+    """Tester F1: Piper "Wait." at -6 dBFS peak, 8-10 dB over a dry -10 dB echo (90 ms late),
+    its onset on a loud reply syllable, correlated 0.91-0.93 with the reply, and the echo
+    gate took its excess for an auto gain's lift or a followed echo: no turn, the reply played
+    on (12 of 12 over the protocol; offline here 6100 and 6850 ms were missed). The first two
+    are those; the rest are held out."""
+    person = fx.at_peak_dbfs(fx.speech(word, engine, voice), -6.0)
+    person_at_ms = LEAD_MS + at_ms
+    onset_ms = person_at_ms + fx.active_span_ms(person)[0]
+    played = reply_24k(GARDEN_REPLY)
+    mic = room_microphone(Room(-10.0, 90, -58.0), person, person_at_ms, played=played)
+    started = turn_starts(mic, text=GARDEN_REPLY)
+    assert [s.audio_start_ms for s in started if s.audio_start_ms >= onset_ms - 400]
+
+
 @pytest.mark.parametrize(("text", "engine", "voice", "dbfs"), PEOPLE)
 def test_a_person_over_the_echo_starts_a_turn(text: str, engine: str, voice: str | None,
                                                dbfs: float) -> None:

@@ -65,6 +65,7 @@ from server.listening.echo_path import (
     excess_db,
     learn_path,
     reverberant,
+    voice_over_echo,
 )
 from server.listening.mic_timeline import (
     LAG_RANGE_MS,
@@ -332,14 +333,19 @@ class EchoDetector:
         client waits for audio without ACKs): over `LEAD_IN_MS` before `start_ms` to `end_ms`
         (at most `MAX_SPAN_MS`), at that lag (`_search`), less than `UNEXPLAINED_SHARE` of the
         frames from `share_from_ms` are `EXCESS_DB` above the reverberant reference at the held
-        gain plus the noise; or, if that lag correlates at least `ECHO_CORRELATION`, at the
-        stretch's own gain (`echo_gain`) when it rose at most `AGC_RISE_DB` over the held gain
-        in every band where both are known (an AGC lifted the echo); or it follows the reply
-        within `LAG_DRIFT_MS` of the held lag as closely as `FOLLOWED_CORRELATION`. Never
-        without a held lag: with no echo heard, no correlation makes speech the echo.
-        (Over the whole lag range a person at -6 dBFS over a 0 dB echo lined up with a reply
-        word 680 ms off the held lag and was taken for it; with the dry reference, a -10 dB
-        echo in a 400 ms RT60 room started a turn.)"""
+        gain plus the noise; or, if that lag correlates at least `ECHO_CORRELATION` and no
+        voice begins over the echo there at the held gain (`voice_over_echo`: a 6 dB rise
+        within 50 ms where the echo sounds, which neither an AGC nor a drifting position
+        makes), at the stretch's own gain (`echo_gain`) when it rose at most `AGC_RISE_DB`
+        over the held gain in every band where both are known (an AGC lifted the echo); or
+        it follows the reply within `LAG_DRIFT_MS` of the held lag as closely as
+        `FOLLOWED_CORRELATION`. Never without a held lag: with no echo heard, no correlation
+        makes speech the echo. (Over the whole lag range a person at -6 dBFS over a 0 dB echo
+        lined up with a reply word 680 ms off the held lag and was taken for it; with the dry
+        reference, a -10 dB echo in a 400 ms RT60 room started a turn. Without the voice
+        rule, Piper "Wait." at -6 dBFS peak whose onset fell on a loud reply syllable under a
+        -10 dB echo correlated 0.91-0.93 and its 8-10 dB over the echo were taken for an AGC:
+        the reply played on, tester F1.)"""
         path = self.path
         if path is None or path.lag_ms is None:
             return False
@@ -359,6 +365,8 @@ class EchoDetector:
         if explained(path.gain_db):
             return True
         if correlation < ECHO_CORRELATION:
+            return False
+        if voice_over_echo(stretch.mic, aligned, path.gain_db, stretch.floor):
             return False
         if correlation >= FOLLOWED_CORRELATION:
             return True
