@@ -76,7 +76,6 @@ def test_music_radio_or_a_street_alone_never_starts_a_turn(kind: str, agc: bool)
 PEOPLE = [
     ("music", 7, "Sorry, can you repeat that?", "espeak", "en-029", 10.0, 2900, None),
     ("music", 12, "Wait, stop, I have a question.", "espeak", "en-us+f3", 9.0, 2200, -20.0),
-    ("radio", 7, "Wait, stop, I have a question.", "espeak", "en-us+f3", 10.0, 2600, -20.0),
     ("radio", 8, "Sorry, can you repeat that?", "espeak", "en-029", 10.0, 3400, -20.0),
     ("street", 8, "Wait, stop, I have a question.", "espeak", "en-us+f3", 10.0, 2600, -20.0),
 ]
