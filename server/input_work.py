@@ -50,7 +50,7 @@ from websockets.asyncio.server import ServerConnection
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.quiet_after_speech import HeardSound
-from server.listening.room_floor import trim_room
+from server.listening.room_floor import LEAD_MS, trim_room
 from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
@@ -246,8 +246,9 @@ class SessionInput:
         ASR, with the reply's echo in front of the person's voice suppressed where server
         VAD's echo detector knows it (`InputSpeechDetector.without_echo`), on the input lane.
         `person_only`: the room before and after the person silenced too
-        (`server.listening.room_floor.trim_room` at server VAD's room level): the words that
-        decide a paused reply are the person's, not the room's."""
+        (`server.listening.room_floor.trim_room` at server VAD's room level, with at least
+        `room_floor.LEAD_MS` of silence before the person): the words that decide a paused
+        reply are the person's, not the room's, and not read from the voice's first sample."""
         return await self._lane.run(_asr_samples, self.detector, pcm16, start_ms,
                                     self.session.config.sample_rate_hz if person_only else None)
 
@@ -307,7 +308,7 @@ def _asr_samples(detector: InputSpeechDetector | None, pcm16: bytes, start_ms: i
     samples = None if detector is None else detector.without_echo(pcm16, start_ms)
     samples = pcm16_to_float(pcm16) if samples is None else samples
     if person_rate_hz is not None and detector is not None:
-        return trim_room(samples, person_rate_hz, detector.room_dbfs)
+        return trim_room(samples, person_rate_hz, detector.room_dbfs, LEAD_MS)
     return samples
 
 
