@@ -7,7 +7,11 @@ VAD's lag behind the audio (`lag_ms`: the session clock from the pause to the qu
 input audio heard meanwhile), the verdict when it came after that quiet (`decided_ms` -
 `quiet_ms`, else 0), and the rest (the resume itself: `paused_ms` - the larger of `quiet_ms`
 and `decided_ms`). The decision's own wall time (its transcription and readings: `decided_ms` -
-`asked_ms`) runs while the quiet accrues, and is shown beside.
+`asked_ms`) runs while the quiet accrues, and is shown beside. So is the gap from the end of
+the person's sound (`sound end -> resume`: `paused_ms` - `speech_ms`): the pause comes about
+200 ms into the sound (Silero's minimum speech duration over a reply), so a backchannel's own
+length after it is part of its pause -> resume gap (a 1 s laugh cannot resume within 800 ms of
+its pause), and not of this one, which is what the server controls.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from benchmarks.measuring import percentile
 from benchmarks.tables import print_table
 
 PARTS = ("speech", "silence", "lag", "verdict after quiet", "resume", "pause -> resume",
-         "decision (ASR + readings)", "quiet -> verdict margin")
-"""The rows of the breakdown, in the order they add up (the last two beside)."""
+         "sound end -> resume", "decision (ASR + readings)", "quiet -> verdict margin")
+"""The rows of the breakdown, in the order they add up (the last three beside)."""
 
 
 def parts(resumed: dict[str, Any]) -> dict[str, float] | None:
@@ -39,6 +43,7 @@ def parts(resumed: dict[str, Any]) -> dict[str, float] | None:
         "verdict after quiet": max(0, decided - quiet),
         "resume": resumed["paused_ms"] - max(quiet, decided),
         "pause -> resume": resumed["paused_ms"],
+        "sound end -> resume": resumed["paused_ms"] - timing["speech_ms"],
         "decision (ASR + readings)": decided - asked if asked is not None else float("nan"),
         "quiet -> verdict margin": quiet - decided,
     }

@@ -30,6 +30,13 @@ released; the rest is numpy and soxr, which hold it in short stretches (the even
 0.2 ms at p50 and 2-6 ms at p99 for it while two threads ran the input path back to back,
 measured here). A worker preempted while it holds the GIL makes the loop wait until it runs
 again, the longer the lower its priority: hence nice 10, not 19.
+
+A session whose reply is paused is the exception: its input path is then foreground work (the
+quiet after the person's sound that resumes the reply is judged there, and the audio that
+decides it is prepared there), and it runs on a worker of its own at the process's priority
+(`PAUSED_INPUT_THREADS`). At nice 10 that worker starved behind other processes on a loaded
+machine: with load 12-18 on the 2 cores, the five short words of `bench_backchannel` had the
+quiet heard up to 1 s late (server VAD's lag, p95 994 ms).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ from websockets.asyncio.server import ServerConnection
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.quiet_after_speech import HeardSound
-from server.listening.room_floor import trim_room
+from server.listening.room_floor import LEAD_MS, trim_room
 from server.listening.turn_events import (
     SpeechGap,
     SpeechPaused,
@@ -92,7 +99,13 @@ lower (nice 19, weight 15): the input worker holds the GIL in short stretches, a
 preempted while it holds it makes the event loop wait until the scheduler runs it again, which
 takes longer the lower its weight (`benchmarks/README.md`, "Fairness benchmark")."""
 
+PAUSED_INPUT_THREADS = 1
+"""Worker threads, for the whole process, of the input path of sessions whose reply is paused
+(`InputLane.run`'s `paused`), at the process's own priority. A paused reply lasts at most
+`pause_timeout_ms`, and its session's audio stays within its bound (`InputAudioBudget`)."""
+
 _executor: ThreadPoolExecutor | None = None
+_paused_executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
@@ -107,6 +120,17 @@ def _input_executor() -> ThreadPoolExecutor:
                                            initializer=lower_thread_priority,
                                            initargs=(INPUT_NICE,))
         return _executor
+
+
+def _paused_input_executor() -> ThreadPoolExecutor:
+    """The process-wide worker threads of the input path of sessions whose reply is paused
+    (created on first use), at the process's priority."""
+    global _paused_executor
+    with _executor_lock:
+        if _paused_executor is None:
+            _paused_executor = ThreadPoolExecutor(max_workers=PAUSED_INPUT_THREADS,
+                                                  thread_name_prefix="input-paused")
+        return _paused_executor
 
 
 def lower_thread_priority(increment: int) -> None:
@@ -138,13 +162,16 @@ class InputLane:
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
 
-    async def run(self, job: Callable[..., T], *args: object) -> T:
+    async def run(self, job: Callable[..., T], *args: object, paused: bool = False) -> T:
         """Run `job(*args)` on an input worker thread after this lane's earlier jobs; return
         its result or raise its exception. A cancelled caller still waits for a job that
         started (the next job of the lane must find the detectors as this one left them),
-        then raises `asyncio.CancelledError`."""
+        then raises `asyncio.CancelledError`. `paused`: the session's reply is paused, and the
+        job runs on a worker at the process's priority (`PAUSED_INPUT_THREADS`), not at
+        `INPUT_NICE`."""
+        executor = _paused_input_executor() if paused else _input_executor()
         async with self._lock:
-            future = asyncio.get_running_loop().run_in_executor(_input_executor(), job, *args)
+            future = asyncio.get_running_loop().run_in_executor(executor, job, *args)
             await wait_through_cancellation(future)
             return future.result()
 
@@ -203,7 +230,7 @@ class SessionInput:
                     playback_ms -= (len(pcm16) - end) * 1000 // (2 * rate_hz)
                 fed = await self._lane.run(
                     _feed_speech, detector, pcm16[start:end], effect.assistant_playing,
-                    playback_ms, echo)
+                    playback_ms, echo, paused=self.session.pauses.current is not None)
                 self.session.set_clock(time.monotonic() * 1000.0)
                 self.session.turn_taking.on_room_level(fed.room_dbfs)
                 self._hand_over(fed.events)
@@ -246,10 +273,13 @@ class SessionInput:
         ASR, with the reply's echo in front of the person's voice suppressed where server
         VAD's echo detector knows it (`InputSpeechDetector.without_echo`), on the input lane.
         `person_only`: the room before and after the person silenced too
-        (`server.listening.room_floor.trim_room` at server VAD's room level): the words that
-        decide a paused reply are the person's, not the room's."""
+        (`server.listening.room_floor.trim_room` at server VAD's room level, with at least
+        `room_floor.LEAD_MS` of silence before the person): the words that decide a paused
+        reply are the person's, not the room's, and not read from the voice's first sample;
+        they are prepared on the paused sessions' worker (`InputLane.run`'s `paused`)."""
         return await self._lane.run(_asr_samples, self.detector, pcm16, start_ms,
-                                    self.session.config.sample_rate_hz if person_only else None)
+                                    self.session.config.sample_rate_hz if person_only else None,
+                                    paused=person_only)
 
     async def throttle(self, appended_ms: int, websocket: ServerConnection) -> bool:
         """Count `appended_ms` ms of input audio just applied against the bound; beyond it,
@@ -307,7 +337,7 @@ def _asr_samples(detector: InputSpeechDetector | None, pcm16: bytes, start_ms: i
     samples = None if detector is None else detector.without_echo(pcm16, start_ms)
     samples = pcm16_to_float(pcm16) if samples is None else samples
     if person_rate_hz is not None and detector is not None:
-        return trim_room(samples, person_rate_hz, detector.room_dbfs)
+        return trim_room(samples, person_rate_hz, detector.room_dbfs, LEAD_MS)
     return samples
 
 

@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from server.speech.resampling import resample
 from tests import speech_fixtures as fx
 
 PASSAGES = (
@@ -151,3 +152,161 @@ TRANSIENTS = {
     "dropped cup": dropped_cup,
 }
 """Short loud non-speech sounds by name: maker(rng, peak dBFS) -> 16 kHz PCM."""
+
+
+# --- non-stationary rooms: music with a sung line, talk radio, a street --------------------
+
+LYRICS = ("oh my darling come away with me tonight under silver skies we ride",
+          "hold me closer baby all the summer long the river sings our song",
+          "never let me go again the morning light is calling out your name")
+"""The sung line of `music`, one per seed (cycled)."""
+
+SINGERS = (("espeak", "en-us+f3"), ("espeak", "en-gb-x-rp"), ("piper", None))
+"""(engine, voice) of `music`'s singer, one per seed (cycled)."""
+
+
+def _note(freq_hz: float, duration_ms: float, harmonics: int, decay_ms: float) -> np.ndarray:
+    """A plucked or struck note: `harmonics` partials at 1/k amplitude, 5 ms attack,
+    exponential decay of time constant `decay_ms`, `duration_ms` long, peak about 1."""
+    t_s = np.arange(round(duration_ms * fx.RATE_HZ / 1000)) / fx.RATE_HZ
+    wave = sum(np.sin(2 * np.pi * freq_hz * k * t_s) / k for k in range(1, harmonics + 1)
+               if freq_hz * k < fx.RATE_HZ / 2)
+    envelope = np.minimum(t_s / 0.005, 1.0) * np.exp(-t_s * 1000.0 / decay_ms)
+    return (wave * envelope).astype(np.float32)
+
+
+def _add(mix: np.ndarray, sound: np.ndarray, at: int) -> None:
+    """Add `sound` into `mix` from sample `at` (cut at its end)."""
+    if at < mix.size:
+        mix[at:at + sound.size] += sound[:mix.size - at]
+
+
+def _band(rng: np.random.Generator, samples: int, low_hz: float, high_hz: float
+          ) -> np.ndarray:
+    """White noise limited to `low_hz`-`high_hz`, unit RMS."""
+    spectrum = np.fft.rfft(rng.standard_normal(samples))
+    freqs = np.fft.rfftfreq(samples, 1.0 / fx.RATE_HZ)
+    noise = np.fft.irfft(spectrum * ((freqs >= low_hz) & (freqs <= high_hz)), samples)
+    return (noise / max(float(np.sqrt(np.mean(noise ** 2))), 1e-12)).astype(np.float32)
+
+
+def sung_line(seed: int) -> np.ndarray:
+    """A sung line (peak 0 dBFS): `LYRICS`' words by `SINGERS`' voice, each word resampled
+    to a note of a seeded melody (-5..+7 semitones), so its pitch moves as a tune does."""
+    engine, voice = SINGERS[seed % len(SINGERS)]
+    rng = np.random.default_rng(seed + 500)
+    notes = []
+    for word in LYRICS[seed % len(LYRICS)].split():
+        ratio = 2.0 ** (float(rng.integers(-5, 8)) / 12.0)
+        spoken = fx.speech(word, engine, voice)
+        notes.append(resample(spoken, round(fx.RATE_HZ * ratio), fx.RATE_HZ))
+        notes.append(fx.silence(float(rng.choice([0.0, 60.0, 250.0]))))
+    return fx.at_peak_dbfs(np.concatenate(notes), 0.0)
+
+
+def instrumental(duration_ms: float, seed: int = 0) -> np.ndarray:
+    """A pop song's band (no singer), `duration_ms` long, unit RMS: chords of harmonic notes
+    (four bars of a seeded key and tempo, 90-130 beats/min), a bass line and drums (a kick,
+    a snare and hi-hats: noise bursts), looped."""
+    rng = np.random.default_rng(seed)
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    beat = round(fx.RATE_HZ * 60.0 / float(rng.uniform(90.0, 130.0)))
+    bar = 4 * beat
+    root_hz = 110.0 * 2.0 ** (float(rng.integers(0, 12)) / 12.0)
+    progression = ((0, 4, 7), (9, 12, 16), (5, 9, 12), (7, 11, 14))
+    loop = np.zeros(4 * bar, dtype=np.float32)
+    kick_t = np.arange(round(0.15 * fx.RATE_HZ)) / fx.RATE_HZ
+    kick = (np.sin(2 * np.pi * (50.0 * kick_t + 10.5 * (1 - np.exp(-kick_t / 0.03))))
+            * np.exp(-kick_t / 0.05)).astype(np.float32)
+    snare_decay = np.exp(-np.arange(round(0.12 * fx.RATE_HZ)) / (0.035 * fx.RATE_HZ))
+    for index, chord in enumerate(progression):
+        start = index * bar
+        for semitones in chord:
+            _add(loop, 0.25 * _note(root_hz * 2.0 ** (semitones / 12.0 + 1),
+                                    bar * 1000.0 / fx.RATE_HZ, 8, 900.0), start)
+        for step in range(4):
+            _add(loop, 0.5 * _note(root_hz * 2.0 ** (chord[0] / 12.0 - 1),
+                                   beat * 1000.0 / fx.RATE_HZ, 5, 200.0), start + step * beat)
+            hit = kick if step % 2 == 0 else (
+                0.4 * _band(rng, snare_decay.size, 800, 6000) * snare_decay).astype(np.float32)
+            _add(loop, hit, start + step * beat)
+            for half in (0, beat // 2):
+                _add(loop, 0.15 * _band(rng, round(0.03 * fx.RATE_HZ), 6000, 7900),
+                     start + step * beat + half)
+    band = _looped(loop, samples, int(rng.integers(0, loop.size)))
+    return at_rms_dbfs(band, 0.0)
+
+
+def music(duration_ms: float, dbfs: float, seed: int = 0) -> np.ndarray:
+    """A pop song with a singer, `duration_ms` long, RMS `dbfs`: `instrumental` and a sung
+    line (`sung_line`, looped with a seeded 0.5-1.5 s breath) at the band's RMS."""
+    rng = np.random.default_rng(seed + 900)
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    line = np.concatenate((sung_line(seed), fx.silence(float(rng.uniform(500, 1500)))))
+    voice = _looped(line, samples, 0)
+    mix = instrumental(duration_ms, seed) + voice / 10.0 ** (rms_dbfs(voice) / 20.0)
+    return at_rms_dbfs(mix.astype(np.float32), dbfs)
+
+
+def _compressed(pcm: np.ndarray, ratio: float = 4.0, window_ms: float = 20.0) -> np.ndarray:
+    """`pcm` through a broadcast compressor: its level over `window_ms` (RMS, smoothed) above
+    its median is divided by `ratio` (a radio station's dense loudness)."""
+    width = max(round(window_ms * fx.RATE_HZ / 1000), 1)
+    power = np.convolve(pcm.astype(np.float64) ** 2, np.ones(width) / width, mode="same")
+    level_db = 10.0 * np.log10(np.maximum(power, 1e-10))
+    median_db = float(np.median(level_db[level_db > -80.0])) if np.any(level_db > -80.0) else 0.0
+    gain_db = -np.maximum(level_db - median_db, 0.0) * (1.0 - 1.0 / ratio)
+    return (pcm * 10.0 ** (gain_db / 20.0)).astype(np.float32)
+
+
+def radio(duration_ms: float, dbfs: float, seed: int = 0) -> np.ndarray:
+    """Talk radio, `duration_ms` long, RMS `dbfs`: two hosts taking turns (each a passage of
+    its own voice, 150-500 ms between them), band-limited to 120-5000 Hz and compressed
+    (`_compressed`), looped, over a bed (`instrumental`, 18 dB under the talk)."""
+    rng = np.random.default_rng(seed + 300)
+    hosts = (3 + seed % 3, seed % 3 if seed % 3 != 2 else 1)
+    turns = []
+    for index in hosts:
+        turns += [_talker(index), fx.silence(float(rng.uniform(150.0, 500.0)))]
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    talk = np.concatenate(turns)
+    spectrum = np.fft.rfft(talk)
+    freqs = np.fft.rfftfreq(talk.size, 1.0 / fx.RATE_HZ)
+    talk = _compressed(np.fft.irfft(spectrum * ((freqs >= 120) & (freqs <= 5000)), talk.size))
+    talk = _looped(talk.astype(np.float32), samples, int(rng.integers(0, talk.size)))
+    bed = instrumental(duration_ms, seed + 7) * 10.0 ** (-18.0 / 20.0)
+    return at_rms_dbfs(at_rms_dbfs(talk, 0.0) + bed, dbfs)
+
+
+def street(duration_ms: float, dbfs: float, seed: int = 0) -> np.ndarray:
+    """A street, `duration_ms` long, RMS `dbfs`: traffic rumble (noise low-passed at 400 Hz,
+    with tyre hiss at 1-4 kHz, swelling 10-15 dB as a car passes every 2-6 s, each swell
+    1-3 s wide), car horns (two-tone 420 / 520 Hz with harmonics, 200-700 ms, one every
+    3-9 s) and footsteps (40 ms thumps with a heel click, every 450-600 ms in runs of 4-10)."""
+    rng = np.random.default_rng(seed + 700)
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    t_s = np.arange(samples) / fx.RATE_HZ
+    swell_db = np.full(samples, -12.0)
+    at_s = float(rng.uniform(0.0, 2.0))
+    while at_s < t_s[-1] + 3.0:
+        width_s, peak_db = float(rng.uniform(1.0, 3.0)), float(rng.uniform(-3.0, 3.0))
+        swell_db = np.maximum(swell_db, peak_db - 12.0 * ((t_s - at_s) / width_s) ** 2)
+        at_s += float(rng.uniform(2.0, 6.0))
+    swell = 10.0 ** (swell_db / 20.0)
+    mix = (_band(rng, samples, 30, 400) + 0.3 * _band(rng, samples, 1000, 4000)) * swell
+    at_s = float(rng.uniform(0.5, 4.0))
+    while at_s < t_s[-1]:
+        length_ms = float(rng.uniform(200.0, 700.0))
+        horn = _note(420.0, length_ms, 10, 5000.0) + _note(520.0, length_ms, 10, 5000.0)
+        horn *= np.minimum(np.linspace(length_ms / 20.0, 0.0, horn.size), 1.0)
+        _add(mix, 1.5 * horn, round(at_s * fx.RATE_HZ))
+        at_s += float(rng.uniform(3.0, 9.0))
+    at_s = float(rng.uniform(0.0, 2.0))
+    while at_s < t_s[-1]:
+        for _ in range(int(rng.integers(4, 11))):
+            step = 0.8 * _decaying(rng, 40.0, 60.0, 500.0, 10.0)
+            step[:80] += 0.2 * _band(rng, 80, 2000, 6000)
+            _add(mix, step, round(at_s * fx.RATE_HZ))
+            at_s += float(rng.uniform(0.45, 0.6))
+        at_s += float(rng.uniform(1.0, 4.0))
+    return at_rms_dbfs(mix.astype(np.float32), dbfs)

@@ -20,6 +20,7 @@ from calibration.local_asr import person_transcriber
 from server.listening.backchannel import Verdict, classify, readings_to_score
 from server.listening.input_speech import InputSpeechDetector
 from server.listening.prosody import analyse
+from server.listening.room_floor import LEAD_MS as ROOM_LEAD_MS
 from server.listening.room_floor import trim_room
 from server.listening.server_vad_settings import DECISION_TAIL_MS, TurnDetection
 from server.listening.turn_events import SpeechGap, SpeechStarted
@@ -148,6 +149,25 @@ def test_trim_room_keeps_the_person_and_silences_the_room() -> None:
         lead + said.size + RATE // 10), "the person's span, and nothing of the room's"
     inner = slice(span[0] + RATE // 50, span[-1] - RATE // 50)
     assert np.array_equal(kept[inner], mic[inner]), "the person's audio is untouched"
+
+
+def test_trim_room_puts_a_lead_in_before_the_person() -> None:
+    """Audio that starts at the person's voice onset (as server VAD cuts a turn over a learned
+    room) gets `room_floor.LEAD_MS` of silence in front, the person's audio unchanged after
+    it; audio whose span already starts that late gets none."""
+    said = speech_fixtures.at_peak_dbfs(speech_fixtures.speech("Okay.", "piper"), -6.0)
+    _, room_dbfs = over_room(said, "tv", -45)
+    onset = int(np.flatnonzero(np.abs(said) >= 10 ** (-40 / 20))[0])
+    mic = room("tv", -45, said.size * 1000 / RATE + 1500, 0)[:said.size - onset + RATE]
+    mic[:said.size - onset] += said[onset:]
+    kept = trim_room(mic, RATE, room_dbfs, ROOM_LEAD_MS)
+    lead = ROOM_LEAD_MS * RATE // 1000
+    assert kept.size == mic.size + lead
+    assert not kept[:lead].any()
+    assert np.array_equal(kept[lead + RATE // 20:lead + RATE // 5],
+                          mic[RATE // 20:RATE // 5]), "the person's audio follows unchanged"
+    padded = np.concatenate([np.zeros(2 * lead, dtype=mic.dtype), mic])
+    assert trim_room(padded, RATE, room_dbfs, ROOM_LEAD_MS).size == padded.size
 
 
 @pytest.mark.parametrize(("kind", "dbfs"), [("tv", -45), ("babble", -45), ("pink", -60)])

@@ -9,6 +9,7 @@ start (server VAD learns it while the reply plays)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from server.listening.backchannel import Verdict, classify
 from tests import room_sounds, speech_fixtures
@@ -75,3 +76,50 @@ def test_an_utterance_without_words_is_held_as_a_backchannel() -> None:
     cough = speech_fixtures.cough(np.random.default_rng(3), 300, -12.0)
     assert classify("", speech_fixtures.place(cough, 300, 300),
                     speech_fixtures.RATE_HZ).verdict is Verdict.NOISE
+
+
+def over_pink(said: np.ndarray) -> np.ndarray:
+    """The microphone: `said` (at -6 dBFS peak) `ONSET_MS` into a pink floor at -60 dBFS RMS
+    (`benchmarks/bench_backchannel.py`'s quiet room)."""
+    mic = np.concatenate([speech_fixtures.silence(ONSET_MS),
+                          speech_fixtures.at_peak_dbfs(said, -6.0),
+                          speech_fixtures.silence(3000)])
+    floor = speech_fixtures.pink_noise(np.random.default_rng(0),
+                                       mic.size * 1000 / speech_fixtures.RATE_HZ + 10)
+    return mic + room_sounds.at_rms_dbfs(floor, -60.0)[:mic.size]
+
+
+@pytest.mark.parametrize(("text", "engine", "voice", "room"), [
+    ("mm-hmm.", "piper", None, "babble"), ("yeah", "espeak", "en-us", "pink"),
+    ("yeah", "espeak", "en-us+m3", "pink"), ("yeah", "espeak", "en-us+f5", "pink"),
+    ("yeah", "espeak", "en-us-nyc", "babble")])
+async def test_a_backchannel_over_a_room_is_read_from_a_lead_in(
+        start_server, text: str, engine: str, voice: str | None, room: str) -> None:
+    """Over a learned room server VAD starts the person's audio at their voice onset, and
+    tiny.en read what began at its first sample as other words: Piper's "mm-hmm" over babble
+    "in a month.", espeak-ng en-us's "yeah" over a pink floor "here." (bench_backchannel's
+    room grid; both cut). The deciding words are now read with `room_floor.LEAD_MS` of
+    silence before the person: these, and held-out voices of the kind, resume the reply."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    said = speech_fixtures.speech(text, engine, voice)
+    mic = over_babble(said) if room == "babble" else over_pink(said)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+    assert [e["reason"] for e in outcome.resumed] == ["backchannel"], (
+        outcome, client.of_type("conversation.item.input_audio_transcription.completed"))
+    assert outcome.status == "completed"
+    assert outcome.heard == SETTINGS_REPLY.removeprefix("say: ")
+
+
+@pytest.mark.parametrize(("text", "voice"), [
+    ("no", "en-us+m3"), ("wait", "en-us+f5"), ("hold on", "en-gb-scotland"), ("hey", "en-us-nyc")])
+async def test_an_interruption_over_a_pink_floor_read_from_a_lead_in_cuts(
+        start_server, text: str, voice: str) -> None:
+    """Real interruptions by held-out voices over the same pink floor, read with the same
+    lead-in: the reply is cut and the person answered."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    mic = over_pink(speech_fixtures.speech(text, "espeak", voice))
+    async with RealtimeClient.connect(server.ws_url) as client:
+        outcome = await speak_over_reply(client, SETTINGS_REPLY, mic, PATIENT)
+    assert outcome.resumed == [] and outcome.backchannels == [], outcome
+    assert outcome.status == "cancelled"

@@ -254,3 +254,20 @@ async def test_input_work_yields_the_core_to_foreground_work() -> None:
     foreground = asyncio.create_task(asyncio.to_thread(_spin, 2.0, cpu))
     background = await InputLane().run(_spin, 2.0, cpu)
     assert await foreground > 3 * background, (await foreground, background)
+
+
+async def test_a_paused_session_s_input_work_runs_at_the_process_s_priority() -> None:
+    """A session whose reply is paused judges the quiet that resumes it on its input lane:
+    foreground work, run on the paused sessions' worker at the process's own nice value (at
+    `INPUT_NICE` it starved behind other processes: server VAD's lag up to 1 s at load 12-18),
+    in the lane's order with its other jobs; the other sessions' stay at `INPUT_NICE`."""
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    lane = InputLane()
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    niced, paused, again = await asyncio.gather(
+        lane.run(nice), lane.run(nice, paused=True), lane.run(nice))
+    assert (niced, paused, again) == (min(19, base + input_work.INPUT_NICE), base,
+                                      min(19, base + input_work.INPUT_NICE))

@@ -73,6 +73,7 @@ class InputSpeechDetector:
         self._turns.echo_refuted = self._echo.echo_refuted
         self._room = RoomBackground()
         self._turns.room_gate = self._room.is_background
+        self._turns.room_voice = self._room.voice_start
         self._room.echo_rules = self._echo.echo_rules
         self._turns.speech_dropped = self._room.speech_dropped
         self._quiet = QuietAfterSpeech(input_rate_hz)

@@ -49,6 +49,22 @@ Measured over a TV at -45 dBFS (`tests/test_backchannel_rooms.py`): with 60-120 
 syllables just before the person were kept and read ("to make sense.", "about it." for
 espeak-ng's "make sense" and Piper's "got it"); with 30, "That makes sense." and "Got it."."""
 
+LEAD_MS = 300
+"""Silence (ms) the ASR gets before the person's span when the words deciding a paused reply
+are transcribed (`trim_room`'s `lead_ms`, `server.input_work`). Over a learned room, server
+VAD starts a turn's audio at the person's voice onset less `vad.VOICE_ONSET_MARGIN_MS` (the
+room before it is not the person), so the span began 10-30 ms into the audio, where in a
+quiet room the turn keeps server_vad's `prefix_padding_ms` (270-300 ms before the first
+syllable); tiny.en misreads a short word whose sound starts at the first sample. Measured on
+the server's own decision audio of `benchmarks/bench_backchannel.py`'s room grid (issue 24):
+Piper's "mm-hmm" over babble and a pink floor, read "in a month.", read "MM" with 200-300 ms
+of silence in front (100 ms: one of the two), espeak-ng en-us's "yeah" over the pink floor
+"here." -> "Yeah" (100-300 ms), the other 12 recordings' verdicts unchanged; and offline on
+held-out voices cut at their onset (espeak-ng en-gb-scotland, en-us+m3, en-us+f5, en-us+f2,
+en-us-nyc): "yeah" read "here." / "the end." in 5 of 5, read "Yeah." with 300 ms. 300 ms is
+`prefix_padding_ms`: the lead a quiet room's turn has, and the offline tests'
+(`tests.test_asr.decision_audio`)."""
+
 FADE_MS = 10
 """Raised-cosine fade (ms) at each edge of the kept span (`trim_room`): no click that the
 ASR could read as a plosive."""
@@ -70,13 +86,15 @@ def floor_dbfs(room_dbfs: float | None) -> float | None:
     return None if room_dbfs is None else room_dbfs + ROOM_MARGIN_DB
 
 
-def trim_room(samples: np.ndarray, sample_rate_hz: int, room_dbfs: float | None) -> np.ndarray:
+def trim_room(samples: np.ndarray, sample_rate_hz: int, room_dbfs: float | None,
+              lead_ms: int = 0) -> np.ndarray:
     """`samples` (1-D float) with the room before and after the person silenced: the
     person's span runs from the first to the last stretch of `FRAME_MS` frames above
     `floor_dbfs(room_dbfs)` (frames closer than `MAX_GAP_MS` joined) whose loudest frame is
     within `PERSON_RANGE_DB` of the loudest of all, widened by `PAD_MS` each side and faded
-    in and out over `FADE_MS`; outside it, zeros. Unchanged (the same array) when no room
-    was learned or no frame is above the floor."""
+    in and out over `FADE_MS`; outside it, zeros, and zeros put in front when the span starts
+    less than `lead_ms` (ms) after the first sample (`LEAD_MS` for the ASR). Unchanged (the
+    same array) when no room was learned or no frame is above the floor."""
     floor = floor_dbfs(room_dbfs)
     frame = sample_rate_hz * FRAME_MS // 1000
     hop = sample_rate_hz * HOP_MS // 1000
@@ -104,4 +122,7 @@ def trim_room(samples: np.ndarray, sample_rate_hz: int, room_dbfs: float | None)
         trimmed[start:start + fade] *= ramp
     if end < samples.size:
         trimmed[end - fade:end] *= ramp[::-1]
+    missing = sample_rate_hz * lead_ms // 1000 - start
+    if missing > 0:
+        return np.concatenate([np.zeros(missing, dtype=trimmed.dtype), trimmed])
     return trimmed

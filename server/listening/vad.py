@@ -226,7 +226,10 @@ class TurnDetector:
     candidate's start then moves to that window's end, so a turn needs `min_speech_ms` of
     speech the room gate passed (a candidate the echo gate held back is judged from where its
     voice came in, `candidate_gates.loud_span`, when that is earlier), and
-    once passed it starts past the room's windows (`past_the_room`); in a
+    once passed it starts at the person's voice before its last rejection, when
+    `room_voice(first_ms, start_ms, gap_ms)` (set by the caller, None: none; the server's is
+    `RoomBackground.voice_start`) finds it there in the candidate's speech from `first_ms`,
+    over gaps up to `prefix_padding_ms`, else past the room's windows (`past_the_room`); in a
     turn, a window the room gate calls background counts toward the silence (a TV talking on
     after the person stopped ends the turn). A candidate the echo gate held back is judged
     again after it ended (`_reconsider`, with `echo_refuted(first_ms, speech_end_ms,
@@ -242,6 +245,7 @@ class TurnDetector:
         self.echo_gate: Callable[[int, int], bool] | None = None
         self.voice_onset: Callable[[int, int, int | None], int | None] | None = None
         self.room_gate: Callable[[int, int], bool] | None = None
+        self.room_voice: Callable[[int, int, int], int] | None = None
         self.echo_refuted: Callable[[int, int, int], bool] | None = None
         self.speech_dropped: Callable[[int, int], None] | None = None
         self._turn_start_ms = 0
@@ -438,7 +442,10 @@ class TurnDetector:
             self._start_ms = window_end_ms
             return None
         if self._room_held and not self._echo_held:
-            start_ms = past_the_room(self.room_gate, start_ms, window_end_ms)
+            voice_ms = start_ms if self.room_voice is None else self.room_voice(
+                self._first_ms(), start_ms, self.config.prefix_padding_ms)
+            start_ms = voice_ms if voice_ms < start_ms else past_the_room(
+                self.room_gate, start_ms, window_end_ms)
         return self._start_turn(start_ms, window_end_ms)
 
     def _start_turn(self, start_ms: int, window_end_ms: int) -> SpeechStarted:
