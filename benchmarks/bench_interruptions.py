@@ -24,6 +24,12 @@ before the reply, `EARLY_ECHO_ROOMS`) and through a simulated automatic gain con
 (tests/echo_microphone.py `microphone`: the echo's gain rising 10 dB over its first second):
 every turn started is a false barge-in.
 
+Table 4, room sounds over the echo with nobody speaking: every sound of tests/room_sounds.py
+(a cough, a clap, knocks, a dropped cup, a car horn, typing, a dog barking) at -10 and -6 dBFS
+peak, 2.0 / 3.5 / 5.0 s into the reply, over its echo -30..-6 dB down, dry and with a 400 ms
+RT60 tail (`SOUND_ROOMS`): every turn started is a false barge-in (issue 24, a tester's T1).
+`--only-sounds` runs this table alone.
+
 Then the fast-word tables (`benchmarks.fast_word_tables`): short words said quickly, with no
 reply and over the reply.
 
@@ -61,6 +67,7 @@ from tests.echo_microphone import (
     room_microphone,
 )
 from tests.echo_room import Room
+from tests.room_sounds import ROOM_SOUNDS
 
 WORDS = ("Stop.", "Wait.", "No.", "Hold on.")
 VOICES = (("piper", None), ("espeak", "en-us"), ("espeak", "en-us+f3"))
@@ -94,6 +101,13 @@ EARLY_MIC_MS = 300
 the page streams it from the session's start, and a typed prompt's reply may start this soon."""
 AGC_CASES = ((150, -30.0), (400, -20.0))
 """(lag ms, gain dB) of the echo whose gain an automatic gain control lifts by 10 dB."""
+SOUND_ROOMS = tuple(Room(gain, 150, -60.0, rt60_ms=rt60) for gain in (-30.0, -20.0, -10.0, -6.0)
+                    for rt60 in (0.0, 400.0))
+"""Echo rooms of the room-sound table (8): -30..-6 dB, dry and with a 400 ms RT60 tail."""
+SOUND_POSITIONS_MS = (2000, 3500, 5000)
+"""Where a room sound starts, ms after the reply started playing."""
+SOUND_PEAKS_DBFS = (-10.0, -6.0)
+"""Peak levels of the room sounds (dBFS)."""
 
 
 def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
@@ -169,11 +183,43 @@ def interruption_table(title: str, voices: tuple[tuple[str, str | None], ...],
     return total_missed, total_false
 
 
+def room_sound_table(positions: tuple[int, ...]) -> int:
+    """Every room sound of tests/room_sounds.py (seeded by level) at `SOUND_PEAKS_DBFS` and
+    `positions` into the reply, over every `SOUND_ROOMS` echo, nobody speaking: print the
+    turns started per sound and room; return how many runs started one (false barge-ins)."""
+    rows, total = [], 0
+    for name, make in ROOM_SOUNDS.items():
+        row: list[object] = [name]
+        for room in SOUND_ROOMS:
+            count = 0
+            for seed, peak in enumerate(SOUND_PEAKS_DBFS, start=1):
+                for played_ms in positions:
+                    at_ms = LEAD_MS + played_ms
+                    sound = make(np.random.default_rng(seed), peak)
+                    count += bool(turn_starts(room_microphone(room, sound, at_ms),
+                                              max(at_ms - HISTORY_MS, 0.0), at_ms + 2500))
+            row.append(count)
+            total += count
+        rows.append(tuple(row))
+    runs = len(rows) * len(SOUND_ROOMS) * len(SOUND_PEAKS_DBFS) * len(positions)
+    print_table(f"Room sounds over the echo, nobody speaking: false barge-ins {total} of {runs} "
+                f"(target 0; {len(SOUND_PEAKS_DBFS) * len(positions)} runs a cell: "
+                f"{', '.join(f'{p:.0f}' for p in SOUND_PEAKS_DBFS)} dBFS peak at "
+                f"{', '.join(str(p) for p in positions)} ms)",
+                ("sound", *(room.describe() for room in SOUND_ROOMS)), rows)
+    return total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="Piper only, 4 positions, 4 echo rooms (a smoke run)")
+    parser.add_argument("--only-sounds", action="store_true",
+                        help="the room-sound table alone")
     args = parser.parse_args()
+    if args.only_sounds:
+        print("command: python -m benchmarks.bench_interruptions --only-sounds")
+        return 1 if room_sound_table(SOUND_POSITIONS_MS) else 0
     voices, positions = (VOICES[:1], POSITIONS_MS[::3]) if args.quick else (VOICES, POSITIONS_MS)
     echo_rooms = ECHO_ROOMS[::5] if args.quick else ECHO_ROOMS
     print("command: python -m benchmarks.bench_interruptions" + (" --quick" if args.quick else ""))
@@ -200,8 +246,9 @@ def main() -> int:
     echo_false = sum(count for _, count in echo_rows)
     print_table(f"The reply's echo alone, server VAD: false barge-ins {echo_false} in "
                 f"{len(echo_rows)} rooms (target 0)", ("room", "turns started"), echo_rows)
+    sound_false = room_sound_table(SOUND_POSITIONS_MS[:1] if args.quick else SOUND_POSITIONS_MS)
     print(f"elapsed: {time.monotonic() - began:.0f} s")
-    return 1 if total_missed or total_false or echo_false else 0
+    return 1 if total_missed or total_false or echo_false or sound_false else 0
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ for the person's turns, the server's ASR of them (`calibration.local_asr.person_
 tiny.en) on exactly the audio a commit takes (speech start - padding .. speech stop + the utterance
 tail).
 
-Backgrounds (`tests/room_sounds.py`): five-talker babble (espeak-ng and Piper voices) and one
-TV talker, at RMS levels over a -70 dBFS RMS pink floor, from the session's first sample.
+Backgrounds (`tests/room_sounds.py`): five-talker babble (espeak-ng and Piper voices), one
+TV talker, a song with a sung line (`music`), talk radio (`radio`) and a street (`street`), at
+RMS levels over a -70 dBFS RMS pink floor, from the session's first sample.
 
 1. Nobody speaking: `--room-s` seconds of each background (two seeds) -> turns started, with the
    room gate and, side by side, without it (Silero and the `server_vad` state machine alone:
@@ -80,7 +81,8 @@ SENTENCES = (
     "Actually, I need a table for four people.",
 )
 VOICES = (("piper", None), ("espeak", "en-us"))
-BACKGROUNDS = {"babble": rs.babble, "tv": rs.tv_talker}
+BACKGROUNDS = {"babble": rs.babble, "tv": rs.tv_talker, "music": rs.music, "radio": rs.radio,
+               "street": rs.street}
 LOUD_BABBLE_DBFS = -25.0
 LOUD_BABBLE_MS = 6000
 LOUD_MAX_TURN_MS = 4000

@@ -145,6 +145,50 @@ def dropped_cup(rng: np.random.Generator, dbfs: float) -> np.ndarray:
     return fx.at_peak_dbfs((crack + 0.6 * ring).astype(np.float32), dbfs)
 
 
+
+
+def horn(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """A car horn outside: two harmonic tones a third apart (a random 380-460 Hz and 1.25 times
+    that, eight harmonics falling 6 dB per octave), 300-700 ms with 20 ms edges, peak `dbfs`."""
+    duration_ms = float(rng.uniform(300.0, 700.0))
+    t_s = np.arange(round(duration_ms * fx.RATE_HZ / 1000)) / fx.RATE_HZ
+    low_hz = float(rng.uniform(380.0, 460.0))
+    wave = sum(np.sin(2 * np.pi * f0 * k * t_s) / k
+               for f0 in (low_hz, 1.25 * low_hz) for k in range(1, 9) if f0 * k < 7500)
+    edges = np.minimum(1.0, np.minimum(t_s, t_s[-1] - t_s) * 1000.0 / 20.0)
+    return fx.at_peak_dbfs((wave * edges).astype(np.float32), dbfs)
+
+
+def typing(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """Typing on a keyboard: 5-9 key clicks (2-6 kHz bursts decaying in 4 ms, each at its own
+    level within 6 dB) 90-220 ms apart, peak `dbfs`."""
+    parts = []
+    for _ in range(int(rng.integers(5, 10))):
+        click = _decaying(rng, 30.0, 2000.0, 6000.0, 4.0) * 10.0 ** (-rng.uniform(0, 6) / 20)
+        parts += [click, np.zeros(round(rng.uniform(60, 190) * fx.RATE_HZ / 1000), np.float32)]
+    return fx.at_peak_dbfs(np.concatenate(parts), dbfs)
+
+
+def dog_bark(rng: np.random.Generator, dbfs: float) -> np.ndarray:
+    """A dog barking twice or three times: 120-180 ms barks 200-350 ms apart, each a harmonic
+    sound whose 450-700 Hz fundamental falls by a fifth, with a noisy breath on it and a 5 ms
+    attack, peak `dbfs`."""
+    parts = []
+    for _ in range(int(rng.integers(2, 4))):
+        duration_ms = float(rng.uniform(120.0, 180.0))
+        samples = round(duration_ms * fx.RATE_HZ / 1000)
+        f0 = float(rng.uniform(450.0, 700.0)) * np.linspace(1.0, 0.67, samples)
+        phase = 2 * np.pi * np.cumsum(f0) / fx.RATE_HZ
+        voiced = sum(np.sin(k * phase) / k for k in range(1, 10))
+        breath = _decaying(rng, duration_ms, 500.0, 5000.0, duration_ms)
+        t_ms = np.arange(samples) * 1000.0 / fx.RATE_HZ
+        envelope = np.minimum(1.0, t_ms / 5.0) * np.exp(-t_ms / (duration_ms / 2))
+        bark = (voiced / 3.0 + 0.5 * breath) * envelope
+        gap = np.zeros(round(rng.uniform(200, 350) * fx.RATE_HZ / 1000), np.float32)
+        parts += [bark.astype(np.float32), gap]
+    return fx.at_peak_dbfs(np.concatenate(parts), dbfs)
+
+
 TRANSIENTS = {
     "cough": lambda rng, dbfs: fx.cough(rng, 180, dbfs),
     "clap": clap,
@@ -153,6 +197,9 @@ TRANSIENTS = {
 }
 """Short loud non-speech sounds by name: maker(rng, peak dBFS) -> 16 kHz PCM."""
 
+ROOM_SOUNDS = {**TRANSIENTS, "horn": horn, "typing": typing, "dog bark": dog_bark}
+"""Every room sound by name (the transients and the longer ones: a horn, typing, a dog):
+maker(rng, peak dBFS) -> 16 kHz PCM."""
 
 # --- non-stationary rooms: music with a sung line, talk radio, a street --------------------
 

@@ -64,6 +64,7 @@ from server.listening.echo_path import (
     echo_db,
     echo_gain,
     excess_db,
+    explained_db,
     learn_path,
     reverberant,
     voice_over_echo,
@@ -344,16 +345,47 @@ class EchoDetector:
         range when the lag is unknown; at the path's gain) plus the noise floor, as an
         `EchoMatch` (correlation 0.0, the path's lag); None without a path, or with fewer than
         `MIN_FRAMES` tagged frames there."""
+        held = self._held_stretch(from_ms, end_ms)
+        if held is None:
+            return None
+        path, stretch, aligned = held
+        excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
+        return EchoMatch(0.0, path.lag_ms or 0, excess, stretch.first_ms)
+
+    def held_explained(self, from_ms: int, end_ms: int,
+                       ) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The microphone's band levels from `from_ms` to `end_ms` (ms on this stream) and the
+        levels the held echo path and the noise explain there (`echo_path.explained_db`: the
+        reverberant reference at the path's lag and gain, each frame the loudest within
+        `EXCESS_SLACK_FRAMES`, plus the noise floor with its margin): (microphone, explained,
+        first_ms), both (frames, bands) in dB, frame i ending at first_ms + 10 i + 10 ms. A
+        band where the path heard no echo takes the lowest gain of the bands where it did (the
+        echo is there, under the noise floor when the path was learned: taken for nothing, a
+        -30 dB reverberant echo's 2-4 kHz band passed whole and Silero heard speech in it).
+        None without a held path whose echo was heard (a lag), or with fewer than `MIN_FRAMES`
+        tagged frames there."""
+        held = self._held_stretch(from_ms, end_ms)
+        if held is None or held[0].lag_ms is None:
+            return None
+        path, stretch, aligned = held
+        gain = np.where(np.isfinite(path.gain_db), path.gain_db,
+                        path.gain_db[np.isfinite(path.gain_db)].min())
+        return stretch.mic, explained_db(aligned, gain, stretch.floor), stretch.first_ms
+
+    def _held_stretch(self, from_ms: int, end_ms: int,
+                      ) -> tuple[EchoPath, Stretch, np.ndarray] | None:
+        """The held path, the microphone's stretch from `from_ms` to `end_ms` (ms on this
+        stream) and the reference with its reverberant tail at the path's lag there (the
+        loudest over the lag range when the lag is unknown); None without a path, or with
+        fewer than `MIN_FRAMES` tagged frames there."""
         path = self.path
         if path is None:
             return None
         stretch = self._mic.stretch(self._mic.index(from_ms), self._mic.index(end_ms), 0)
         if stretch is None:
             return None
-        aligned = aligned_at(reverberant(stretch.block), stretch.count, stretch.max_lag,
-                             path.lag_ms)
-        excess = excess_db(stretch.mic, aligned, path.gain_db, stretch.floor)
-        return EchoMatch(0.0, path.lag_ms or 0, excess, stretch.first_ms)
+        return path, stretch, aligned_at(reverberant(stretch.block), stretch.count,
+                                         stretch.max_lag, path.lag_ms)
 
     def _searched_echo(self, start_ms: int, end_ms: int, share_from_ms: int) -> bool:
         """The candidate is the echo at the lag it matches best now within `LAG_DRIFT_MS` of

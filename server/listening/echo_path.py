@@ -301,9 +301,13 @@ def excess_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     reference levels plus `gain`, each frame the loudest within `EXCESS_SLACK_FRAMES` of it:
     the playing position is an estimate) and the noise (`floor`) explain, added in power (dB,
     mean over bands of the positive part)."""
-    explained = 10.0 * np.log10(10.0 ** (echo_db(aligned, gain) / 10.0)
-                                + 10.0 ** (floor / 10.0))
-    return np.maximum(mic - explained, 0.0).mean(axis=1)
+    return np.maximum(mic - explained_db(aligned, gain, floor), 0.0).mean(axis=1)
+
+
+def explained_db(aligned: np.ndarray, gain: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The levels (frames, bands; dB) the echo (`echo_db` of the `aligned` reference levels at
+    `gain`) and the noise (`floor`, per band) explain together, added in power."""
+    return 10.0 * np.log10(10.0 ** (echo_db(aligned, gain) / 10.0) + 10.0 ** (floor / 10.0))
 
 
 def deficit_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,

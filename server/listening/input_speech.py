@@ -11,6 +11,8 @@ the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose
 the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
 turn's audio starts where the person's sound rises above the echo, not with the echo before it;
 and `without_echo` takes the echo still in front of that onset out of the audio ASR hears.
+A candidate the echo does not explain is still held back when what it does not explain holds no
+voice (`server.listening.residual_voice`: a cough or a horn over the echo).
 `server.listening.room_background.RoomBackground` follows the stream too and is the
 detector's `room_gate`: a candidate turn that is the room's background (babble, a TV) rather
 than the person does not start; a turn longer than `max_turn_ms` is committed and the detector
@@ -29,6 +31,7 @@ from server.listening.echo import EchoDetector
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.quiet_after_speech import HeardSound, QuietAfterSpeech
+from server.listening.residual_voice import ResidualVoice
 from server.listening.room_background import RoomBackground
 from server.listening.server_vad_settings import (
     DECISION_TAIL_MS,
@@ -68,7 +71,8 @@ class InputSpeechDetector:
         ))
         self._rate_hz = input_rate_hz
         self._echo = EchoDetector()
-        self._turns.echo_gate = self._echo.is_echo
+        self._residual = ResidualVoice(self._echo, self._turns.config)
+        self._turns.echo_gate = self._echo_or_room_sound
         self._turns.voice_onset = self._echo.voice_onset_ms
         self._turns.echo_refuted = self._echo.echo_refuted
         self._room = RoomBackground()
@@ -95,6 +99,7 @@ class InputSpeechDetector:
         samples = pcm16_to_float(pcm16)
         pcm_16k = self._resampler.resample_chunk(samples)
         self._echo.feed(pcm_16k, playback_ms, reference)
+        self._residual.feed(pcm_16k)
         self._turns.assistant_playing = assistant_playing or (
             playback_ms is not None and reference is not None)
         self._room.feed(pcm_16k, self._turns.assistant_playing)
@@ -115,6 +120,14 @@ class InputSpeechDetector:
         self._room_dbfs = self._room.loud_dbfs
         self._quiet.frames(samples, self._room_dbfs)
         return events
+
+    def _echo_or_room_sound(self, start_ms: int, end_ms: int) -> bool:
+        """The detector's `echo_gate`: the candidate's audio from `start_ms` to `end_ms` (ms on
+        this stream) is the reply's echo (`EchoDetector.is_echo`), or the echo with a room
+        sound on it that holds no voice (`ResidualVoice.voiced`: a cough, a horn, a knock over
+        a heard echo is no person)."""
+        return self._echo.is_echo(start_ms, end_ms) or not self._residual.voiced(start_ms,
+                                                                                 end_ms)
 
     @property
     def room_dbfs(self) -> float | None:
