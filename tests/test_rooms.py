@@ -319,18 +319,13 @@ async def stream(client: RealtimeClient, pcm16: bytes) -> None:
         await asyncio.sleep(max(0.0, started + (index + 1) * APPEND_MS / 1000 - loop.time()))
 
 
-@pytest.mark.parametrize(("kind", "dbfs"), [("babble", -45.0), ("babble", -65.0), ("tv", -45.0)])
-async def test_the_person_over_the_room_is_heard_and_the_room_is_not(
-        start_server, kind: str, dbfs: float) -> None:
-    """The issue's example on a real server: the room talks from the first sample while the
-    assistant answers; the reply plays on until the person says "Hold on, what was the
-    second step?" at -20 dBFS RMS 5 s in; that is the one turn, it stops, and its transcript
-    holds the person's words."""
-    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
-    at_ms = 5000
-    voice = person()
-    onset_ms = at_ms + fx.active_span_ms(voice)[0]
-    mic = mic_pcm16(with_person(room(kind, dbfs, 9000), voice, at_ms))
+async def person_over_the_reply(server: Any, mic: bytes) -> tuple[RealtimeClient, dict[str, Any],
+                                                                 SimulatedPage]:
+    """A real session with server VAD: `LONG_REPLY` plays on a `SimulatedPage` while `mic`
+    (PCM16 at the input rate) streams in real time. Returns the client (all its events), the
+    first `conversation.item.input_audio_transcription.completed` and the page (where it
+    stopped). Fails the test, naming the turn events seen, when no transcript comes within
+    60 s."""
     async with RealtimeClient.connect(server.ws_url) as client:
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
@@ -347,8 +342,25 @@ async def test_the_person_over_the_room_is_heard_and_the_room_is_not(
             kinds = [e["type"] for e in client.events
                      if not e["type"].startswith(("response.", "playback."))]
             pytest.fail(f"no transcript: {kinds}")
-        playing.cancel()
-        await asyncio.gather(playing, return_exceptions=True)
+        finally:
+            playing.cancel()
+            await asyncio.gather(playing, return_exceptions=True)
+    return client, transcript, page
+
+
+@pytest.mark.parametrize(("kind", "dbfs"), [("babble", -45.0), ("babble", -65.0), ("tv", -45.0)])
+async def test_the_person_over_the_room_is_heard_and_the_room_is_not(
+        start_server, kind: str, dbfs: float) -> None:
+    """The issue's example on a real server: the room talks from the first sample while the
+    assistant answers; the reply plays on until the person says "Hold on, what was the
+    second step?" at -20 dBFS RMS 5 s in; that is the one turn, it stops, and its transcript
+    holds the person's words."""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    at_ms = 5000
+    voice = person()
+    onset_ms = at_ms + fx.active_span_ms(voice)[0]
+    mic = mic_pcm16(with_person(room(kind, dbfs, 9000), voice, at_ms))
+    client, transcript, page = await person_over_the_reply(server, mic)
     started = client.of_type("input_audio_buffer.speech_started")
     assert [onset_ms - EARLIEST_START_MS <= e["audio_start_ms"] <= onset_ms
             for e in started] == [True]

@@ -14,8 +14,6 @@ not those the room gate's constants were measured on (`server.listening.room_bac
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 
@@ -23,16 +21,14 @@ from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests.echo_microphone import room_microphone, turn_starts
 from tests.echo_room import Room
-from tests.realtime_client import RealtimeClient
 from tests.test_rooms import (
     EARLIEST_START_MS,
     FLOOR_DBFS,
     mic_pcm16,
+    person_over_the_reply,
     server_vad_events,
     starts,
-    stream,
 )
-from tests.test_server_vad import LONG_REPLY, SERVER_VAD, SimulatedPage, receive_while
 
 ROOMS = {"music": rs.music, "radio": rs.radio, "street": rs.street}
 PERSON_DBFS = -20.0
@@ -124,19 +120,7 @@ async def test_the_person_over_music_cuts_the_reply_over_the_protocol(start_serv
     room *= 10.0 ** ((loudest_window_dbfs(person) - 10.0 - loudest_window_dbfs(room)) / 20)
     first = at_ms * fx.RATE_HZ // 1000
     room[first:first + person.size] += person
-    async with RealtimeClient.connect(server.ws_url) as client:
-        await client.send({"type": "session.update",
-                           "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
-        await client.wait_for("session.updated")
-        response_id, _ = await client.prompt(LONG_REPLY)
-        await client.wait_for("response.output_audio.delta")
-        page = SimulatedPage(client, response_id)
-        playing = asyncio.create_task(page.run())
-        await receive_while(client, asyncio.create_task(stream(client, mic_pcm16(room))))
-        transcript = await client.wait_for(
-            "conversation.item.input_audio_transcription.completed", timeout=60)
-        playing.cancel()
-        await asyncio.gather(playing, return_exceptions=True)
+    client, transcript, page = await person_over_the_reply(server, mic_pcm16(room))
     started = client.of_type("input_audio_buffer.speech_started")
     end_ms = at_ms + fx.active_span_ms(person)[1]
     assert [onset_ms - EARLIEST_START_MS <= e["audio_start_ms"] < end_ms
