@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.listening.band_envelope import BAND_EDGES_HZ, FRAME_MS, EchoReference
-from server.listening.echo_bound import bounded_excess
 from server.listening.echo_path import (
     AGC_RISE_DB,
     ECHO_CORRELATION,
@@ -133,19 +132,6 @@ it would be (`EchoDetector.echo_refuted`): the voice in a candidate begun on a q
 (bench_interruptions table 2, a -30 dB echo) sets it, not the echo's frames before it (with
 the median, 11 of 240 first-reply interruptions were missed instead of 9)."""
 
-UNEXPLAINED_RUN_FRAMES = 5
-"""A run of this many consecutive frames (50 ms) of a candidate's speech `ONSET_EXCESS_DB`
-above the loudest echo the reply can be, in one band at least
-(`server.listening.echo_bound.bounded_excess`), refutes that it is the echo
-(`EchoDetector.echo_refuted`). Measured offline (`tests/echo_microphone.py` rooms, stretches of
-up to 2.5 s ending every 200 ms over the first 3.2 s of the session, the reply from 1 s): the
-echo alone in the 34 rooms of `benchmarks/bench_interruptions.py` tables 2-3 (-30..-6 dB,
-0-400 ms late, dry and 400 ms RT60, pink and silent floors, a simulated AGC) left no frame 8 dB
-above it; the words its table 2 missed over the -10 dB RT60 400 ms echo (espeak-ng en-us
-"Stop." and "Wait.", Piper "No." 300 ms into the reply, en-us+f3 "Hold on." at 600) ran 7-19
-frames 10 dB above it (averaged over the bands, at most 0-2 frames 6 dB above: the person's
-voice over the reply's first word stands out in some bands only)."""
-
 REFUTE_SPAN_MS = 2500
 """Longest stretch `EchoDetector.echo_refuted` compares (ms, ending at its decision): the
 candidate (up to a few words), its lead-in and `server.listening.vad.RECONSIDER_MS` after it."""
@@ -181,9 +167,7 @@ class EchoMatch:
             that correlation (ms, within `LAG_RANGE_MS`; 0 when nothing could be compared).
         excess_db: per compared frame, how far the microphone rose above the echo (the
             reference at that lag, at the gain the echo has in the lead-in) plus the noise
-            floor (dB, >= 0): what someone else in the room added (`echo_path.excess_db`;
-            before a path is learned, `voice_onset_ms`'s is over the loudest echo the reply
-            can be, in the band it explains least: `echo_bound.bounded_excess`).
+            floor (dB, >= 0): what someone else in the room added (`echo_path.excess_db`).
         first_ms: stream position (ms) where the first compared frame's step begins; frame i
             covers [first_ms + 10 i, first_ms + 10 i + 10).
     """
@@ -198,13 +182,6 @@ class EchoMatch:
         `EXCESS_DB` (0.0 when there are none)."""
         excess = self.excess_db[max(0, (from_ms - self.first_ms) // FRAME_MS):]
         return float(np.mean(excess >= EXCESS_DB)) if excess.size else 0.0
-
-
-def _has_run(flags: np.ndarray, length: int) -> bool:
-    """True when `flags` (1-D bool) holds `length` consecutive True values."""
-    if flags.size < length:
-        return False
-    return bool(np.lib.stride_tricks.sliding_window_view(flags, length).all(axis=1).any())
 
 
 class EchoDetector:
@@ -298,12 +275,8 @@ class EchoDetector:
         best (`_search`), at the gain the candidate's speech has over it (`echo_gain`, median).
         Such an echo cannot fall silent while the reply it repeats plays on: it is refuted when
         `MISSING_FRAMES` frames fall `MISSING_DB` short of it (`deficit_db`): before the
-        candidate, in its pauses, or after it. Nor can an echo be louder than the reply at any
-        lag and gain the whole stretch allows: it is refuted when `UNEXPLAINED_RUN_FRAMES`
-        frames of the candidate's speech rise `ONSET_EXCESS_DB` above the loudest echo the
-        reply can be, in the band it explains least
-        (`server.listening.echo_bound.bounded_excess`). False with a path held (`is_echo`
-        judges by it), or when nothing could be compared."""
+        candidate, in its pauses, or after it. False with a path held (`is_echo` judges by
+        it), or when nothing could be compared."""
         if self.learn(first_ms - LEARN_GUARD_MS) is not None:
             return False
         lo = self._mic.index(max(first_ms - LEAD_IN_MS, end_ms - REFUTE_SPAN_MS))
@@ -316,11 +289,10 @@ class EchoDetector:
         gain, _, _ = echo_gain(stretch.mic[speech], aligned[speech], stretch.floor,
                                REFUTED_GAIN_QUANTILE)
         short = deficit_db(stretch.mic, aligned, gain, stretch.floor) >= MISSING_DB
-        if _has_run(short, MISSING_FRAMES):
-            return True
-        excess = bounded_excess(stretch.mic, stretch.block, stretch.max_lag, stretch.floor,
-                                ONSET_EXCESS_DB)[1]
-        return _has_run(excess[speech] >= ONSET_EXCESS_DB, UNEXPLAINED_RUN_FRAMES)
+        if short.size < MISSING_FRAMES:
+            return False
+        runs = np.lib.stride_tricks.sliding_window_view(short, MISSING_FRAMES).all(axis=1)
+        return bool(runs.any())
 
     def echo_rules(self, end_ms: int) -> bool:
         """True unless the second of microphone around `end_ms` (ms on this stream; from
@@ -462,14 +434,10 @@ class EchoDetector:
 
         The excess over the echo and the noise (`EchoMatch.excess_db`) is taken against the
         held echo path (`held_excess`, learned from windows ending `LEARN_GUARD_MS` before
-        `from_ms`); with no path yet, against the loudest echo the reply can be
-        (`_bounded_excess`: the excess in the band the echo explains least) on the microphone
-        from `LEAD_IN_MS` before `from_ms`, or before `echo_until_ms` when given and earlier
-        (audio known to be no person's: before the candidate's first speech window), to
-        `end_ms` (before, at the gain of the lead-in before the candidate: a lead-in of noise
-        alone, the first reply's echo starting with the candidate, left the gain unknown, and
-        a turn over a -10 dB reverberant echo began on the echo 470 ms before the person's
-        voice). The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
+        `from_ms`); with no path yet, at the lag of the `LEAD_IN_MS` before `from_ms` and the
+        gain of the `LEAD_IN_MS` before `echo_until_ms` when given and earlier (audio known
+        to be no person's: before the candidate's first speech window), else of the same
+        lead-in. The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
         `from_ms` whose excess reaches `ONSET_EXCESS_DB` (with a path held and no such run,
         `EXCESS_DB`: the held gain is not a lead-in's guess, and a turn asked for its onset
         50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo),
@@ -482,7 +450,7 @@ class EchoDetector:
             match = self.held_excess(from_ms, end_ms)
             thresholds += (EXCESS_DB,)
         else:
-            match = self._bounded_excess(from_ms, end_ms, echo_until_ms)
+            match = self._lead_in_excess(from_ms, end_ms, echo_until_ms)
         if match is None or match.excess_db.size < ONSET_RUN_FRAMES:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
@@ -502,21 +470,23 @@ class EchoDetector:
             index -= 1
         return match.first_ms + index * FRAME_MS
 
-    def _bounded_excess(self, from_ms: int, end_ms: int,
+    def _lead_in_excess(self, from_ms: int, end_ms: int,
                         echo_until_ms: int | None) -> EchoMatch | None:
-        """`voice_onset_ms`'s excess with no path held: over the loudest echo the reply can be
-        (`server.listening.echo_bound.bounded_excess`) on the microphone from `LEAD_IN_MS`
-        before `from_ms`, or before `echo_until_ms` when given and earlier (audio known to be
-        the echo's bounds its gain too), to `end_ms` (at most `REFUTE_SPAN_MS`); None when
-        nothing could be compared."""
-        known_ms = from_ms if echo_until_ms is None else min(from_ms, echo_until_ms)
-        lo = self._mic.index(max(known_ms - LEAD_IN_MS, end_ms - REFUTE_SPAN_MS, 0))
-        stretch = self._mic.stretch(lo, self._mic.index(end_ms), 0)
-        if stretch is None:
-            return None
-        lag_ms, excess = bounded_excess(stretch.mic, stretch.block, stretch.max_lag,
-                                        stretch.floor, ONSET_EXCESS_DB)
-        return EchoMatch(0.0, lag_ms, excess, stretch.first_ms)
+        """`voice_onset_ms`'s excess with no path held: the echo at the lag of the
+        `LEAD_IN_MS` before `from_ms` and the gain of the lead-in before `echo_until_ms` (when
+        given and earlier) or before `from_ms`; None when nothing could be compared."""
+        gain = None
+        if echo_until_ms is not None and echo_until_ms < from_ms:
+            clean_hi = self._mic.index(echo_until_ms)
+            clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
+                                                 0)
+            if clean.correlation > 0.0:
+                gain = clean_gain
+        hi = self._mic.index(from_ms)
+        lo = hi - LEAD_IN_MS // FRAME_MS
+        match, _, _ = self._compare(max(lo, 0), hi, max(self._mic.index(end_ms) - hi, 0),
+                                    gain=gain)
+        return None if match.correlation == 0.0 else match
 
     def _search(self, stretch: Stretch, near_ms: int | None = None,
                 ) -> tuple[float, int, np.ndarray]:
@@ -545,10 +515,11 @@ class EchoDetector:
         return best
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
-                 played_only: bool = False) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
+                 gain: np.ndarray | None = None, played_only: bool = False,
+                 ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
-        and the echo gain found on the first `gain_frames` (None: all):
+        and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
         yet. `played_only`: as `MicTimeline.stretch`. Returns the match, the echo gain used and the
         reference levels at the best lag for the frames compared and the extra ones (dB, no
@@ -559,10 +530,11 @@ class EchoDetector:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
         correlation, lag_ms, aligned = self._search(stretch)
         raw = stretch.mic
-        known = stretch.count if gain_frames is None else gain_frames
-        gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor)
-        if gain_frames is not None:
-            gain = self._remember_gain(gain)
+        if gain is None:
+            known = stretch.count if gain_frames is None else gain_frames
+            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor)
+            if gain_frames is not None:
+                gain = self._remember_gain(gain)
         return EchoMatch(correlation, lag_ms, excess_db(raw, aligned, gain, stretch.floor),
                          stretch.first_ms), gain, aligned
 

@@ -319,7 +319,9 @@ def deficit_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     anywhere in that slack), against the microphone raised to the noise `floor`. An echo cannot
     fall silent while the reply it repeats plays on: where the reply is loud, a microphone
     at its noise floor refutes an echo of that gain at that lag."""
-    sure = sure_levels(aligned)
+    slack = EXCESS_SLACK_FRAMES
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    sure = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).min(axis=2)
     with np.errstate(invalid="ignore"):
         short = np.where(np.isfinite(gain), sure + gain - np.maximum(mic, floor), 0.0)
     return np.maximum(np.nan_to_num(short, nan=0.0, neginf=0.0), 0.0).mean(axis=1)
@@ -356,25 +358,7 @@ def echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:
     """The echo's levels (frames, bands; dB, -inf: none) predicted from the `aligned`
     reference levels and the echo's `gain` per band: each frame the loudest reference level
     within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate), plus the gain."""
-    return loudest_levels(aligned) + gain
-
-
-def sure_levels(levels: np.ndarray) -> np.ndarray:
-    """The reference's levels (frames, bands; dB) that surely sounded at each frame: the
-    quietest within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate: a word's
-    edge may fall anywhere in that slack)."""
-    return _slack_window(levels).min(axis=2)
-
-
-def loudest_levels(levels: np.ndarray) -> np.ndarray:
-    """The reference's levels (frames, bands; dB) that may have sounded at each frame: the
-    loudest within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate)."""
-    return _slack_window(levels).max(axis=2)
-
-
-def _slack_window(levels: np.ndarray) -> np.ndarray:
-    """(frames, bands, 2 `EXCESS_SLACK_FRAMES` + 1): each frame's levels and those within
-    `EXCESS_SLACK_FRAMES` of it, the edges repeated."""
     slack = EXCESS_SLACK_FRAMES
-    padded = np.pad(levels, ((slack, slack), (0, 0)), mode="edge")
-    return np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0)
+    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
+    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
+    return echo + gain
