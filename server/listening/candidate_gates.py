@@ -38,6 +38,19 @@ def past_the_room(room_gate: Callable[[int, int], bool] | None, start_ms: int,
     return moved_ms
 
 
+def room_held_start(room_voice: Callable[[int, int, int], int] | None,
+                    room_gate: Callable[[int, int], bool] | None, first_ms: int, start_ms: int,
+                    window_end_ms: int, padding_ms: int) -> int:
+    """Where a candidate the room gate held back before and passes now (speech from
+    `start_ms`, its first window at `first_ms`, passed at `window_end_ms`, ms) starts: at the
+    person's voice `room_voice` finds before `start_ms` (over gaps up to `padding_ms`), else
+    past the room's windows (`past_the_room`)."""
+    voice_ms = start_ms if room_voice is None else room_voice(first_ms, start_ms, padding_ms)
+    if voice_ms < start_ms:
+        return voice_ms
+    return past_the_room(room_gate, start_ms, window_end_ms)
+
+
 def level_range_open(recent: collections.deque[tuple[int, float | None]], start_ms: int,
                      min_level_range_db: float) -> bool:
     """The level-range gate (`TurnDetectionConfig.min_level_range_db`) over a candidate's

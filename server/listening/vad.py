@@ -31,7 +31,7 @@ from server.listening.candidate_gates import (
     ended_word_heard_whole,
     level_range_open,
     loud_span,
-    past_the_room,
+    room_held_start,
 )
 from server.listening.silero_vad import WINDOW_MS
 from server.listening.turn_events import (
@@ -442,10 +442,8 @@ class TurnDetector:
             self._start_ms = window_end_ms
             return None
         if self._room_held and not self._echo_held:
-            voice_ms = start_ms if self.room_voice is None else self.room_voice(
-                self._first_ms(), start_ms, self.config.prefix_padding_ms)
-            start_ms = voice_ms if voice_ms < start_ms else past_the_room(
-                self.room_gate, start_ms, window_end_ms)
+            start_ms = room_held_start(self.room_voice, self.room_gate, self._first_ms(),
+                                       start_ms, window_end_ms, self.config.prefix_padding_ms)
         return self._start_turn(start_ms, window_end_ms)
 
     def _start_turn(self, start_ms: int, window_end_ms: int) -> SpeechStarted:
