@@ -348,10 +348,13 @@ export class RoomBackground {
 
   /**
    * How far (dB, at least 0) the room's level rose above that of the background `rows`, from
-   * the frames of the last `roomGainMs` outside turns, playback included where the reply's echo
-   * does not rule them (`#echoMayRule`: the echo is no rise of the room; counted as one, a reply's
-   * echo 30 dB down through Chromium's processing lifted the background 14 dB 1 s into the
-   * reply, and a "Stop." at -6 dBFS over it was held back as the room): the smaller of the
+   * the frames of the last `roomGainMs` outside turns, playback included where the reply's
+   * echo does not rule them (`#echoMayRule`: the echo is no rise of the room; counted as one, a
+   * reply's echo 30 dB down through Chromium's processing lifted the background 14 dB 1 s into
+   * the reply, and a "Stop." at -6 dBFS over it was held back as the room), once they hold
+   * `roomRecentMs` of frames (a rise is a second of room: the quarter second of echo before a
+   * person's "Wait.", which their voice decorrelated, lifted it 15 dB as the room's median in
+   * Chromium, and held that "Wait." back as the room): the smaller of the
    * rises of their `roomGainPercentile` and of their `roomPercentile` levels (each the median
    * over the bands). An auto gain lifts both; it lifts the quiet frames more than the loud ones
    * (its limiter holds the peaks: in the page grid's TV case at -45 dBFS, the 4 s before 8.8 s
@@ -362,7 +365,7 @@ export class RoomBackground {
     const c = this.#config;
     const outside = this.#outside.filter((frame) => !this.#echoMayRule(frame))
       .map((frame) => frame.row);
-    if (!outside.length) return 0;
+    if (outside.length < c.roomRecentMs / FRAME_MS) return 0;
     const rise = (percentile) => {
       const now = bandPercentile(outside, percentile);
       const then = bandPercentile(rows, percentile);
