@@ -223,7 +223,13 @@ export class RoomBackground {
    * held back (`held`), and outside playback or where the reply's echo does not rule it
    * (`echoRules`). */
   #learnable(frame) {
-    return !frame.held && !(frame.playing && (this.echoRules?.(frame.t) ?? true));
+    return !frame.held && !this.#echoMayRule(frame);
+  }
+
+  /** Whether the reply's echo may rule a frame: it was heard while the reply played and
+   * `echoRules` does not clear it. */
+  #echoMayRule(frame) {
+    return frame.playing && (this.echoRules?.(frame.t) ?? true);
   }
 
   /** Learn `frame` as background; the oldest goes once `roomHistoryMs` of frames were
@@ -342,7 +348,10 @@ export class RoomBackground {
 
   /**
    * How far (dB, at least 0) the room's level rose above that of the background `rows`, from
-   * the frames of the last `roomGainMs` outside turns, playback included: the smaller of the
+   * the frames of the last `roomGainMs` outside turns, playback included where the reply's echo
+   * does not rule them (`#echoMayRule`: the echo is no rise of the room; counted as one, a reply's
+   * echo 30 dB down through Chromium's processing lifted the background 14 dB 1 s into the
+   * reply, and a "Stop." at -6 dBFS over it was held back as the room): the smaller of the
    * rises of their `roomGainPercentile` and of their `roomPercentile` levels (each the median
    * over the bands). An auto gain lifts both; it lifts the quiet frames more than the loud ones
    * (its limiter holds the peaks: in the page grid's TV case at -45 dBFS, the 4 s before 8.8 s
@@ -351,7 +360,8 @@ export class RoomBackground {
    */
   #gainRise(rows) {
     const c = this.#config;
-    const outside = this.#outside.map((frame) => frame.row);
+    const outside = this.#outside.filter((frame) => !this.#echoMayRule(frame))
+      .map((frame) => frame.row);
     if (!outside.length) return 0;
     const rise = (percentile) => {
       const now = bandPercentile(outside, percentile);

@@ -54,6 +54,8 @@ from server.listening.echo_path import (
     LEARN_STEP_MS,
     LEARN_WINDOW_MS,
     MISSING_DB,
+    ONSET_EDGE_DB,
+    ONSET_RUN_FRAMES,
     UNEXPLAINED_SHARE,
     EchoPath,
     aligned_at,
@@ -106,12 +108,6 @@ ONSET_EXCESS_DB = 10.0
 before the candidate (`EchoDetector.voice_onset_ms`) may be a few dB off later on (measured
 over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB)."""
 
-ONSET_RUN_FRAMES = 3
-"""Consecutive frames above `ONSET_EXCESS_DB` that mark a voice onset (30 ms)."""
-
-ONSET_EDGE_DB = 1.5
-"""The frames right before such a run whose excess rises toward it, from at least this (dB),
-still belong to the voice: its rising edge, e.g. the breath of an "h"."""
 
 SHARE_SPAN_MS = 250
 """The unexplained share is taken over at least this much audio (ms) before the decision: a

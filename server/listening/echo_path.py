@@ -133,18 +133,21 @@ a heard echo correlated at most 0.81 (benchmarks/bench_interruptions.py); with n
 (the issue's "Stop.", 0.81-0.92) this never applies."""
 
 
-VOICE_RUN_FRAMES = 3
-"""Consecutive frames over `EXCESS_DB` that make a voice's onset over the echo (30 ms,
-`voice_over_echo`; as `server.listening.echo.ONSET_RUN_FRAMES`)."""
+ONSET_RUN_FRAMES = 3
+"""Consecutive frames of excess that mark a voice onset over the echo (30 ms): over `EXCESS_DB`
+in `voice_over_echo`, over `server.listening.echo.ONSET_EXCESS_DB` in
+`EchoDetector.voice_onset_ms`."""
 
 VOICE_RISE_FRAMES = 5
 """Frames (50 ms) within which such a run must follow a frame the echo explains
 (`voice_over_echo`): measured, a person over the echo reached 6 dB within 20-40 ms of the
 onset (`EXCESS_DB`)."""
 
-VOICE_EDGE_DB = 1.5
+ONSET_EDGE_DB = 1.5
 """Excess (dB) up to which a frame counts as explained by the echo before a voice's onset
-(`voice_over_echo`; as `server.listening.echo.ONSET_EDGE_DB`)."""
+(`voice_over_echo`), and from which the frames right before an onset's run whose excess rises
+toward it still belong to the voice: its rising edge, e.g. the breath of an "h"
+(`EchoDetector.voice_onset_ms`)."""
 
 @dataclass(frozen=True, slots=True, eq=False)
 class EchoPath:
@@ -346,10 +349,10 @@ def deficit_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
 
 def voice_over_echo(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
                     floor: np.ndarray) -> bool:
-    """True when a person's voice begins where the echo sounds: a run of `VOICE_RUN_FRAMES`
+    """True when a person's voice begins where the echo sounds: a run of `ONSET_RUN_FRAMES`
     microphone frames (frames, bands) `EXCESS_DB` above the echo and the noise (`excess_db`
     at `gain` on the `aligned` reference) starts within `VOICE_RISE_FRAMES` after a frame the
-    echo explains to `VOICE_EDGE_DB`, on a frame where the echo is heard (`echo_db` over the
+    echo explains to `ONSET_EDGE_DB`, on a frame where the echo is heard (`echo_db` over the
     noise `floor` by `NOISE_MARGIN_DB` in some band).
 
     The echo's envelope still correlates with the microphone's there (a "Wait." whose onset
@@ -359,14 +362,14 @@ def voice_over_echo(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     hundreds of ms, and an echo heard while the page's playback stalled (the case behind
     `FOLLOWED_CORRELATION`) rises where the reference as played is silent."""
     excess = excess_db(mic, aligned, gain, floor)
-    if excess.size < VOICE_RUN_FRAMES:
+    if excess.size < ONSET_RUN_FRAMES:
         return False
     heard = np.any(echo_db(aligned, gain) > floor + NOISE_MARGIN_DB, axis=1)
     over = excess >= EXCESS_DB
-    runs = np.lib.stride_tricks.sliding_window_view(over, VOICE_RUN_FRAMES).all(axis=1)
+    runs = np.lib.stride_tricks.sliding_window_view(over, ONSET_RUN_FRAMES).all(axis=1)
     for start in np.flatnonzero(runs):
         before = excess[max(start - VOICE_RISE_FRAMES, 0):start]
-        if heard[start] and before.size and before.min() <= VOICE_EDGE_DB:
+        if heard[start] and before.size and before.min() <= ONSET_EDGE_DB:
             return True
     return False
 
