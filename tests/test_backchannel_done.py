@@ -97,9 +97,14 @@ async def test_a_one_syllable_laugh_and_sure_thing_resume_the_reply(
     (en-gb-scotland's "hee" is cut: whisper finds "Hey." about as likely, as for its "hey" read
     "Hee.": `server.listening.backchannel_readings`.)"""
     server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
-    mic = np.concatenate([speech_fixtures.silence(900), said(text, "espeak", voice),
-                          speech_fixtures.silence(2500)])
-    async with RealtimeClient.connect(server.ws_url) as client:
+    await assert_resumed_to_the_end(server.ws_url, said(text, "espeak", voice))
+
+
+async def assert_resumed_to_the_end(ws_url: str, speech: np.ndarray) -> None:
+    """`speech` (16 kHz float) 900 ms into the reply resumes it as a backchannel: it plays to
+    its end, whole in history, and nothing is transcribed (no turn, no answer)."""
+    mic = np.concatenate([speech_fixtures.silence(900), speech, speech_fixtures.silence(2500)])
+    async with RealtimeClient.connect(ws_url) as client:
         outcome = await speak_over_reply(client, REPLY, mic, PATIENT)
     assert [e["reason"] for e in outcome.resumed] == ["backchannel"], outcome.backchannels
     assert outcome.status == "completed"

@@ -396,6 +396,26 @@ def test_a_verdict_on_speech_the_person_continued_is_ignored() -> None:
     assert types(session.take_events())[0] == "output_audio_buffer.cleared"
 
 
+def test_a_transcript_prepared_before_the_person_spoke_on_decides_nothing() -> None:
+    """A tester's Piper "Right, but why?" (a 260 ms pause after "Right,") resumed the reply
+    on "right.": a transcription prepared at the pause after "Right," came back after "but
+    why?" was heard and was held as the verdict. Speech after the pause discards it, its
+    late transcript decides nothing, and the whole utterance decides at its next gap."""
+    session, rid = paused_session()
+    item_id = spoken_turn(session, "Right, but why?")
+    session.turn_taking.on_speech_paused(500)
+    assert [e for e in session.take_effects() if isinstance(e, PrepareTranscription)]
+    session.turn_taking.on_speech_resumed()
+    session.turn_taking.on_prepared_transcription(item_id, "Right.")
+    session.turn_taking.on_speech_gap(1400)
+    session.turn_taking.on_vad_position(HeardSound(1400 + RESUME_SILENCE_MS + 100))
+    assert session.take_events() == [] and session.pauses.current is not None
+    [decide] = decisions(session)
+    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms,
+                                                  "Right, but why?")
+    assert_cut_where_paused(session, rid)
+
+
 def test_the_timeout_cuts_while_the_deciding_transcription_runs() -> None:
     """A pause whose turn stopped and waits for its decision is undecided: the timeout cuts
     (never resume over words not understood); the late verdict then commits the turn."""

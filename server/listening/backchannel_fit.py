@@ -23,6 +23,17 @@ close: the readings cannot veto them. Their sound does not fit the words:
   vowel, a stop's closure and release counted to the closure (espeak-ng's "yep" and "yup",
   read "Yeah."), and no fricative (`MIN_FRICATIVE_TAIL_MS`): "enough" read "Yeah." ends
   with its /f/ ("thanks" and "right", which end voiceless, are not checked).
+- *No more beats than its words.* An acknowledgment sounds as at most one vowel beat more
+  than its syllables (`calibration.units.syllables`, which counts a vowel group as one and
+  never fewer than said; one spare beat for a vowel split in two). More is more said: a
+  tester's Piper "Right, but why?" (three beats, a 260 ms pause after "Right,") was read
+  "right." (the decision's audio, over a -20 dB echo) and "Right, the white." (taken for a
+  misread "Right.", rule 4b) and resumed the reply 2 of 5 times; the question was never
+  answered. Measured (Piper and five espeak-ng voices): "right", "yeah", "sure", "cool",
+  "thanks" one beat (en-gb-x-rp "thanks" two), "okay", "I see", "got it", "perfect",
+  "yeah yeah", "right, right" two, "exactly", "oh, I see", "that makes sense" three;
+  "Right, but why?", "Yeah, but wait.", "Sure, but when?" three, "Okay, and then?" three to
+  four, "Mm-hmm, so what about Sunday?" seven to nine.
 
 A transcript of listed words whose sound does not fit is an interruption (safety first: a
 wrongly resumed "stop" is far worse than a wrongly answered "mm-hmm"). Phrases not named here
@@ -31,6 +42,7 @@ are not checked.
 
 from __future__ import annotations
 
+from calibration.units import syllables
 from server.listening.prosody import Prosody
 from server.listening.word_shape import WordShape
 
@@ -53,6 +65,11 @@ VOICED_ENDINGS = frozenset({
 })
 """Acknowledgments (English, normalised) that end on a vowel or a voiced sonorant (not on a
 stop: the release of the /d/ of espeak-ng's "agreed" is 20 ms of fricative noise)."""
+
+SPARE_BEATS = 1
+"""Vowel beats an acknowledgment's sound may have beyond its words' syllables: a vowel split
+in two by a dip in its level (en-gb-x-rp's "thanks"), a word said twice and written once
+(tiny.en's "Yeah." for "yeah yeah"). See the module docstring's third check."""
 
 MAX_VOICELESS_TAIL_MS = 180
 """Longest audible sound (ms) after the last vowel of a phrase in `VOICED_ENDINGS`
@@ -77,12 +94,16 @@ def fits(phrases: tuple[str, ...], prosody: Prosody, shape: WordShape) -> bool:
     fewer than two vowel beats (`shape`; without beats, voiced nuclei: `prosody`) for a
     phrase of `TWO_BEATS`; for a last phrase in `VOICED_ENDINGS`, more than
     `MAX_VOICELESS_TAIL_MS` of sound or `MIN_FRICATIVE_TAIL_MS` of a fricative after the last
-    vowel (without beats: sound after the last voiced nucleus). A sound with neither is not
-    judged (True): the words decide, as before this check."""
+    vowel (without beats: sound after the last voiced nucleus); more beats than the phrases'
+    syllables and `SPARE_BEATS` (the person said more than the words). A sound with neither
+    beats nor nuclei is not judged (True): the words decide, as before this check."""
     if not shape.beats and not prosody.nuclei:
         return True
     beats = len(shape.beats) if shape.beats else len(prosody.nuclei)
     if any(phrase in TWO_BEATS for phrase in phrases) and beats < 2:
+        return False
+    if phrases and beats > sum(syllables(word) for phrase in phrases
+                               for word in phrase.split()) + SPARE_BEATS:
         return False
     tail_ms = (shape.tail_ms if shape.beats
                else prosody.sound_end_ms - prosody.nuclei[-1][1])

@@ -285,11 +285,17 @@ class InputTurns:
 
     def speech_resumed(self) -> None:
         """Server VAD heard speech again after a reported gap or pause: a decision pending on
-        the speech before it no longer covers the utterance and is dropped (a later gap
-        decides)."""
+        the speech before it, and a transcription prepared at its pause, no longer cover the
+        utterance and are dropped (a later gap decides; a later pause prepares again). A
+        tester's Piper "Right, but why?" (a 260 ms pause after "Right,"): the transcript
+        prepared on "Right," came back after "but why?" and resumed the reply on "right.";
+        the question was never answered."""
         self._silent_end_ms = None
         self._decision = None
         self._skipped_pause = None
+        if self._prepared is not None:
+            self._log.effect(DiscardTranscription(self._prepared[0]))
+            self._prepared = None
 
     def speech_paused(self, audio_end_ms: int) -> None:
         """Server VAD heard `UTTERANCE_TAIL_MS` of silence after speech ending at
@@ -298,8 +304,8 @@ class InputTurns:
         Emits `PrepareTranscription` of exactly the audio `speech_stopped(audio_end_ms)`
         would commit, so transcription overlaps the rest of the silence; the commit claims it
         (`Transcribe.prepared`) only when its audio is byte-identical. No event is announced.
-        When speech resumes, a later pause prepares again (replacing this one) or the stop
-        commits different audio: one transcription wasted per resumed pause. While a decision
+        When speech resumes, the preparation is discarded (`speech_resumed`): a later pause
+        prepares again or the stop commits different audio. While a decision
         transcription of the same speech is pending, nothing is prepared until its verdict
         (`decided`): most such turns are backchannels, never committed. Nor after a verdict
         on this speech: a backchannel's turn is dropped at its stop, and an interruption's
