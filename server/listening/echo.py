@@ -68,7 +68,6 @@ from server.listening.echo_path import (
     explained_db,
     learn_path,
     reverberant,
-    sounds_at_every_lag,
     voice_over_echo,
 )
 from server.listening.mic_timeline import (
@@ -230,8 +229,7 @@ class EchoDetector:
                 tail = aligned_at(reverberant(stretch.block), stretch.count,
                                   stretch.max_lag, lag_ms)
                 learned = learn_path(self.path, stretch.mic, aligned, tail, stretch.floor,
-                                     correlation, lag_ms,
-                                     sounds_at_every_lag(stretch.block, stretch.count))
+                                     correlation, lag_ms)
                 self.path = learned if learned is not None else self.path
             end += step
         self._next_window_end = end
