@@ -68,6 +68,7 @@ from server.listening.echo_path import (
     explained_db,
     learn_path,
     reverberant,
+    run_starts,
     voice_over_echo,
 )
 from server.listening.mic_timeline import (
@@ -285,10 +286,7 @@ class EchoDetector:
         gain, _, _ = echo_gain(stretch.mic[speech], aligned[speech], stretch.floor,
                                REFUTED_GAIN_QUANTILE)
         short = deficit_db(stretch.mic, aligned, gain, stretch.floor) >= MISSING_DB
-        if short.size < MISSING_FRAMES:
-            return False
-        runs = np.lib.stride_tricks.sliding_window_view(short, MISSING_FRAMES).all(axis=1)
-        return bool(runs.any())
+        return run_starts(short, MISSING_FRAMES).size > 0
 
     def echo_rules(self, end_ms: int) -> bool:
         """True unless the second of microphone around `end_ms` (ms on this stream; from
@@ -451,11 +449,7 @@ class EchoDetector:
             return None
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
         for threshold in thresholds:
-            loud = match.excess_db[first:] >= threshold
-            if loud.size < ONSET_RUN_FRAMES:
-                return None
-            runs = np.lib.stride_tricks.sliding_window_view(loud, ONSET_RUN_FRAMES).all(axis=1)
-            found = np.flatnonzero(runs)
+            found = run_starts(match.excess_db[first:] >= threshold, ONSET_RUN_FRAMES)
             if found.size:
                 break
         else:

@@ -322,9 +322,7 @@ def deficit_db(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     anywhere in that slack), against the microphone raised to the noise `floor`. An echo cannot
     fall silent while the reply it repeats plays on: where the reply is loud, a microphone
     at its noise floor refutes an echo of that gain at that lag."""
-    slack = EXCESS_SLACK_FRAMES
-    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
-    sure = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).min(axis=2)
+    sure = _slack_window(aligned).min(axis=2)
     with np.errstate(invalid="ignore"):
         short = np.where(np.isfinite(gain), sure + gain - np.maximum(mic, floor), 0.0)
     return np.maximum(np.nan_to_num(short, nan=0.0, neginf=0.0), 0.0).mean(axis=1)
@@ -345,12 +343,8 @@ def voice_over_echo(mic: np.ndarray, aligned: np.ndarray, gain: np.ndarray,
     hundreds of ms, and an echo heard while the page's playback stalled (the case behind
     `FOLLOWED_CORRELATION`) rises where the reference as played is silent."""
     excess = excess_db(mic, aligned, gain, floor)
-    if excess.size < ONSET_RUN_FRAMES:
-        return False
     heard = np.any(echo_db(aligned, gain) > floor + NOISE_MARGIN_DB, axis=1)
-    over = excess >= EXCESS_DB
-    runs = np.lib.stride_tricks.sliding_window_view(over, ONSET_RUN_FRAMES).all(axis=1)
-    for start in np.flatnonzero(runs):
+    for start in run_starts(excess >= EXCESS_DB, ONSET_RUN_FRAMES):
         before = excess[max(start - VOICE_RISE_FRAMES, 0):start]
         if heard[start] and before.size and before.min() <= ONSET_EDGE_DB:
             return True
@@ -361,7 +355,20 @@ def echo_db(aligned: np.ndarray, gain: np.ndarray) -> np.ndarray:
     """The echo's levels (frames, bands; dB, -inf: none) predicted from the `aligned`
     reference levels and the echo's `gain` per band: each frame the loudest reference level
     within `EXCESS_SLACK_FRAMES` of it (the playing position is an estimate), plus the gain."""
+    return _slack_window(aligned).max(axis=2) + gain
+
+
+def _slack_window(levels: np.ndarray) -> np.ndarray:
+    """(frames, bands, 2 `EXCESS_SLACK_FRAMES` + 1): each frame's levels (frames, bands; dB)
+    and those within `EXCESS_SLACK_FRAMES` of it, the edges repeated."""
     slack = EXCESS_SLACK_FRAMES
-    padded = np.pad(aligned, ((slack, slack), (0, 0)), mode="edge")
-    echo = np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0).max(axis=2)
-    return echo + gain
+    padded = np.pad(levels, ((slack, slack), (0, 0)), mode="edge")
+    return np.lib.stride_tricks.sliding_window_view(padded, 2 * slack + 1, axis=0)
+
+
+def run_starts(flags: np.ndarray, length: int) -> np.ndarray:
+    """The indices (ascending, int) where `length` consecutive True values of `flags`
+    (1-D bool, one per frame) begin; empty when there are none or `flags` is shorter."""
+    if flags.size < length:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.lib.stride_tricks.sliding_window_view(flags, length).all(axis=1))
