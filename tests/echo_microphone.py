@@ -112,6 +112,17 @@ def echo_matches(mic: np.ndarray, span_ms: int = 250) -> list[tuple[int, float, 
     return matches
 
 
+def fed_detector(mic: np.ndarray, until_ms: float) -> EchoDetector:
+    """An `EchoDetector` fed `mic` (16 kHz) up to `until_ms` in `APPEND_MS` appends with the
+    reply's reference and the playing position the session would estimate."""
+    detector, recorded, rng = EchoDetector(), reference(), np.random.default_rng(1)
+    step = fx.RATE_HZ * APPEND_MS // 1000
+    for start in range(0, round(until_ms * fx.RATE_HZ / 1000), step):
+        end_ms = (start + step) * 1000 // fx.RATE_HZ
+        detector.feed(mic[start:start + step], playing_position(end_ms, rng), recorded)
+    return detector
+
+
 def turn_starts(mic: np.ndarray, with_reference: bool = True,
                 position_at: Callable[[float, np.random.Generator], int | None] | None = None,
                 playing_ms: float | None = None, text: str = REPLY) -> list[SpeechStarted]:

@@ -127,6 +127,15 @@ before the candidate (`EchoDetector.voice_onset_ms`) may be a few dB off later o
 over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB)."""
 
 
+CUT_RUN_FRAMES = 2
+"""Frames (20 ms) of a run that marks a voice onset when the audio searched ends before the
+run could reach `ONSET_RUN_FRAMES` (`EchoDetector.voice_onset_ms`): a loud person triggers the
+VAD within a window of their first word, and the turn asks for its onset then. Measured over
+loopback (tests/test_echo_server.py, Piper "What was the name of that street?" at -12 dBFS
+peak over a -30 dB echo): the window ended 40 ms after the onset with only its last two frames
+10 dB over the echo (9.8, 13.0, 15.3 dB), no run was found, and the turn's audio began with the
+300 ms prefix padding of echo in 4 of 6 runs."""
+
 SHARE_SPAN_MS = 250
 """The unexplained share is taken over at least this much audio (ms) before the decision: a
 share needs frames. Server VAD asks about a candidate on every window (32 ms) once it held
@@ -453,8 +462,9 @@ class EchoDetector:
         lead-in. The onset is the start of the first run of `ONSET_RUN_FRAMES` frames from
         `from_ms` whose excess reaches `ONSET_EXCESS_DB` (with a path held and no such run,
         `EXCESS_DB`: the held gain is not a lead-in's guess, and a turn asked for its onset
-        50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo),
-        moved back over the frames right before it whose excess rises toward it from
+        50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo), or
+        with none, of `CUT_RUN_FRAMES` that reach one at `end_ms` (the voice began right
+        before it), moved back over the frames right before it whose excess rises toward it from
         `ONSET_EDGE_DB` (a soft onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
@@ -466,15 +476,12 @@ class EchoDetector:
             match = self._lead_in_excess(from_ms, end_ms, echo_until_ms)
         if match is None or match.excess_db.size < ONSET_RUN_FRAMES:
             return None
-        first = max(0, (from_ms - match.first_ms) // FRAME_MS)
-        for threshold in thresholds:
-            found = run_starts(match.excess_db[first:] >= threshold, ONSET_RUN_FRAMES)
-            if found.size:
-                break
-        else:
-            return None
-        index = first + int(found[0])
         excess = match.excess_db
+        first = max(0, (from_ms - match.first_ms) // FRAME_MS)
+        start = _onset_run_start(excess[first:], thresholds)
+        if start is None:
+            return None
+        index = first + start
         while index > first and ONSET_EDGE_DB <= excess[index - 1] < excess[index]:
             index -= 1
         return match.first_ms + index * FRAME_MS
@@ -603,3 +610,18 @@ class EchoDetector:
         known = np.isfinite(gain)
         self._gain = np.where(known, gain, self._gain)
         return np.where(known, gain, self._gain)
+
+
+def _onset_run_start(excess: np.ndarray, thresholds: tuple[float, ...]) -> int | None:
+    """Where `EchoDetector.voice_onset_ms`'s run begins in `excess` (dB per 10 ms frame over
+    the echo and the noise): the first run of `ONSET_RUN_FRAMES` frames reaching the first
+    of `thresholds` (dB) that has one; else `CUT_RUN_FRAMES` frames that reach one at the end
+    of `excess`, cut off by the end of the audio; None when neither is there."""
+    for threshold in thresholds:
+        found = run_starts(excess >= threshold, ONSET_RUN_FRAMES)
+        if found.size:
+            return int(found[0])
+    for threshold in thresholds:
+        if excess.size >= CUT_RUN_FRAMES and bool((excess[-CUT_RUN_FRAMES:] >= threshold).all()):
+            return excess.size - CUT_RUN_FRAMES
+    return None
