@@ -110,9 +110,10 @@ over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB).
 
 
 CUT_RUN_FRAMES = 2
-"""Frames (20 ms) of a run that marks a voice onset when the audio searched ends before the
-run could reach `ONSET_RUN_FRAMES` (`EchoDetector.voice_onset_ms`): a loud person triggers the
-VAD within a window of their first word, and the turn asks for its onset then. Measured over
+"""Frames (20 ms) reaching `EXCESS_DB` at the end of the audio searched that mark a voice onset
+when no run of `ONSET_RUN_FRAMES` was found (`EchoDetector.voice_onset_ms`): a loud person
+triggers the VAD within a window of their first word, and the turn asks for its onset then,
+before such a run could be complete. Measured over
 loopback (tests/test_echo_server.py, Piper "What was the name of that street?" at -12 dBFS
 peak over a -30 dB echo): the window ended 40 ms after the onset with only its last two frames
 10 dB over the echo (9.8, 13.0, 15.3 dB), no run was found, and the turn's audio began with the
