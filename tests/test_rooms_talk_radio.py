@@ -1,0 +1,118 @@
+"""The person over one talker in the room (issue 24): talk radio, a TV talker. The talker alone
+starts no turn; a person clearly above it (10 dB or more, RMS) is heard, a short word as well
+as a sentence whose first words the room gate rejects.
+
+Issue 24's tester found a person at -20 dBFS RMS over an espeak-ng talk radio at -32 dBFS RMS
+(en-us+m3 and piano chords in the 300-3400 Hz band) never heard, with or without a reply, and
+at -26 dBFS RMS over that radio at -40 dBFS RMS: the short word stood only 3.5 dB above the
+radio's loudest window (less than `room_background.LOUDER_DB`, 7 dB: `LEARNED_LOUDER_DB` now
+asks 3 in a learned room), the sentence's first words, rejected, became the room that the
+rest of it was judged against. The two examples are kept (en-us+m3 talker); the other
+talkers, persons and levels were not measured on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import room_sounds as rs
+from tests import speech_fixtures as fx
+from tests import test_rooms as rooms
+
+PASSAGE = ("You are listening to the afternoon show. Coming up after the break, the weather for "
+           "the weekend, and a call from a listener who grew the biggest pumpkin in the county. "
+           "But first, the traffic: the bridge is closed until six, so take the long way round.")
+PHONE_BAND_HZ = (300.0, 3400.0)
+FIRST_WORD_MS = 650
+"""How late after the person's voice their turn may start (their first word is 300-600 ms)."""
+
+
+BED_DB = -6.0
+"""A talk radio's music bed under its talker (`tests.room_sounds.instrumental`), dB RMS: the
+tester's radio had piano chords at half the talker's RMS amplitude."""
+
+
+def talker_room(engine: str, voice: str | None, dbfs: float, duration_ms: float,
+                phone: bool) -> np.ndarray:
+    """16 kHz: one talker reading `PASSAGE` on a loop (no pause but its own), at RMS `dbfs`;
+    when `phone` (talk radio) over a music bed (`BED_DB`) and band-limited to
+    `PHONE_BAND_HZ`; over the -70 dBFS RMS pink floor of `tests.test_rooms`."""
+    passage = fx.speech(PASSAGE, engine, voice)
+    samples = round(duration_ms * fx.RATE_HZ / 1000)
+    talk = rs.at_rms_dbfs(np.tile(passage, -(-samples // passage.size))[:samples], 0.0
+                          ).astype(np.float64)
+    if phone:
+        talk += rs.instrumental(duration_ms)[:samples] * 10.0 ** (BED_DB / 20.0)
+        spectrum = np.fft.rfft(talk)
+        freqs = np.fft.rfftfreq(talk.size, 1.0 / fx.RATE_HZ)
+        spectrum[(freqs < PHONE_BAND_HZ[0]) | (freqs > PHONE_BAND_HZ[1])] = 0.0
+        talk = np.fft.irfft(spectrum, talk.size)
+    floor = rs.at_rms_dbfs(fx.pink_noise(np.random.default_rng(7), duration_ms),
+                           rooms.FLOOR_DBFS)
+    return (rs.at_rms_dbfs(talk.astype(np.float32), dbfs) + floor[:samples]).astype(np.float32)
+
+
+TALKERS_ALONE = [("espeak", "en-us+m3", True, -30.0), ("piper", None, True, -36.0),
+                 ("espeak", "en-029", True, -42.0), ("espeak", "en-us+f3", False, -30.0),
+                 ("espeak", "en-gb-x-rp", False, -42.0)]
+
+
+@pytest.mark.parametrize(("engine", "voice", "phone", "dbfs"), TALKERS_ALONE)
+def test_a_talker_alone_never_starts_a_turn(engine: str, voice: str | None, phone: bool,
+                                            dbfs: float) -> None:
+    """One talker from the session's first sample, nobody speaking, 16 s: no turn."""
+    mic = talker_room(engine, voice, dbfs, 16_000, phone)
+    assert rooms.starts(rooms.server_vad_events(mic)) == []
+
+
+PEOPLE_OVER_A_TALKER = [
+    ("espeak", "en-us+m3", -32.0, "Wait.", "piper", None, -20.0),
+    ("espeak", "en-us+m3", -40.0, "Excuse me, can you stop for a second?", "piper", None, -26.0),
+    ("piper", None, -36.0, "Stop, please.", "espeak", "en-us+f2", -22.0),
+    ("espeak", "en-029", -42.0, "Sorry, I have one question.", "espeak", "en-gb-x-rp", -26.0),
+    ("espeak", "en-us+f3", -30.0, "No, stop, that is wrong.", "piper", None, -18.0),
+    ("espeak", "en-gb-x-rp", -36.0, "Stop.", "espeak", "en-us+m7", -16.0),
+]
+"""(talker engine, voice, RMS dBFS on the phone band; the person's text, engine, voice, RMS
+dBFS): the person 10-16 dB over the talker, RMS. The first two are the tester's examples."""
+
+
+@pytest.mark.parametrize(("engine", "voice", "room_dbfs", "text", "person_engine",
+                          "person_voice", "person_dbfs"), PEOPLE_OVER_A_TALKER)
+def test_the_person_clearly_above_a_talker_is_one_turn_from_their_first_word(
+        engine: str, voice: str | None, room_dbfs: float, text: str, person_engine: str,
+        person_voice: str | None, person_dbfs: float) -> None:
+    """The talker (talk radio) from the first sample, the person 6 s in: one turn, starting
+    at most `EARLIEST_START_MS` before their voice and within their first word. Before, the
+    tester's sentence (the second) was never heard: no turn."""
+    at_ms = 6000
+    person = rs.at_rms_dbfs(fx.speech(text, person_engine, person_voice), person_dbfs)
+    mic = talker_room(engine, voice, room_dbfs, 11_000, True)
+    first = at_ms * fx.RATE_HZ // 1000
+    mic[first:first + person.size] += person
+    onset_ms = at_ms + fx.active_span_ms(person)[0]
+    started = rooms.starts(rooms.server_vad_events(mic))
+    assert [onset_ms - rooms.EARLIEST_START_MS <= start <= onset_ms + FIRST_WORD_MS
+            for start in started] == [True], (started, onset_ms)
+
+
+async def test_the_person_over_talk_radio_cuts_the_reply_over_the_protocol(start_server
+                                                                            ) -> None:
+    """A real server: an espeak-ng en-us+m3 talk radio at -36 dBFS RMS from the first sample
+    while the assistant answers; Piper "Wait, stop, I have a question." at -20 dBFS RMS 6 s
+    in is the one turn, it cuts the reply, and its transcript holds the person's words. (At
+    -32 dBFS RMS the radio's first second is a turn: a cold room, `COLD_NEAR_DB`.)"""
+    server = await start_server(tts="uniform", calibration="marks", lead_ms=400)
+    at_ms = 6000
+    person = rs.at_rms_dbfs(fx.speech("Wait, stop, I have a question."), -20.0)
+    room = talker_room("espeak", "en-us+m3", -36.0, 10_000, True)
+    first = at_ms * fx.RATE_HZ // 1000
+    room[first:first + person.size] += person
+    onset_ms = at_ms + fx.active_span_ms(person)[0]
+    client, transcript, page = await rooms.person_over_the_reply(server, rooms.mic_pcm16(room))
+    started = client.of_type("input_audio_buffer.speech_started")
+    assert [onset_ms - rooms.EARLIEST_START_MS <= e["audio_start_ms"] <= onset_ms + FIRST_WORD_MS
+            for e in started] == [True], (started, onset_ms)
+    assert "question" in transcript["transcript"].lower(), transcript["transcript"]
+    assert page.stopped_at_ms is not None and page.stopped_at_ms >= at_ms - 1000
