@@ -170,18 +170,23 @@ a run)."""
 
 
 def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | None = None,
-                   person_at_ms: float = 0.0, late_ms: int = 0) -> list[SpeechStarted]:
+                   person_at_ms: float = 0.0, late_ms: int = 0,
+                   pickup_late_ms: int = 0, ack_repeats: bool = False) -> list[SpeechStarted]:
     """The server VAD's turns over `MOON` played through `room` by a client the server paces.
 
     The server's own pacing and estimate run (`ResponseState`, the session's defaults: 400 ms
     lead, 100 ms jitter buffer, 100 ms frames) as Piper's chunks become ready
     (`SYNTHESIZED_AT_MS`). The client plays like the page (from 100 ms queued on, then whatever
     it has: silent when it runs dry, on as soon as more comes) and ACKs its position every
-    `ack_every_ms` when it moved (None: never). Its microphone hears the loudspeaker through
+    `ack_every_ms` when it moved (None: never; with `ack_repeats`, whether it moved or not, as
+    `tests.echo_room.RoomPage` does). Its microphone hears the loudspeaker through
     `room` plus `person` (24 kHz) at `person_at_ms` (ms after the request) and is appended
     every 40 ms; one in `1 / STALL_CHANCE` appends is held up to `late_ms` (uniformly, seeded)
     and the appends and ACKs after it wait behind it (a stalled event loop, the network: one
-    socket keeps the client's order). Each append is tagged with the position the server
+    socket keeps the client's order). Audio sent while the client stands dry (it played all it
+    had) reaches its player `pickup_late_ms` later, and the audio after it behind it: its event
+    loop stalled as the audio came (the page's script blocked while its worklet ran dry). Each
+    append is tagged with the position the server
     estimates in audio time when it arrives, as `ReplyPlayback.position_ms` does (for
     `ECHO_TAIL_MS` after the reply played out); the clock ticks every 10 ms.
     """
@@ -192,6 +197,7 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
     tick, config = OUTPUT_RATE_HZ // 100, SessionConfig()
     response, recorded = ResponseState("resp", "item", 0), EchoReference(OUTPUT_RATE_HZ)
     received = np.zeros(0, dtype=np.float32)
+    arriving: deque[tuple[float, np.ndarray]] = deque()  # (pickup ms, audio) not yet received
     speaker = np.zeros(total + OUTPUT_RATE_HZ * 8, dtype=np.float32)
     queued = played = 0
     ended_ms: float | None = None
@@ -213,8 +219,12 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
                 now_ms, OUTPUT_RATE_HZ, config.lead_ms, config.jitter_ms,
                 config.ack_timeout_ms, ack_every_ms is not None), QueuedAudio):
             audio = np.frombuffer(frame.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-            received = np.concatenate((received, audio))
+            dry = not arriving and 0 < received.size <= played
+            arriving.append((now_ms + pickup_late_ms if dry else
+                             arriving[-1][0] if arriving else now_ms, audio))
             recorded.append(audio)
+        while arriving and arriving[0][0] <= now_ms:
+            received = np.concatenate((received, arriving.popleft()[1]))
         if played or received.size >= OUTPUT_RATE_HZ * config.jitter_ms // 1000:
             audio = received[played:played + tick]
             speaker[k * tick:k * tick + audio.size] = audio
@@ -223,8 +233,9 @@ def paced_playback(room: Room, ack_every_ms: int | None, person: np.ndarray | No
                 ended_ms = now_ms
         played_ms = played * 1000 // OUTPUT_RATE_HZ
         if (ack_every_ms is not None and k % (ack_every_ms // 10) == 0
-                and response.first_send_ms is not None and played_ms != response.cursor.played_ms
-                and (not acks or acks[-1][2] != played_ms)):
+                and response.first_send_ms is not None and (ack_repeats or (
+                    played_ms != response.cursor.played_ms
+                    and (not acks or acks[-1][2] != played_ms)))):
             before = int(np.searchsorted(ends_ms, now_ms, side="right"))
             acks.append((max(now_ms, arrivals_ms[before - 1] if before else 0.0), before,
                          played_ms))

@@ -420,3 +420,33 @@ async def test_a_short_interruption_over_the_reply_fires(
             missed[position_ms] = [(e["type"], e["ms"], e["unexplained"]) for e in events
                                    if e["ms"] >= position_ms]
     assert not missed
+
+
+@pytest.mark.parametrize(("question", "engine", "voice", "paused_s"), [
+    ("Sorry, what time does it open?", "piper", None, 4.2),
+    ("Sorry, where is the exit?", "piper", None, 3.1),
+    ("Okay, and what about Sunday?", "piper", None, 5.5),
+])
+async def test_speech_begun_over_a_reply_that_then_paused_is_not_the_room(
+    run_vad, reply: np.ndarray, question: str, engine: str, voice: str | None,
+    paused_s: float,
+) -> None:
+    """The person speaks over the reply, the server's VAD pauses it (the page's output falls
+    silent 200 ms after their onset) and the page's VAD decides 700 ms into a candidate, no
+    longer playing: the candidate is the person. The room's rise over its background
+    (web/room-background.js `#gainRise`) counted the candidate's own frames, and the person's
+    first word's, once the reply no longer played, and held the words after the comma back as
+    the room, in all three cases (the server-first order of test_browser_microphone.py's
+    test_speech_over_a_reply_cuts_it_at_the_onset_and_is_answered with the page's minimum
+    speech at 700 ms; the first case is that test's, the other two held out)."""
+    said = speech_fixtures.speech(question, engine, voice)
+    onset_s = paused_s - 0.2
+    output = np.concatenate([reply[:int(paused_s * speech_fixtures.RATE_HZ)],
+                             speech_fixtures.silence(4000)])
+    echo = speech_fixtures.at_peak_dbfs(delayed(output, 70, 0.0), -40.0)[:output.size]
+    start = int(onset_s * speech_fixtures.RATE_HZ)
+    mic = echo + np.pad(said, (start, max(0, output.size - start - said.size)))[:output.size]
+    events = await run_vad(mic, output, minSpeechMs=700)
+    assert not of_type(events, "room"), events
+    fired = of_type(events, "fired")
+    assert fired and fired[0]["ms"] > onset_s * 1000, events

@@ -63,3 +63,23 @@ def test_a_person_over_a_paced_loud_echo_starts_a_turn(text: str, room: Room) ->
     started = paced_playback(room, 500, person, 2500, late_ms=500)
     assert len(started) == 1
     assert onset_ms - 350 <= started[0].audio_start_ms <= onset_ms + 1500
+
+
+PICKUP_ROOMS = [Room(-10.0, 250, -60.0, rt60_ms=400.0), Room(-6.0, 400, -50.0, rt60_ms=300.0),
+                Room(-20.0, 150, None, rt60_ms=400.0), Room(-6.0, 300, -60.0), Room(0.0, 0, None)]
+"""`tests.test_echo_interruptions.ECHO_ROOMS`' loud reverberant ones, the tester's room and a
+loud echo with no lag."""
+
+
+@pytest.mark.parametrize("pickup_late_ms", [250, 400])
+@pytest.mark.parametrize("room", PICKUP_ROOMS, ids=Room.describe)
+def test_a_late_resume_after_the_client_ran_dry_never_starts_a_turn(room: Room,
+                                                                   pickup_late_ms: int) -> None:
+    """The kind behind `tests/test_echo_stalled_loop.py`'s turns: the client (ACKs every
+    150 ms whether it moved or not, as that test's `RoomPage`) runs dry while synthesis falls
+    behind, and its event loop, stalled as the next audio comes, hands that audio to its player
+    250-400 ms after the server sent it. The server's estimate ran on from the ACK that
+    repeated the dry position, that far ahead of the loudspeaker until the next ACK, and the
+    echo alone started turns; it now stands at that ACK until one shows the client playing
+    again (`ResponseState.played_at_audio_ms`)."""
+    assert paced_playback(room, 150, pickup_late_ms=pickup_late_ms, ack_repeats=True) == []

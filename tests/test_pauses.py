@@ -201,6 +201,28 @@ def test_speech_longer_than_a_backchannel_cuts_without_waiting_for_words() -> No
     assert cleared["reason"] == "speech_continued"
 
 
+def test_the_page_s_barge_in_on_a_reply_server_vad_paused_keeps_it_paused_for_the_words() -> None:
+    """Server VAD paused the reply first, then the page's VAD fired on the same speech and sent
+    `barge_in` with `pause` (tests/test_browser_microphone.py, the CI rehearsal of f4d8d10):
+    the reply stays paused, where the page stopped rendering it, with no second
+    `response.paused`; the utterance decides, and speech longer than a backchannel cuts it
+    there, never resumed."""
+    session, rid = paused_session(max_backchannel_ms=800)
+    session.take_events()
+    assert send(session, type="barge_in", response_id=rid, audio_end_ms=450, source="vad",
+                pause=True) == []
+    assert session.pauses.current is not None
+    assert (session.pauses.current.reason, session.pauses.current.audio_end_ms) == (
+        "speech_started", 450)
+    session.input_turns.audio.append(bytes(24000 * 2 * 1120 // 1000))
+    session.pauses.appended(session.input_turns.audio.end_ms)
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    cleared = next(e for e in events if e["type"] == "output_audio_buffer.cleared")
+    assert cleared["reason"] == "speech_continued"
+    assert session.responses[rid].cursor.cutoff_ms == 450
+
+
 @pytest.mark.parametrize(("turn", "expected"), [(False, "response.resumed"),
                                                 (True, "output_audio_buffer.cleared")])
 def test_the_timeout_resumes_without_speech_and_cuts_over_undecided_speech(
@@ -458,3 +480,27 @@ def test_a_cleared_input_leaves_no_utterance_and_a_committed_one_decides() -> No
         (e["type"], e.get("reason")) for e in events]
     assert not session.responses[rid].active
     assert "response.created" in types(events), "the words are answered"
+
+
+def test_speech_resuming_a_turn_whose_noise_resumed_the_reply_pauses_it_again() -> None:
+    """The deciding turn began with a sound with no words (a cough: `noise`, the reply
+    resumes at once), then its speech went on (server VAD's speech resumed, same turn): the
+    reply pauses again, at once, as after a backchannel's resume; before, it played on over the
+    person until the turn ended (the page's VAD, fired on them during the pause, does not fire
+    again on the same speech)."""
+    session, rid = paused_session()
+    session.take_events()
+    cough = speech_fixtures.white_noise_burst(np.random.default_rng(3), 150.0, -20.0)
+    session.input_turns.audio.append(mic_pcm16(speech_fixtures.place(cough, 300, 300)))
+    item_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(450)
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.set_clock(1200.0)
+    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "")
+    events = session.take_events()
+    assert [(e["type"], e.get("reason")) for e in events] == [("response.resumed", "noise")]
+    session.set_clock(1300.0)
+    session.turn_taking.on_speech_resumed()
+    events = session.take_events()
+    assert [(e["type"], e.get("reason"), e["response_id"]) for e in events] == [
+        ("response.paused", "speech_started", rid)]

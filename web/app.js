@@ -93,7 +93,8 @@ const playback = new Playback({
   },
   onChange: renderStatus,
   onPaused({ responseId, reason, playedMs, silentAt }) {
-    // The client VAD paused the reply in the worklet: the server decides what it was.
+    // The client VAD paused the reply in the worklet, or fired on the person over a reply the
+    // server's VAD had paused first (silentAt: that pause's time): the server decides what it was.
     if (reason === 'barge-in') sendBargeIn(responseId, playedMs, 'vad', mic.onsetT, silentAt, true);
   },
 });

@@ -2,7 +2,8 @@
  * Timing of each interruption of an assistant reply, one entry per interrupted response:
  *   {responseId, itemId, source: 'vad'|'button'|'server_vad',
  *    onsetToSilenceMs   speech onset (first frame the VAD counted as speech) or Stop gesture ->
- *                       local silence, browser clock (performance.now());
+ *                       local silence, browser clock (performance.now()); 0 when the
+ *                       reply was silent already (the server's VAD paused it first);
  *                       null when the server stopped the reply and no speech onset was known,
  *    bargeInToServerStopMs  barge_in sent -> `response.done` cancelled or
  *                       `conversation.item.truncated` received; null until then (and for

@@ -23,6 +23,11 @@
  *                        response now if any of its audio was rendered (reason 'barge-in'); a
  *                        response not heard yet is the server's to stop. Straight from the capture thread, so that the person's
  *                        speech silences the reply without waiting for the page's main thread.
+ *                        A response the server paused first (its VAD heard the person before
+ *                        this page's did: `response.paused`) stays paused and is reported
+ *                        paused again with reason 'barge-in', once per pause, `at` where its
+ *                        rendering paused: the person's speech over it is this page's barge-in
+ *                        all the same, whichever VAD decided first.
  *
  * Reports to the main thread (renderedFrames counts frames written to the output, per response):
  *   {type: 'progress', responseId, renderedFrames, rendering, queueEmpty}   every ~REPORT_MS
@@ -30,7 +35,8 @@
  *       reason 'stop' | 'superseded' | 'barge-in'; at: this context's currentTime (s) when it
  *       stopped (the output is silent from the next render quantum on)
  *   {type: 'drained', responseId, renderedFrames}   the response's audio ended and was all rendered
- *   {type: 'paused', responseId, renderedFrames, reason, at}   rendering paused ('pause' | 'barge-in')
+ *   {type: 'paused', responseId, renderedFrames, reason, at}   rendering paused ('pause' | 'barge-in');
+ *       at: when it paused (a barge-in on a reply the server paused first: that pause's time)
  *   {type: 'resumed', responseId, renderedFrames}   rendering continued after a pause
  *
  * Reports on the level port, every 10 ms of output (band-envelope.js frames):
@@ -78,6 +84,8 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.audioEnded = false;
     this.rendering = false;
     this.paused = false;
+    this.pausedAt = null; // currentTime (s) when rendering paused
+    this.bargedIn = false; // the client VAD's barge-in was reported for this pause
   }
 
   handle(message) {
@@ -119,6 +127,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       case 'resume':
         if (!current || !this.paused) return;
         this.paused = false;
+        this.bargedIn = false;
         this.report('resumed');
         break;
       case 'barge-in-mode':
@@ -131,12 +140,22 @@ class PlaybackProcessor extends AudioWorkletProcessor {
   pause(reason) {
     if (this.paused || this.responseId === null) return;
     this.paused = true;
+    this.pausedAt = currentTime;
+    this.bargedIn = reason === 'barge-in';
     this.report('paused', reason);
   }
 
   /** A message from the capture worklet: the client VAD fired. */
   bargeIn(message) {
     if (message.type !== 'barge-in' || this.responseId === null || this.renderedFrames === 0) {
+      return;
+    }
+    // The server's VAD paused the reply before this page's VAD decided (CI rehearsal of
+    // f4d8d10: paused at 2338 ms, the page's VAD fired on the person about 2 s later and no
+    // barge_in went): it is this page's barge-in on the paused reply all the same.
+    if (this.paused) {
+      if (!this.bargedIn) this.report('paused', 'barge-in', this.pausedAt);
+      this.bargedIn = true;
       return;
     }
     // A reply whose audio all arrived (the server finished it) cannot be paused there: stop it.
@@ -148,8 +167,9 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     this.reset(null);
   }
 
-  /** Post a report about the current response, if there is one. */
-  report(type, reason) {
+  /** Post a report about the current response, if there is one; `at`: its time (s, this
+   * context's currentTime), now unless given. */
+  report(type, reason, at = currentTime) {
     if (this.responseId === null) return;
     this.port.postMessage({
       type,
@@ -158,7 +178,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       reason,
       rendering: this.rendering,
       queueEmpty: this.queuedFrames === 0,
-      at: currentTime,
+      at,
     });
   }
 

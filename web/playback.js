@@ -43,7 +43,9 @@ export class Playback {
    * @param {() => void} callbacks.onChange a response started, stalled, resumed or finished
    * @param {(result: {responseId: string, reason: 'pause'|'barge-in', playedMs: number,
    *   silentAt: number|null}) => void} [callbacks.onPaused] a response paused ('barge-in': the
-   *   client VAD paused it in the worklet); playedMs: all rendered audio (it is heard)
+   *   client VAD paused it in the worklet, or fired over a reply the server paused first, once
+   *   per pause); playedMs: all rendered audio (it is heard); silentAt: performance.now() time
+   *   at which the worklet paused rendering it
    */
   constructor({ onAck, onFinished, onChange, onPaused = () => {} }) {
     this.onAck = onAck;

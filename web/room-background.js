@@ -341,14 +341,17 @@ export class RoomBackground {
     const all = bandPercentile(rows, c.roomPercentile);
     const then = bandPercentile(rows, c.roomRisePercentile);
     const last = recent.length ? bandPercentile(recent, c.roomRisePercentile) : then;
-    const rise = this.#gainRise(rows);
+    const rise = this.#gainRise(rows, fromS);
     return { loud: all.map((db, band) => db + Math.max(0, last[band] - then[band]) + rise),
       heard: this.#learned + before.length };
   }
 
   /**
    * How far (dB, at least 0) the room's level rose above that of the background `rows`, from
-   * the frames of the last `roomGainMs` outside turns, playback included where the reply's
+   * the frames of the last `roomGainMs` outside turns before the candidate (it starts at
+   * `fromS`: counted, its own frames, 700 ms of a person's words after the server's VAD paused
+   * the reply, were the room's rise and held those words back as the room:
+   * tests/test_client_vad.py), playback included where the reply's
    * echo does not rule them (`#echoMayRule`: the echo is no rise of the room; counted as one, a
    * reply's echo 30 dB down through Chromium's processing lifted the background 14 dB 1 s into
    * the reply, and a "Stop." at -6 dBFS over it was held back as the room), once they hold
@@ -361,9 +364,9 @@ export class RoomBackground {
    * stood 15 dB above the first 4 s in their median levels, 7.6 dB in their loud ones), so the
    * smaller rise is taken.
    */
-  #gainRise(rows) {
+  #gainRise(rows, fromS) {
     const c = this.#config;
-    const outside = this.#outside.filter((frame) => !this.#echoMayRule(frame))
+    const outside = this.#outside.filter((frame) => frame.t < fromS && !this.#echoMayRule(frame))
       .map((frame) => frame.row);
     if (outside.length < c.roomRecentMs / FRAME_MS) return 0;
     const rise = (percentile) => {

@@ -37,11 +37,14 @@ class AckAnchor:
         played_ms: the position (ms of the reply's audio) it reported played then (the
             cursor's, so never less than an earlier ACK's).
         read_ms: the session clock (ms) at which the server read it.
+        moved: it reported more played than the ACK read before it (the first always): the
+            client was playing; False: it stood still (ran dry, or its loop held it).
     """
 
     audio_ms: float
     played_ms: int
     read_ms: float
+    moved: bool = True
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class AckAnchors:
     _pending: deque[tuple[float, int, float]] = field(
         default_factory=lambda: deque(maxlen=PENDING_LIMIT))  # (lo ms, played ms, read ms)
     _placed: list[AckAnchor] = field(default_factory=list)
+    _last_played_ms: int | None = None
 
     def read(self, played_ms: int, read_ms: float, input_end_ms: float) -> None:
         """An ACK reporting `played_ms` was read at clock `read_ms` (ms), after the appends up
@@ -69,7 +73,9 @@ class AckAnchors:
             at = lo if delay_ms is None else min(max(read - delay_ms, lo), audio_end_ms)
             if placed:
                 at = max(at, placed[-1].audio_ms)
-            placed.append(AckAnchor(at, played, read))
+            moved = self._last_played_ms is None or played > self._last_played_ms
+            self._last_played_ms = played
+            placed.append(AckAnchor(at, played, read, moved))
 
     def latest_at(self, audio_ms: float) -> AckAnchor | None:
         """The latest ACK placed at or before input position `audio_ms` (ms), None when there
@@ -87,3 +93,4 @@ class AckAnchors:
         """Forget every ACK (the reply resumed after a pause: playback runs from the resume)."""
         self._pending.clear()
         self._placed.clear()
+        self._last_played_ms = None

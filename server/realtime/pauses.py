@@ -24,7 +24,8 @@ and the next word's onset before Silero does), or server VAD ended the turn with
 since. Speech before then voids it (the same turn goes on, or a new one starts: the whole of
 what the person says decides), and sound before then restarts the wait, so "Okay. (420 ms)
 Stop." never plays a word of the reply between "Okay" and "Stop". Speech that resumes
-a turn whose backchannel already resumed the reply (a longer pause, or a client's longer
+a turn whose backchannel (or noise: a cough before the words) already resumed the reply (a
+longer pause, or a client's longer
 `silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
 reply plays on for at most that pause, and a cut then keeps only what the client played. A
 client that stops sending audio after a backchannel gets its reply back at the timeout.
@@ -208,8 +209,8 @@ class ReplyPauses:
     def spoke_again(self, item_id: str | None) -> bool:
         """Server VAD heard turn `item_id` speak again after a gap or pause. A backchannel
         verdict held for its silence is void (the whole turn decides at its next gap). True
-        when that turn's backchannel already resumed the latest reply: the caller pauses it
-        again (`pause`), and the turn decides anew."""
+        when that turn's backchannel or noise already resumed the latest reply: the caller
+        pauses it again (`pause`), and the turn decides anew."""
         pause = self.current
         if pause is not None and item_id is not None and pause.item_id == item_id:
             pause.silent_since_ms = None
@@ -447,6 +448,9 @@ class ReplyPauses:
             self.cut("interruption")
             return decision.verdict
         if decision.verdict is Verdict.NOISE:
+            # As after a backchannel: the turn speaking on pauses the reply again
+            # (`spoke_again`); it played on over the person until the turn ended before.
+            self._resumed_turn = item_id
             self.resume(decision.verdict.value)
             return decision.verdict
         pause.held = (transcript.strip(), decision.rule)

@@ -365,6 +365,15 @@ class ResponseState:
         microphone was at input position `audio_ms` (ms), in audio time: the latest ACK placed
         at or before it (`anchors`) plus the microphone audio since; before any, the clock
         estimate at `audio_ms + least_delay_ms` (`estimated_played_ms`). Within [0, sent_ms].
+        An ACK that repeated the position before it (`AckAnchor.moved` False) says the client
+        stood there: the position stays until an ACK shows it playing again, as when the
+        client hands the next audio to its player is not known here. A client whose buffer ran
+        dry and whose loop stalled as more audio came hands it over hundreds of ms after the
+        server sent it: taking the send (or the standing ACK) as the resume put the positions
+        up to 250 ms ahead of the loudspeaker until the next ACK, and the reply's echo alone
+        started turns (`tests/test_echo_stalled_loop.py`, 1 in 5 runs at load 2-4). The ACK
+        that moved places the resume: the echo detector carries its position back at real
+        time (`server.listening.mic_timeline.MicTimeline.playing_frames`).
         `delay_ms`, `least_delay_ms`: `server.realtime.arrival.InputClock`'s.
 
         No more than the audio sent by clock `audio_ms + delay_ms` and its bound let the
@@ -381,6 +390,8 @@ class ResponseState:
         if anchor is None or self.first_send_ms is None:
             return self.estimated_played_ms(audio_ms + least_delay_ms, jitter_ms)
         clock_ms = audio_ms + delay_ms
+        if not anchor.moved:
+            return int(min(anchor.played_ms, self.cursor.sent_ms))
         index = bisect.bisect_right(self.timeline, clock_ms, key=lambda entry: entry[0])
         _, _, bound, sent = self.timeline[max(index - 1, 0)]
         played = min(anchor.played_ms + audio_ms - anchor.audio_ms, clock_ms + bound, sent)
