@@ -405,8 +405,8 @@ class RoomBackground:
     def _voice_above_the_room(self, window: _Window, probability: float | None) -> bool:
         """Whether a window outside turns is a voice above the room, not the room (until
         `VOICE_HOLD_MS` old): `YOUNG_ROOM_MS` of room was learned, Silero scores it
-        `VOICE_PROBABILITY` or more, its level is within `NEAR_DB` of the person's
-        its level is at least the loudest learned window's and it holds `LOUDER_ABOVE_DB` of
+        `VOICE_PROBABILITY` or more, its level (dBFS) is within `NEAR_DB` of the person's
+        level and at least the loudest learned window's, and it holds `LOUDER_ABOVE_DB` of
         excess (`_standing`), which no window of a learned room did (see
         `VOICE_PROBABILITY`)."""
         if (window.in_turn or window.held or self._room_windows < _YOUNG_WINDOWS

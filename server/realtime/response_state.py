@@ -366,8 +366,8 @@ class ResponseState:
         at or before it (`anchors`) plus the microphone audio since; before any, the clock
         estimate at `audio_ms + least_delay_ms` (`estimated_played_ms`). Within [0, sent_ms].
         An ACK that repeated the position before it (`AckAnchor.moved` False) says the client
-        stood there: the position stays until an ACK shows it playing again, as when the
-        client hands the next audio to its player is not known here. A client whose buffer ran
+        stood there: the position stays until an ACK shows it playing again (when the client
+        hands the next audio to its player is not known here). A client whose buffer ran
         dry and whose loop stalled as more audio came hands it over hundreds of ms after the
         server sent it: taking the send (or the standing ACK) as the resume put the positions
         up to 250 ms ahead of the loudspeaker until the next ACK, and the reply's echo alone
