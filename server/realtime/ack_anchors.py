@@ -55,7 +55,6 @@ class AckAnchors:
     _pending: deque[tuple[float, int, float]] = field(
         default_factory=lambda: deque(maxlen=PENDING_LIMIT))  # (lo ms, played ms, read ms)
     _placed: list[AckAnchor] = field(default_factory=list)
-    _last_played_ms: int | None = None
 
     def read(self, played_ms: int, read_ms: float, input_end_ms: float) -> None:
         """An ACK reporting `played_ms` was read at clock `read_ms` (ms), after the appends up
@@ -73,9 +72,7 @@ class AckAnchors:
             at = lo if delay_ms is None else min(max(read - delay_ms, lo), audio_end_ms)
             if placed:
                 at = max(at, placed[-1].audio_ms)
-            moved = self._last_played_ms is None or played > self._last_played_ms
-            self._last_played_ms = played
-            placed.append(AckAnchor(at, played, read, moved))
+            placed.append(AckAnchor(at, played, read, not placed or played > placed[-1].played_ms))
 
     def latest_at(self, audio_ms: float) -> AckAnchor | None:
         """The latest ACK placed at or before input position `audio_ms` (ms), None when there
@@ -93,4 +90,3 @@ class AckAnchors:
         """Forget every ACK (the reply resumed after a pause: playback runs from the resume)."""
         self._pending.clear()
         self._placed.clear()
-        self._last_played_ms = None
