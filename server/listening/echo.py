@@ -69,6 +69,7 @@ from server.listening.echo_path import (
     learn_path,
     reverberant,
     run_starts,
+    sounds_at_every_lag,
     voice_over_echo,
 )
 from server.listening.mic_timeline import (
@@ -82,6 +83,23 @@ from server.listening.mic_timeline import (
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
 the longest lag searched."""
+
+SILENT_LEAD_LAG_MS = 800
+"""Past this lag (ms), the echo gain a comparison measures (`EchoDetector._compare`) counts only
+the frames where the reply sounded at that lag (`echo_path.echo_gain`'s `sounding_only`).
+Early in the session's first reply such a lag reaches back before the reply began: its
+reference is silence, and a gain measured on it is the microphone's own sound over nothing
+(54-75 dB, everything then reads as that echo), while the reply's start lines up with any
+onset. With the lag search widened to 1.2 s (`LAG_RANGE_MS`), espeak-ng en-029's "hee" 0.9 s
+into the first reply matched the reply's start at 870 ms (0.70) and was held back as that
+echo, and lost its backchannel (tests/test_backchannel_done.py); an echo really that late is
+still echo where it follows the reply (`ECHO_CORRELATION`: tests/test_echo_long_latency.py).
+Within 800 ms, where the first reply's first second was measured
+(`benchmarks/bench_interruptions.py` table 2), the gain is measured as before: there a
+"Stop." 0.3 s in over a -30 dB echo is held back at 350 ms, then heard at its voice (taken at
+once, its audio began 354 ms early, in the echo: its lead-in before the reply cannot place
+the onset), and short sounds 0.6-0.75 s in are still held back as the echo (tests/test_echo.py
+`test_a_sound_in_the_first_reply_s_first_second_is_no_echo_of_its_start`)."""
 
 LEAD_IN_MS = 300
 """Microphone audio before a candidate's start that is compared too (ms). Measured (as for
@@ -240,7 +258,8 @@ class EchoDetector:
                 tail = aligned_at(reverberant(stretch.block), stretch.count,
                                   stretch.max_lag, lag_ms)
                 learned = learn_path(self.path, stretch.mic, aligned, tail, stretch.floor,
-                                     correlation, lag_ms)
+                                     correlation, lag_ms,
+                                     sounds_at_every_lag(stretch.block, stretch.count))
                 self.path = learned if learned is not None else self.path
             end += step
         self._next_window_end = end
@@ -471,19 +490,27 @@ class EchoDetector:
     def _lead_in_excess(self, from_ms: int, end_ms: int,
                         echo_until_ms: int | None) -> EchoMatch | None:
         """`voice_onset_ms`'s excess with no path held: the echo at the lag of the
-        `LEAD_IN_MS` before `from_ms` and the gain of the lead-in before `echo_until_ms` (when
-        given and earlier) or before `from_ms`; None when nothing could be compared."""
+        `LEAD_IN_MS` before `from_ms` (unaligned where that lag is chance: `_compare`'s
+        `chance_unaligned`) and the gain of the lead-in before `echo_until_ms` (when given and
+        earlier) or before `from_ms`; None when nothing could be compared.
+
+        A lead-in with no echo in it (a room's babble, 0.15-0.25 with the reply) matches
+        some lag by chance, and the wider the lag range the likelier a lag whose frames the
+        room's own ups and downs rise over: Piper's "mm-hmm" over babble, 3.3 s into the
+        first reply, matched 1130 ms with `LAG_RANGE_MS` to 1.2 s (350 ms to 800 ms), its
+        onset's rising edge then took in 30 ms of babble at 2-3 dB over that echo, and tiny.en
+        read "MMM." (cut) for "MM" (resumed)."""
         gain = None
         if echo_until_ms is not None and echo_until_ms < from_ms:
             clean_hi = self._mic.index(echo_until_ms)
             clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
-                                                 0)
+                                                 0, chance_unaligned=True)
             if clean.correlation > 0.0:
                 gain = clean_gain
         hi = self._mic.index(from_ms)
         lo = hi - LEAD_IN_MS // FRAME_MS
         match, _, _ = self._compare(max(lo, 0), hi, max(self._mic.index(end_ms) - hi, 0),
-                                    gain=gain)
+                                    gain=gain, chance_unaligned=True)
         return None if match.correlation == 0.0 else match
 
     def _search(self, stretch: Stretch, near_ms: int | None = None,
@@ -514,23 +541,33 @@ class EchoDetector:
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
                  gain: np.ndarray | None = None, played_only: bool = False,
+                 chance_unaligned: bool = False,
                  ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
-        yet. `played_only`: as `MicTimeline.stretch`. Returns the match, the echo gain used and the
-        reference levels at the best lag for the frames compared and the extra ones (dB, no
-        gain; empty when nothing could be compared)."""
+        yet; at a lag past `SILENT_LEAD_LAG_MS`, on the frames where the reply sounded only.
+        `played_only`: as `MicTimeline.stretch`. `chance_unaligned`: when [lo, hi)
+        correlates below `WEAK_ECHO_CORRELATION` its best lag is chance (no echo was found
+        there), and the excess is taken, as with a held path that heard no echo, over the
+        reverberant reference each frame the loudest over the whole lag range. Returns the
+        match, the echo gain used and the reference levels at the best lag (or unaligned) for
+        the frames compared and the extra ones (dB, no gain; empty when nothing could be
+        compared)."""
         stretch = self._mic.stretch(lo, hi, extra, played_only)
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
         correlation, lag_ms, aligned = self._search(stretch)
+        if chance_unaligned and correlation < WEAK_ECHO_CORRELATION:
+            aligned = aligned_at(reverberant(stretch.block), len(stretch.mic), stretch.max_lag,
+                                 None)
         raw = stretch.mic
         if gain is None:
             known = stretch.count if gain_frames is None else gain_frames
-            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor)
+            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor,
+                                   sounding_only=lag_ms > SILENT_LEAD_LAG_MS)
             if gain_frames is not None:
                 gain = self._remember_gain(gain)
         return EchoMatch(correlation, lag_ms, excess_db(raw, aligned, gain, stretch.floor),
