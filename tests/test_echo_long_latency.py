@@ -47,8 +47,9 @@ async def test_a_long_latency_echo_never_cuts_a_reply(start_server, room: Room) 
 
 
 PEOPLE = [("Stop.", "espeak", "en-us", Room(-14.0, 700, -58.0)),
-          ("Wait.", "piper", None, Room(-10.0, 900, -55.0))]
-"""A short interruption at -6 dBFS peak over a 700 and a 900 ms late echo."""
+          ("Wait.", "piper", None, Room(-10.0, 900, -55.0)),
+          ("Wait.", "espeak", "en-us+m3", Room(-14.0, 1000, -58.0))]
+"""A short interruption at -6 dBFS peak over a 700, a 900 and a 1000 ms late echo."""
 
 
 @pytest.mark.parametrize(("text", "engine", "voice", "room"), PEOPLE,

@@ -177,6 +177,19 @@ the lead-in before it must still be there. A turn committed later than this afte
 is transcribed without echo suppression. Costs 12 KB per second kept (five float64 levels and
 one tag per 10 ms frame)."""
 
+HEARD_LAG_HOLD_MS = MAX_SPAN_MS
+"""With no echo path held, a lag the echo was clearly heard at (`EchoDetector.is_echo`: a
+match reaching `ECHO_CORRELATION` with less than `UNEXPLAINED_SHARE` of its frames
+unexplained) holds for candidates starting up to this long (ms) after that match's end: only
+lags within `LAG_DRIFT_MS` of it are searched. A loudspeaker's latency does not jump by
+hundreds of ms within a second (the playing position's estimate drifts by `LAG_DRIFT_MS`),
+but with the lag search to 1.2 s (`LAG_RANGE_MS`) a person's onset lines up by chance with
+the reply's first word at a long lag, where the reference before it is silence as the
+microphone's was: measured (tests/test_local_audio.py, the terminal client), a person's
+"Wait" 1 s into a reply over a -26 dB echo at 0 lag, heard as the echo at 30-40 ms
+(0.95-0.99) until 1056 ms, matched the reply's first word at 1020-1030 ms with 0.82-0.89 and
+was held back as that echo for 160 ms."""
+
 KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
 """Microphone audio the detector keeps (ms): its longest comparison with the lead-in and a
 second of slack, the noise floor's history, and a turn's echo suppression."""
@@ -227,6 +240,9 @@ class EchoDetector:
         """The held echo path (None: no stretch of the stream taught one yet)."""
         self._next_window_end = LEARN_WINDOW_MS // FRAME_MS
         self._rules: tuple[int | None, bool] = (None, True)
+        self._heard: tuple[int, int] | None = None
+        """With no path held, the lag (ms) the echo was last clearly heard at and where that
+        match ended (ms on this stream): `HEARD_LAG_HOLD_MS`."""
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -277,14 +293,21 @@ class EchoDetector:
         with no echo in the microphone (a headset) the held path explains nothing. With no path
         yet (the first `LEARN_WINDOW_MS` of a session's first reply): `match`'s correlation
         reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` with the unexplained share (at
-        the lead-in's gain) below `UNEXPLAINED_SHARE`. False when nothing could be compared."""
+        the lead-in's gain) below `UNEXPLAINED_SHARE`, searched only near the lag the echo was
+        clearly heard at within `HEARD_LAG_HOLD_MS` before `start_ms`. False when nothing could
+        be compared."""
         share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
         if self.learn(start_ms - LEARN_GUARD_MS) is None:
-            match = self.match(start_ms, end_ms)
-            if match.correlation >= ECHO_CORRELATION:
-                return True
-            return (match.correlation >= WEAK_ECHO_CORRELATION
-                    and match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE)
+            heard = self._heard
+            near_ms = None
+            if heard is not None and start_ms - heard[1] <= HEARD_LAG_HOLD_MS:
+                near_ms = heard[0]
+            match = self.match(start_ms, end_ms, near_ms)
+            explained = match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
+            if match.correlation >= ECHO_CORRELATION and explained:
+                self._heard = (match.lag_ms, end_ms)
+            return match.correlation >= ECHO_CORRELATION or (
+                match.correlation >= WEAK_ECHO_CORRELATION and explained)
         held = self.held_excess(share_from_ms, end_ms)
         if held is None:
             return False
@@ -429,9 +452,10 @@ class EchoDetector:
         both = np.isfinite(gain) & np.isfinite(path.gain_db)
         return not np.any(gain[both] - path.gain_db[both] > AGC_RISE_DB) and explained(gain)
 
-    def match(self, start_ms: int, end_ms: int) -> EchoMatch:
+    def match(self, start_ms: int, end_ms: int, near_ms: int | None = None) -> EchoMatch:
         """Best normalized correlation between the microphone from `start_ms` - `LEAD_IN_MS`
-        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS`, with
+        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS` (or
+        within `LAG_DRIFT_MS` of `near_ms`, ms: `_search`), with
         `excess_db` at the best lag and the echo gain of the lead-in (the part before
         `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
@@ -448,7 +472,7 @@ class EchoDetector:
         lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
         lead = self._mic.index(start_ms) - max(lo, 0)
         return self._compare(lo, self._mic.index(end_ms), 0,
-                             lead if lead >= MIN_FRAMES // 2 else None)[0]
+                             lead if lead >= MIN_FRAMES // 2 else None, near_ms=near_ms)[0]
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
                        echo_until_ms: int | None = None) -> int | None:
@@ -541,14 +565,15 @@ class EchoDetector:
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
                  gain: np.ndarray | None = None, played_only: bool = False,
-                 chance_unaligned: bool = False,
+                 chance_unaligned: bool = False, near_ms: int | None = None,
                  ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
         yet; at a lag past `SILENT_LEAD_LAG_MS`, on the frames where the reply sounded only.
-        `played_only`: as `MicTimeline.stretch`. `chance_unaligned`: when [lo, hi)
+        `played_only`: as `MicTimeline.stretch`. `near_ms`: as `_search`'s (None: the whole
+        lag range). `chance_unaligned`: when [lo, hi)
         correlates below `WEAK_ECHO_CORRELATION` its best lag is chance (no echo was found
         there), and the excess is taken, as with a held path that heard no echo, over the
         reverberant reference each frame the loudest over the whole lag range. Returns the
@@ -559,7 +584,7 @@ class EchoDetector:
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        correlation, lag_ms, aligned = self._search(stretch)
+        correlation, lag_ms, aligned = self._search(stretch, near_ms)
         if chance_unaligned and correlation < WEAK_ECHO_CORRELATION:
             aligned = aligned_at(reverberant(stretch.block), len(stretch.mic), stretch.max_lag,
                                  None)
