@@ -180,15 +180,19 @@ one tag per 10 ms frame)."""
 HEARD_LAG_HOLD_MS = MAX_SPAN_MS
 """With no echo path held, a lag the echo was clearly heard at (`EchoDetector.is_echo`: a
 match reaching `ECHO_CORRELATION` with less than `UNEXPLAINED_SHARE` of its frames
-unexplained) holds for candidates starting up to this long (ms) after that match's end: only
-lags within `LAG_DRIFT_MS` of it are searched. A loudspeaker's latency does not jump by
-hundreds of ms within a second (the playing position's estimate drifts by `LAG_DRIFT_MS`),
-but with the lag search to 1.2 s (`LAG_RANGE_MS`) a person's onset lines up by chance with
-the reply's first word at a long lag, where the reference before it is silence as the
-microphone's was: measured (tests/test_local_audio.py, the terminal client), a person's
-"Wait" 1 s into a reply over a -26 dB echo at 0 lag, heard as the echo at 30-40 ms
-(0.95-0.99) until 1056 ms, matched the reply's first word at 1020-1030 ms with 0.82-0.89 and
-was held back as that echo for 160 ms."""
+unexplained, its lead-in alone matching as well there: `_lead_in_heard_at`) holds for
+candidates starting up to this long (ms) after that match's end: lags past
+`SILENT_LEAD_LAG_MS` are searched only up to `LAG_DRIFT_MS` beyond it. A loudspeaker's
+latency does not jump by hundreds of ms within a second (the playing position's estimate
+drifts by `LAG_DRIFT_MS`), but with the lag search to 1.2 s (`LAG_RANGE_MS`) a person's onset
+lines up by chance with the reply's first word at a long lag, where the reference before it
+is silence as the microphone's was: measured (tests/test_local_audio.py, the terminal
+client), a person's "Wait" 1 s into a reply over a -26 dB echo at 0 lag, heard as the echo at
+30-40 ms (0.95-0.99) until 1056 ms, matched the reply's first word at 1020-1030 ms with
+0.82-0.89 and was held back as that echo for 160 ms. Within 800 ms the search is as it was
+before the range was widened: searched only within `LAG_DRIFT_MS` of the held lag, a chance
+lag held there (-200 and 670 ms in a room whose echo came 250 ms late) kept the echo's own out
+of the search, and `benchmarks/bench_interruptions.py` table 2 missed 5 of 240 (4 without)."""
 
 KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
 """Microphone audio the detector keeps (ms): its longest comparison with the lead-in and a
@@ -294,17 +298,19 @@ class EchoDetector:
         yet (the first `LEARN_WINDOW_MS` of a session's first reply): `match`'s correlation
         reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` with the unexplained share (at
         the lead-in's gain) below `UNEXPLAINED_SHARE`, searched only near the lag the echo was
-        clearly heard at within `HEARD_LAG_HOLD_MS` before `start_ms`. False when nothing could
-        be compared."""
+        clearly heard at within `HEARD_LAG_HOLD_MS` before `start_ms` no further than
+        `LAG_DRIFT_MS` past it where that is past `SILENT_LEAD_LAG_MS`. False when nothing
+        could be compared."""
         share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
         if self.learn(start_ms - LEARN_GUARD_MS) is None:
             heard = self._heard
-            near_ms = None
+            longest_ms = None
             if heard is not None and start_ms - heard[1] <= HEARD_LAG_HOLD_MS:
-                near_ms = heard[0]
-            match = self.match(start_ms, end_ms, near_ms)
+                longest_ms = max(SILENT_LEAD_LAG_MS, heard[0] + LAG_DRIFT_MS)
+            match = self.match(start_ms, end_ms, longest_ms)
             explained = match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
-            if match.correlation >= ECHO_CORRELATION and explained:
+            if match.correlation >= ECHO_CORRELATION and explained and self._lead_in_heard_at(
+                    start_ms, match.lag_ms):
                 self._heard = (match.lag_ms, end_ms)
             return match.correlation >= ECHO_CORRELATION or (
                 match.correlation >= WEAK_ECHO_CORRELATION and explained)
@@ -452,10 +458,10 @@ class EchoDetector:
         both = np.isfinite(gain) & np.isfinite(path.gain_db)
         return not np.any(gain[both] - path.gain_db[both] > AGC_RISE_DB) and explained(gain)
 
-    def match(self, start_ms: int, end_ms: int, near_ms: int | None = None) -> EchoMatch:
+    def match(self, start_ms: int, end_ms: int, longest_ms: int | None = None) -> EchoMatch:
         """Best normalized correlation between the microphone from `start_ms` - `LEAD_IN_MS`
-        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS` (or
-        within `LAG_DRIFT_MS` of `near_ms`, ms: `_search`), with
+        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS` (up
+        to `longest_ms` when given: `_search`), with
         `excess_db` at the best lag and the echo gain of the lead-in (the part before
         `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
@@ -472,7 +478,16 @@ class EchoDetector:
         lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
         lead = self._mic.index(start_ms) - max(lo, 0)
         return self._compare(lo, self._mic.index(end_ms), 0,
-                             lead if lead >= MIN_FRAMES // 2 else None, near_ms=near_ms)[0]
+                             lead if lead >= MIN_FRAMES // 2 else None, longest_ms=longest_ms)[0]
+
+    def _lead_in_heard_at(self, start_ms: int, lag_ms: int) -> bool:
+        """True when the `LEAD_IN_MS` before `start_ms` (ms on this stream) alone matches the
+        reply at least `ECHO_CORRELATION` within `LAG_DRIFT_MS` of `lag_ms`: the echo was heard
+        there before the candidate, not only in it: a person's own words, with no echo in the
+        microphone, matched some reply word at 0.81-0.92 (issue 24's "Stop.")."""
+        hi = self._mic.index(start_ms)
+        stretch = self._mic.stretch(max(hi - LEAD_IN_MS // FRAME_MS, 0), hi, 0)
+        return stretch is not None and self._search(stretch, lag_ms)[0] >= ECHO_CORRELATION
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
                        echo_until_ms: int | None = None) -> int | None:
@@ -538,10 +553,11 @@ class EchoDetector:
         return None if match.correlation == 0.0 else match
 
     def _search(self, stretch: Stretch, near_ms: int | None = None,
-                ) -> tuple[float, int, np.ndarray]:
+                longest_ms: int | None = None) -> tuple[float, int, np.ndarray]:
         """The best lag of `stretch`'s first `count` frames (over `LAG_RANGE_MS`, or within
-        `LAG_DRIFT_MS` of `near_ms`), dry and with the reverberant tail (the dry reference
-        first; the tail only when it fell short of `ECHO_CORRELATION`): (correlation, lag ms,
+        `LAG_DRIFT_MS` of `near_ms`; none longer than `longest_ms`), dry and with the
+        reverberant tail (the dry reference first; the tail only when it fell short of
+        `ECHO_CORRELATION`): (correlation, lag ms,
         the reference's levels, dry or with the tail as matched, at that lag for all the
         stretch's frames, extra ones included)."""
         count = stretch.count
@@ -552,6 +568,8 @@ class EchoDetector:
         if near_ms is not None:
             first = max(stretch.max_lag - (near_ms + LAG_DRIFT_MS) // FRAME_MS, first)
             last = min(stretch.max_lag - (near_ms - LAG_DRIFT_MS) // FRAME_MS, last)
+        if longest_ms is not None:
+            first = max(stretch.max_lag - longest_ms // FRAME_MS, first)
         for reverb in (False, True):
             if reverb and best[0] >= ECHO_CORRELATION:
                 break  # the dry reference sufficed
@@ -565,15 +583,15 @@ class EchoDetector:
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
                  gain: np.ndarray | None = None, played_only: bool = False,
-                 chance_unaligned: bool = False, near_ms: int | None = None,
+                 chance_unaligned: bool = False, longest_ms: int | None = None,
                  ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
         yet; at a lag past `SILENT_LEAD_LAG_MS`, on the frames where the reply sounded only.
-        `played_only`: as `MicTimeline.stretch`. `near_ms`: as `_search`'s (None: the whole
-        lag range). `chance_unaligned`: when [lo, hi)
+        `played_only`: as `MicTimeline.stretch`. `longest_ms`: the longest lag searched (ms;
+        None: `LAG_RANGE_MS`'s). `chance_unaligned`: when [lo, hi)
         correlates below `WEAK_ECHO_CORRELATION` its best lag is chance (no echo was found
         there), and the excess is taken, as with a held path that heard no echo, over the
         reverberant reference each frame the loudest over the whole lag range. Returns the
@@ -584,7 +602,7 @@ class EchoDetector:
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        correlation, lag_ms, aligned = self._search(stretch, near_ms)
+        correlation, lag_ms, aligned = self._search(stretch, longest_ms=longest_ms)
         if chance_unaligned and correlation < WEAK_ECHO_CORRELATION:
             aligned = aligned_at(reverberant(stretch.block), len(stretch.mic), stretch.max_lag,
                                  None)
