@@ -31,10 +31,10 @@ from server.listening.pcm16 import pcm16_to_float
 HOLD_MS = 20_000
 """Held reply audio kept (ms, the latest; at 24 kHz PCM16 at most 960 KB per session). The echo
 guard compares the microphone heard after server VAD was turned on with the reference around
-the position then playing, at most `LAG_RANGE_MS[1]` (800 ms) before it; the newest audio
+the position then playing, at most `LAG_RANGE_MS[1]` (1.2 s) before it; the newest audio
 queued is at most the generation margin (`server.sending.GENERATION_AHEAD_MS`, 5 s) plus
 one synthesis piece (a few seconds) beyond what was sent, which runs at most the pacing lead
-(400 ms) ahead of playback: about 12 s from the newest audio back to the oldest position the
+(400 ms) ahead of playback: about 12.5 s from the newest audio back to the oldest position the
 guard can compare. Held audio older than this is dropped and replaced by silence of the same
 length, which keeps every later level at its position."""
 

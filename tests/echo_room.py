@@ -6,7 +6,8 @@ seeded pink noise floor. `RoomPage` plays the demo page with server VAD over a p
 `websockets` client, in real time: it streams its microphone from the start of the session in
 40 ms appends, plays the reply after a 100 ms jitter buffer, ACKs every 150 ms while playing
 and once more when the reply ends or is interrupted (as web/playback.js does), and stops playing
-when the server interrupts the reply. A person (`person`) can speak into the room too.
+when the server interrupts the reply. A person (`person`) can speak into the room too. A page
+may `run` again in the same session: a later reply, heard on the same microphone timeline.
 
 Everything here is 24 kHz float32 in [-1, 1] (the session's input and output rate).
 """
@@ -131,13 +132,13 @@ class RoomResult:
 
 
 class RoomPage:
-    """The demo page in a `Room`, playing one reply and streaming its microphone.
+    """The demo page in a `Room`, playing one reply per `run` and streaming its microphone.
 
     Args:
         client: a connected session.
         room: the echo path.
         person: what a person says into the microphone (24 kHz), or None.
-        person_at_ms: when the person starts, ms after the reply started playing.
+        person_at_ms: when the person starts, ms after each reply started playing.
         ack_interval_ms: `playback.ack` period while the reply plays (ms).
     """
 
@@ -154,13 +155,18 @@ class RoomPage:
         self._speaker: list[np.ndarray] = []
         self._speaker_samples = 0
         self._mic_samples = 0
+        self._scanned = 0
+        self._new_reply()
+
+    def _new_reply(self) -> None:
+        """Forget the reply played by the last `run` (the microphone's timeline goes on)."""
+        self._reply = np.zeros(0, dtype=np.float32)
         self._played = 0
         self._play_from: int | None = None
         self._response_id: str | None = None
         self._audio_done = False
         self._stopped = False
         self._finished_at: int | None = None
-        self._scanned = 0
         self._result = RoomResult()
 
     async def run(self, prompt: str, after_ms: float = 2500.0) -> RoomResult:
@@ -168,7 +174,9 @@ class RoomPage:
         until it ends or is interrupted; keep listening `after_ms` more, and on until every
         turn the server started has its transcript (or was deleted or a backchannel; at most
         `SETTLE_S`), and
-        `RESPONSE_WAIT_S` more for responses to them. Returns what happened.
+        `RESPONSE_WAIT_S` more for responses to them. Returns what happened. A later `run`
+        plays the next reply of the same session, its microphone going on where the last
+        one stopped (responses created before it are not counted in its result).
 
         Raises:
             AssertionError: the run lasted `RUN_LIMIT_S` (the reply never started or ended).
@@ -177,10 +185,13 @@ class RoomPage:
         await client.send({"type": "session.update",
                            "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}})
         await client.wait_for("session.updated")
+        self._take_events()
+        self._new_reply()
         reader = asyncio.create_task(self._read())
         try:
             loop = asyncio.get_running_loop()
-            started = loop.time()
+            begun = loop.time()
+            started = begun - self._speaker_samples / RATE_HZ
             await client.send({"type": "conversation.item.create", "item": {
                 "type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": prompt}]}})
@@ -189,7 +200,7 @@ class RoomPage:
             while settled_at is None or loop.time() < settled_at + RESPONSE_WAIT_S:
                 await asyncio.sleep(TICK_MS / 1000)
                 self._take_events()
-                assert loop.time() < started + RUN_LIMIT_S, (
+                assert loop.time() < begun + RUN_LIMIT_S, (
                     f"no end after {RUN_LIMIT_S:g} s: {[e['type'] for e in client.events]}")
                 now = round((loop.time() - started) * RATE_HZ)
                 self._play_until(now)

@@ -69,6 +69,7 @@ from server.listening.echo_path import (
     learn_path,
     reverberant,
     run_starts,
+    sounds_at_every_lag,
     voice_over_echo,
 )
 from server.listening.mic_timeline import (
@@ -82,6 +83,23 @@ from server.listening.mic_timeline import (
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
 the longest lag searched."""
+
+SILENT_LEAD_LAG_MS = 800
+"""Past this lag (ms), the echo gain a comparison measures (`EchoDetector._compare`) counts only
+the frames where the reply sounded at that lag (`echo_path.echo_gain`'s `sounding_only`).
+Early in the session's first reply such a lag reaches back before the reply began: its
+reference is silence, and a gain measured on it is the microphone's own sound over nothing
+(54-75 dB, everything then reads as that echo), while the reply's start lines up with any
+onset. With the lag search widened to 1.2 s (`LAG_RANGE_MS`), espeak-ng en-029's "hee" 0.9 s
+into the first reply matched the reply's start at 870 ms (0.70) and was held back as that
+echo, and lost its backchannel (tests/test_backchannel_done.py); an echo really that late is
+still echo where it follows the reply (`ECHO_CORRELATION`: tests/test_echo_long_latency.py).
+Within 800 ms, where the first reply's first second was measured
+(`benchmarks/bench_interruptions.py` table 2), the gain is measured as before: there a
+"Stop." 0.3 s in over a -30 dB echo is held back at 350 ms, then heard at its voice (taken at
+once, its audio began 354 ms early, in the echo: its lead-in before the reply cannot place
+the onset), and short sounds 0.6-0.75 s in are still held back as the echo (tests/test_echo.py
+`test_a_sound_in_the_first_reply_s_first_second_is_no_echo_of_its_start`)."""
 
 LEAD_IN_MS = 300
 """Microphone audio before a candidate's start that is compared too (ms). Measured (as for
@@ -159,6 +177,23 @@ the lead-in before it must still be there. A turn committed later than this afte
 is transcribed without echo suppression. Costs 12 KB per second kept (five float64 levels and
 one tag per 10 ms frame)."""
 
+HEARD_LAG_HOLD_MS = MAX_SPAN_MS
+"""With no echo path held, a lag the echo was clearly heard at (`EchoDetector.is_echo`: a
+match reaching `ECHO_CORRELATION` with less than `UNEXPLAINED_SHARE` of its frames
+unexplained, its lead-in alone matching as well there: `_lead_in_heard_at`) holds for
+candidates starting up to this long (ms) after that match's end: lags past
+`SILENT_LEAD_LAG_MS` are searched only up to `LAG_DRIFT_MS` beyond it. A loudspeaker's
+latency does not jump by hundreds of ms within a second (the playing position's estimate
+drifts by `LAG_DRIFT_MS`), but with the lag search to 1.2 s (`LAG_RANGE_MS`) a person's onset
+lines up by chance with the reply's first word at a long lag, where the reference before it
+is silence as the microphone's was: measured (tests/test_local_audio.py, the terminal
+client), a person's "Wait" 1 s into a reply over a -26 dB echo at 0 lag, heard as the echo at
+30-40 ms (0.95-0.99) until 1056 ms, matched the reply's first word at 1020-1030 ms with
+0.82-0.89 and was held back as that echo for 160 ms. Within 800 ms the search is as it was
+before the range was widened: searched only within `LAG_DRIFT_MS` of the held lag, a chance
+lag held there (-200 and 670 ms in a room whose echo came 250 ms late) kept the echo's own out
+of the search, and `benchmarks/bench_interruptions.py` table 2 missed 5 of 240 (4 without)."""
+
 KEEP_MS = max(MAX_SPAN_MS + LEAD_IN_MS + 1000, NOISE_HISTORY_MS, TURN_HISTORY_MS + LEAD_IN_MS)
 """Microphone audio the detector keeps (ms): its longest comparison with the lead-in and a
 second of slack, the noise floor's history, and a turn's echo suppression."""
@@ -209,6 +244,9 @@ class EchoDetector:
         """The held echo path (None: no stretch of the stream taught one yet)."""
         self._next_window_end = LEARN_WINDOW_MS // FRAME_MS
         self._rules: tuple[int | None, bool] = (None, True)
+        self._heard: tuple[int, int] | None = None
+        """With no path held, the lag (ms) the echo was last clearly heard at and where that
+        match ended (ms on this stream): `HEARD_LAG_HOLD_MS`."""
 
     def feed(self, pcm_16k: np.ndarray, playback_ms: int | None,
              reference: EchoReference | None) -> None:
@@ -240,7 +278,8 @@ class EchoDetector:
                 tail = aligned_at(reverberant(stretch.block), stretch.count,
                                   stretch.max_lag, lag_ms)
                 learned = learn_path(self.path, stretch.mic, aligned, tail, stretch.floor,
-                                     correlation, lag_ms)
+                                     correlation, lag_ms,
+                                     sounds_at_every_lag(stretch.block, stretch.count))
                 self.path = learned if learned is not None else self.path
             end += step
         self._next_window_end = end
@@ -258,14 +297,23 @@ class EchoDetector:
         with no echo in the microphone (a headset) the held path explains nothing. With no path
         yet (the first `LEARN_WINDOW_MS` of a session's first reply): `match`'s correlation
         reaches `ECHO_CORRELATION`, or `WEAK_ECHO_CORRELATION` with the unexplained share (at
-        the lead-in's gain) below `UNEXPLAINED_SHARE`. False when nothing could be compared."""
+        the lead-in's gain) below `UNEXPLAINED_SHARE`, searched only near the lag the echo was
+        clearly heard at within `HEARD_LAG_HOLD_MS` before `start_ms` no further than
+        `LAG_DRIFT_MS` past it where that is past `SILENT_LEAD_LAG_MS`. False when nothing
+        could be compared."""
         share_from_ms = min(start_ms, end_ms - SHARE_SPAN_MS)
         if self.learn(start_ms - LEARN_GUARD_MS) is None:
-            match = self.match(start_ms, end_ms)
-            if match.correlation >= ECHO_CORRELATION:
-                return True
-            return (match.correlation >= WEAK_ECHO_CORRELATION
-                    and match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE)
+            heard = self._heard
+            longest_ms = None
+            if heard is not None and start_ms - heard[1] <= HEARD_LAG_HOLD_MS:
+                longest_ms = max(SILENT_LEAD_LAG_MS, heard[0] + LAG_DRIFT_MS)
+            match = self.match(start_ms, end_ms, longest_ms)
+            explained = match.unexplained_share(share_from_ms) < UNEXPLAINED_SHARE
+            if match.correlation >= ECHO_CORRELATION and explained and self._lead_in_heard_at(
+                    start_ms, match.lag_ms):
+                self._heard = (match.lag_ms, end_ms)
+            return match.correlation >= ECHO_CORRELATION or (
+                match.correlation >= WEAK_ECHO_CORRELATION and explained)
         held = self.held_excess(share_from_ms, end_ms)
         if held is None:
             return False
@@ -410,9 +458,10 @@ class EchoDetector:
         both = np.isfinite(gain) & np.isfinite(path.gain_db)
         return not np.any(gain[both] - path.gain_db[both] > AGC_RISE_DB) and explained(gain)
 
-    def match(self, start_ms: int, end_ms: int) -> EchoMatch:
+    def match(self, start_ms: int, end_ms: int, longest_ms: int | None = None) -> EchoMatch:
         """Best normalized correlation between the microphone from `start_ms` - `LEAD_IN_MS`
-        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS`, with
+        (at most `MAX_SPAN_MS` back) to `end_ms` and the reference, over `LAG_RANGE_MS` (up
+        to `longest_ms` when given: `_search`), with
         `excess_db` at the best lag and the echo gain of the lead-in (the part before
         `start_ms`, when it holds at least `MIN_FRAMES` / 2 frames; else of the whole stretch).
 
@@ -429,7 +478,16 @@ class EchoDetector:
         lo = self._mic.index(max(start_ms - LEAD_IN_MS, end_ms - MAX_SPAN_MS, 0))
         lead = self._mic.index(start_ms) - max(lo, 0)
         return self._compare(lo, self._mic.index(end_ms), 0,
-                             lead if lead >= MIN_FRAMES // 2 else None)[0]
+                             lead if lead >= MIN_FRAMES // 2 else None, longest_ms=longest_ms)[0]
+
+    def _lead_in_heard_at(self, start_ms: int, lag_ms: int) -> bool:
+        """True when the `LEAD_IN_MS` before `start_ms` (ms on this stream) alone matches the
+        reply at least `ECHO_CORRELATION` within `LAG_DRIFT_MS` of `lag_ms`: the echo was heard
+        there before the candidate, not only in it: a person's own words, with no echo in the
+        microphone, matched some reply word at 0.81-0.92 (issue 24's "Stop.")."""
+        hi = self._mic.index(start_ms)
+        stretch = self._mic.stretch(max(hi - LEAD_IN_MS // FRAME_MS, 0), hi, 0)
+        return stretch is not None and self._search(stretch, lag_ms)[0] >= ECHO_CORRELATION
 
     def voice_onset_ms(self, from_ms: int, end_ms: int,
                        echo_until_ms: int | None = None) -> int | None:
@@ -471,26 +529,35 @@ class EchoDetector:
     def _lead_in_excess(self, from_ms: int, end_ms: int,
                         echo_until_ms: int | None) -> EchoMatch | None:
         """`voice_onset_ms`'s excess with no path held: the echo at the lag of the
-        `LEAD_IN_MS` before `from_ms` and the gain of the lead-in before `echo_until_ms` (when
-        given and earlier) or before `from_ms`; None when nothing could be compared."""
+        `LEAD_IN_MS` before `from_ms` (unaligned where that lag is chance: `_compare`'s
+        `chance_unaligned`) and the gain of the lead-in before `echo_until_ms` (when given and
+        earlier) or before `from_ms`; None when nothing could be compared.
+
+        A lead-in with no echo in it (a room's babble, 0.15-0.25 with the reply) matches
+        some lag by chance, and the wider the lag range the likelier a lag whose frames the
+        room's own ups and downs rise over: Piper's "mm-hmm" over babble, 3.3 s into the
+        first reply, matched 1130 ms with `LAG_RANGE_MS` to 1.2 s (350 ms to 800 ms), its
+        onset's rising edge then took in 30 ms of babble at 2-3 dB over that echo, and tiny.en
+        read "MMM." (cut) for "MM" (resumed)."""
         gain = None
         if echo_until_ms is not None and echo_until_ms < from_ms:
             clean_hi = self._mic.index(echo_until_ms)
             clean, clean_gain, _ = self._compare(clean_hi - LEAD_IN_MS // FRAME_MS, clean_hi,
-                                                 0)
+                                                 0, chance_unaligned=True)
             if clean.correlation > 0.0:
                 gain = clean_gain
         hi = self._mic.index(from_ms)
         lo = hi - LEAD_IN_MS // FRAME_MS
         match, _, _ = self._compare(max(lo, 0), hi, max(self._mic.index(end_ms) - hi, 0),
-                                    gain=gain)
+                                    gain=gain, chance_unaligned=True)
         return None if match.correlation == 0.0 else match
 
     def _search(self, stretch: Stretch, near_ms: int | None = None,
-                ) -> tuple[float, int, np.ndarray]:
+                longest_ms: int | None = None) -> tuple[float, int, np.ndarray]:
         """The best lag of `stretch`'s first `count` frames (over `LAG_RANGE_MS`, or within
-        `LAG_DRIFT_MS` of `near_ms`), dry and with the reverberant tail (the dry reference
-        first; the tail only when it fell short of `ECHO_CORRELATION`): (correlation, lag ms,
+        `LAG_DRIFT_MS` of `near_ms`; none longer than `longest_ms`), dry and with the
+        reverberant tail (the dry reference first; the tail only when it fell short of
+        `ECHO_CORRELATION`): (correlation, lag ms,
         the reference's levels, dry or with the tail as matched, at that lag for all the
         stretch's frames, extra ones included)."""
         count = stretch.count
@@ -501,6 +568,8 @@ class EchoDetector:
         if near_ms is not None:
             first = max(stretch.max_lag - (near_ms + LAG_DRIFT_MS) // FRAME_MS, first)
             last = min(stretch.max_lag - (near_ms - LAG_DRIFT_MS) // FRAME_MS, last)
+        if longest_ms is not None:
+            first = max(stretch.max_lag - longest_ms // FRAME_MS, first)
         for reverb in (False, True):
             if reverb and best[0] >= ECHO_CORRELATION:
                 break  # the dry reference sufficed
@@ -514,23 +583,34 @@ class EchoDetector:
 
     def _compare(self, lo: int, hi: int, extra: int, gain_frames: int | None = None,
                  gain: np.ndarray | None = None, played_only: bool = False,
+                 chance_unaligned: bool = False, longest_ms: int | None = None,
                  ) -> tuple[EchoMatch, np.ndarray, np.ndarray]:
         """`match` over the kept frames [lo, hi) (indices into the kept levels), with
         `excess_db` for those and the `extra` frames after them, at the lag found on [lo, hi)
         and `gain` (dB per band), or the echo gain found on the first `gain_frames` (None: all):
         the lead-in before a candidate, which a person talking over the echo has not reached
-        yet. `played_only`: as `MicTimeline.stretch`. Returns the match, the echo gain used and the
-        reference levels at the best lag for the frames compared and the extra ones (dB, no
-        gain; empty when nothing could be compared)."""
+        yet; at a lag past `SILENT_LEAD_LAG_MS`, on the frames where the reply sounded only.
+        `played_only`: as `MicTimeline.stretch`. `longest_ms`: the longest lag searched (ms;
+        None: `LAG_RANGE_MS`'s). `chance_unaligned`: when [lo, hi)
+        correlates below `WEAK_ECHO_CORRELATION` its best lag is chance (no echo was found
+        there), and the excess is taken, as with a held path that heard no echo, over the
+        reverberant reference each frame the loudest over the whole lag range. Returns the
+        match, the echo gain used and the reference levels at the best lag (or unaligned) for
+        the frames compared and the extra ones (dB, no gain; empty when nothing could be
+        compared)."""
         stretch = self._mic.stretch(lo, hi, extra, played_only)
         nothing = np.full(len(BAND_EDGES_HZ) - 1, -np.inf)
         if stretch is None:
             return EchoMatch(0.0, 0), nothing, np.zeros((0, len(nothing)))
-        correlation, lag_ms, aligned = self._search(stretch)
+        correlation, lag_ms, aligned = self._search(stretch, longest_ms=longest_ms)
+        if chance_unaligned and correlation < WEAK_ECHO_CORRELATION:
+            aligned = aligned_at(reverberant(stretch.block), len(stretch.mic), stretch.max_lag,
+                                 None)
         raw = stretch.mic
         if gain is None:
             known = stretch.count if gain_frames is None else gain_frames
-            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor)
+            gain, _, _ = echo_gain(raw[:known], aligned[:known], stretch.floor,
+                                   sounding_only=lag_ms > SILENT_LEAD_LAG_MS)
             if gain_frames is not None:
                 gain = self._remember_gain(gain)
         return EchoMatch(correlation, lag_ms, excess_db(raw, aligned, gain, stretch.floor),

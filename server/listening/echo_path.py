@@ -167,7 +167,8 @@ class EchoPath:
 
 
 def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail: np.ndarray,
-               floor: np.ndarray, correlation: float, lag_ms: int) -> EchoPath | None:
+               floor: np.ndarray, correlation: float, lag_ms: int,
+               sounded_at_every_lag: bool) -> EchoPath | None:
     """The path a learning window teaches, or None when it teaches nothing.
 
     Args:
@@ -182,6 +183,9 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
         floor: the microphone's noise floor plus `NOISE_MARGIN_DB` per band (dB).
         correlation: the window's best correlation with the reply (`best_lag`).
         lag_ms: the lag of that correlation (ms).
+        sounded_at_every_lag: the reply sounded in at least `LEARN_MIN_SOUNDING_FRAMES` of the
+            window's frames at every lag searched (`sounds_at_every_lag`): an echo of any
+            lag the loudspeaker may have would be in the window.
 
     The window teaches when at least `LEARN_MIN_SOUNDING_FRAMES` of its reference frames sound
     (`SOUNDING_DB`) and the reply (`tail`) at its own gain (`echo_gain` on `aligned`; a band
@@ -194,7 +198,12 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
     lag; a heard echo teaches only when the correlation reaches `ECHO_CORRELATION` (else its
     lag is not known, and a loud echo at an unknown lag, each frame the loudest reference over
     the whole lag range, explained a person over it: measured, a 0 dB echo hid a person at
-    -6 dBFS); an echo heard in no band teaches a path with no lag (nothing to align).
+    -6 dBFS); an echo heard in no band teaches a path with no lag (nothing to align), but
+    only when `sounded_at_every_lag`: at the start of a reply the reply sounds in the window
+    at short lags only, and a loudspeaker 600-700 ms late (Bluetooth) has not been heard yet.
+    Taught there, the path said "no echo" (replacing the lag held from the reply before), the
+    echo's first words then started a turn 0.9 s into every reply, and each answer was cut by
+    its own echo (tester F2: 14 replies in 45 s, 13 cut).
     """
     if int(np.sum(aligned.max(axis=1) >= SOUNDING_DB)) < LEARN_MIN_SOUNDING_FRAMES:
         return None
@@ -207,8 +216,16 @@ def learn_path(held: EchoPath | None, mic: np.ndarray, aligned: np.ndarray, tail
     if held is not None:
         gain = np.where(loud >= LEARN_MIN_GAIN_FRAMES, gain, held.gain_db)
     if not np.isfinite(gain).any():
-        return EchoPath(gain, None)
+        return EchoPath(gain, None) if sounded_at_every_lag else None
     return EchoPath(gain, lag_ms) if correlation >= ECHO_CORRELATION else None
+
+
+def sounds_at_every_lag(block: np.ndarray, count: int) -> bool:
+    """True when the reference sounds (`SOUNDING_DB`) in at least `LEARN_MIN_SOUNDING_FRAMES` of
+    the `count` frames of every lag's window of a lag search's `block` (count + lags - 1
+    frames, bands; dB: `best_lag`)."""
+    sounding = np.concatenate(([0], np.cumsum(block.max(axis=1) >= SOUNDING_DB)))
+    return bool(np.min(sounding[count:] - sounding[:-count]) >= LEARN_MIN_SOUNDING_FRAMES)
 
 
 def aligned_at(block: np.ndarray, count: int, max_lag: int, lag_ms: int | None) -> np.ndarray:
@@ -272,7 +289,8 @@ def best_lag(block: np.ndarray, mic: np.ndarray, mic_top: np.ndarray, floor: np.
 
 
 def echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
-              quantile: float = 0.25) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              quantile: float = 0.25, sounding_only: bool = False,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The echo's gain per band (dB, microphone over reference; -inf: no audible echo), with
     the number of frames it was measured on and of loud reference frames, per band.
 
@@ -281,6 +299,8 @@ def echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
         aligned: the reference's levels at the best lag (frames, bands).
         floor: the noise floor plus `NOISE_MARGIN_DB` per band.
         quantile: which quantile of the differences is the gain.
+        sounding_only: only frames where the reference sounds (`SOUNDING_DB`) are loud: the
+            reference's silence (before the reply began, at a long lag) is no echo's level.
 
     The `quantile` (the lower one, no interpolation) of microphone minus reference over the
     frames where the reference is loud (within `EXCESS_GAIN_RANGE_DB` of its loudest) and the
@@ -290,6 +310,8 @@ def echo_gain(mic: np.ndarray, aligned: np.ndarray, floor: np.ndarray,
     teaches only when nobody spoke in it, `LEARN_GAIN_QUANTILE`.
     """
     loud = aligned >= aligned.max(axis=0) - EXCESS_GAIN_RANGE_DB
+    if sounding_only:
+        loud &= aligned.max(axis=1, keepdims=True) >= SOUNDING_DB
     audible = loud & (mic >= floor)
     differences = np.sort(np.where(audible, mic - aligned, np.inf), axis=0)
     counts = audible.sum(axis=0)

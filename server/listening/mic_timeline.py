@@ -33,12 +33,18 @@ from server.listening.band_envelope import (
 )
 from server.listening.echo_path import EXCESS_SLACK_FRAMES, NOISE_MARGIN_DB
 
-LAG_RANGE_MS = (-200, 800)
+LAG_RANGE_MS = (-200, 1200)
 """Delays searched (ms) of the microphone behind the moment its audio was estimated to play (by
 the position the session estimated for each append's capture): the estimate
 (`ReplyPlayback.position_ms`) misses the client's output and capture latency, the network
 (the ACK's age and the append's) and the room, so the microphone is normally behind it; ahead
-of it by up to 200 ms when an ACK was late."""
+of it by up to 200 ms when an ACK was late. Behind it by up to 1.2 s: a Bluetooth or USB
+loudspeaker plays 100 ms to about 1 s late, and the estimate adds its own error (a speaker
+700 ms late was found 720-740 ms late over loopback). With 800 ms, an echo 800 ms late started a
+turn offline with exact positions. The search's cost grows with the range: the echo detector's
+CPU per second of microphone audio, a candidate judged every 40 ms, 12.9-13.4 ms at 800 ms and
+15.5-16.2 ms at 1.2 s (`benchmarks/bench_echo_cpu.py`, the min of 5 runs, four times each,
+interleaved, load 1.6-3.3)."""
 
 MIN_FRAMES = 20
 """Fewer tagged frames than this (200 ms) are never called echo."""
