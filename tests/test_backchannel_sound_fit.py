@@ -205,11 +205,14 @@ def test_one_beat_interruptions_read_as_got_it_in_a_street_are_cut(
         text: str, engine: str, voice: str | None) -> None:
     """A tester's Piper "Stop." in a street (traffic at -30 dBFS RMS) was read "Got it." and
     resumed the reply: a real interruption taken for a backchannel. One vowel beat cannot be
-    "got it" (`backchannel_fit.TWO_BEATS`): an interruption, over the street as in silence."""
+    "got it", nor another acknowledgment of two beats (`backchannel_fit.TWO_BEATS`): an
+    interruption, over the street."""
     for seed in (0, 1):
         pcm = in_a_street(speech_fixtures.speech(text, engine, voice), seed)
-        decision = classify("Got it.", pcm, RATE)
-        assert (decision.verdict, decision.rule) == (Verdict.INTERRUPTION, "sound_misfit")
+        for misread in ("Got it.", "Sounds good.", "All right.", "Lovely.", "You bet."):
+            decision = classify(misread, pcm, RATE)
+            assert (decision.verdict, decision.rule) == (
+                Verdict.INTERRUPTION, "sound_misfit"), misread
 
 
 @pytest.mark.parametrize(("engine", "voice"), [
