@@ -139,11 +139,15 @@ class RoomPage:
         person: what a person says into the microphone (24 kHz), or None.
         person_at_ms: when the person starts, ms after the reply started playing.
         ack_interval_ms: `playback.ack` period while the reply plays (ms).
+        sound: what the room sounds into the microphone from its first sample on (24 kHz; a
+            talk radio, a TV), or None; silence after its end.
     """
 
     def __init__(self, client: RealtimeClient, room: Room, person: np.ndarray | None = None,
-                 person_at_ms: float = 0.0, ack_interval_ms: int = ACK_INTERVAL_MS) -> None:
+                 person_at_ms: float = 0.0, ack_interval_ms: int = ACK_INTERVAL_MS,
+                 sound: np.ndarray | None = None) -> None:
         self.client = client
+        self.sound = sound
         self.ack_interval_ms = ack_interval_ms
         self.room = room
         self.person = person
@@ -302,7 +306,8 @@ class RoomPage:
                                     "audio": base64.b64encode(fx.to_pcm16(chunk)).decode()})
 
     def _hear(self, start: int, count: int) -> np.ndarray:
-        """Microphone samples [start, start + count): the echo, the person, the noise floor."""
+        """Microphone samples [start, start + count): the echo, the person, the room's sound,
+        the noise floor."""
         speaker = np.concatenate(self._speaker)
         self._speaker = [speaker]
         lag = self.room.echo_lag_ms * RATE_HZ // 1000
@@ -317,6 +322,8 @@ class RoomPage:
                 onset_ms, _ = fx.active_span_ms(resample(self.person, RATE_HZ, fx.RATE_HZ))
                 self._result.person_onset_ms = at * 1000 / RATE_HZ + onset_ms
             heard += _window(self.person, start - at, count)
+        if self.sound is not None:
+            heard += _window(self.sound, start, count)
         heard += _window(self._noise, start % self._noise.size, count)
         return np.clip(heard, -1.0, 1.0)
 

@@ -14,8 +14,9 @@ from calibration.whisper_window import PERSON_WINDOW_S, decode_window
 from server.listening.backchannel import Decision, Verdict, classify, readings_to_score
 from server.listening.backchannel_fit import MAX_VOICELESS_TAIL_MS, MIN_FRICATIVE_TAIL_MS, fits
 from server.listening.prosody import analyse
+from server.listening.server_vad_settings import DECISION_TAIL_MS
 from server.listening.word_shape import measure
-from tests import speech_fixtures
+from tests import room_sounds, speech_fixtures
 from tests.pausing_page import cut_over_reply
 from tests.test_asr import decision_audio
 from tests.test_backchannel_done import PATIENT, REPLY
@@ -184,3 +185,44 @@ def test_an_acknowledgment_said_twice_or_long_still_fits(
     in two beats) and three-syllable acknowledgments stay backchannels."""
     decision = classify(read, decision_audio(speech_fixtures.speech(text, engine, voice)), RATE)
     assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")
+
+
+def in_a_street(utterance: np.ndarray, seed: int) -> np.ndarray:
+    """`utterance` at -6 dBFS peak with 200 ms before it and the decision's tail after it
+    (`DECISION_TAIL_MS`), over a street at -30 dBFS RMS (`tests.room_sounds.street`: about
+    7-10 dB under the word's RMS)."""
+    said_ = utterance / np.max(np.abs(utterance)) * 10.0 ** (-6.0 / 20.0)
+    placed = speech_fixtures.place(said_, 200, DECISION_TAIL_MS)
+    return (placed + room_sounds.street(placed.size * 1000 / RATE, -30.0, seed)).astype(
+        np.float32)
+
+
+@pytest.mark.parametrize(("text", "engine", "voice"), [
+    ("Stop.", "piper", None), ("wait", "piper", None), ("no", "espeak", "en-us"),
+    ("stop", "espeak", "en-029"), ("hey", "espeak", "en-us+f3"),
+    ("pause", "espeak", "en-gb-x-rp"), ("stop", "espeak", "en-us+m7")])
+def test_one_beat_interruptions_read_as_got_it_in_a_street_are_cut(
+        text: str, engine: str, voice: str | None) -> None:
+    """A tester's Piper "Stop." in a street (traffic at -30 dBFS RMS) was read "Got it." and
+    resumed the reply: a real interruption taken for a backchannel. One vowel beat cannot be
+    "got it", nor another acknowledgment of two beats (`backchannel_fit.TWO_BEATS`): an
+    interruption, over the street."""
+    for seed in (0, 1):
+        pcm = in_a_street(speech_fixtures.speech(text, engine, voice), seed)
+        for misread in ("Got it.", "Sounds good.", "All right.", "Lovely.", "You bet."):
+            decision = classify(misread, pcm, RATE)
+            assert (decision.verdict, decision.rule) == (
+                Verdict.INTERRUPTION, "sound_misfit"), misread
+
+
+@pytest.mark.parametrize(("engine", "voice"), [
+    ("piper", None), ("espeak", "en-us"), ("espeak", "en-029"), ("espeak", "en-us+f3"),
+    ("espeak", "en-gb-scotland")])
+def test_got_it_read_as_itself_in_a_street_still_resumes(engine: str,
+                                                         voice: str | None) -> None:
+    """"Got it." said and read so, over the same street and in silence, still fits its
+    words."""
+    utterance = speech_fixtures.speech("Got it.", engine, voice)
+    for pcm in (in_a_street(utterance, 0), decision_audio(utterance)):
+        decision = classify("Got it.", pcm, RATE)
+        assert (decision.verdict, decision.rule) == (Verdict.BACKCHANNEL, "backchannel_words")

@@ -504,3 +504,82 @@ def test_speech_resuming_a_turn_whose_noise_resumed_the_reply_pauses_it_again() 
     events = session.take_events()
     assert [(e["type"], e.get("reason"), e["response_id"]) for e in events] == [
         ("response.paused", "speech_started", rid)]
+
+
+def cough_turn_at_its_gap() -> tuple[Session, str, str]:
+    """`paused_session`, a 150 ms cough 300 ms into the microphone and server VAD's gap after
+    it at 450 ms: (the session, the paused response's id, the turn's item id); the effects
+    are taken."""
+    session, rid = paused_session()
+    session.take_events()
+    cough = speech_fixtures.white_noise_burst(np.random.default_rng(3), 150.0, -20.0)
+    session.input_turns.audio.append(mic_pcm16(speech_fixtures.place(cough, 300, 300)))
+    item_id = session.input_turns.speech_turn[0]
+    session.turn_taking.on_speech_gap(450)
+    return session, rid, item_id
+
+
+def decide_on(session: Session, item_id: str, transcript: str) -> None:
+    """The decision transcription the last gap asked for came back as `transcript`."""
+    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
+    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, transcript)
+
+
+def test_the_page_s_barge_in_after_a_noise_keeps_the_reply_paused_for_the_person_s_words(
+        ) -> None:
+    """Server VAD paused the reply on a cough; the page's VAD then fired on the person going
+    on after it (its `barge_in` arrived with the input past the cough's end): the `noise`
+    verdict no longer resumes the reply, the same turn speaking on does not pause it twice,
+    and its words at the next gap cut it where it paused. Before, the reply resumed on the
+    noise and paused again 250-400 ms later, the person talked over (the page's `barge_in`
+    carries no input position: the input received when it arrives is the measure)."""
+    session, rid, item_id = cough_turn_at_its_gap()
+    session.input_turns.audio.append(bytes(2 * 24000 * 300 // 1000))
+    assert send(session, type="barge_in", response_id=rid, audio_end_ms=420, source="vad",
+                pause=True) == []
+    session.set_clock(1200.0)
+    decide_on(session, item_id, "")
+    assert session.take_events() == []
+    session.turn_taking.on_speech_resumed()
+    assert session.take_events() == []
+    session.input_turns.audio.append(bytes(2 * 24000 * 500 // 1000))
+    session.turn_taking.on_speech_gap(1300)
+    decide_on(session, item_id, "Wait, stop.")
+    events = session.take_events()
+    assert "response.resumed" not in types(events)
+    assert types(events)[:2] == ["output_audio_buffer.cleared", "response.output_audio.done"]
+    assert session.responses[rid].cursor.cutoff_ms == 420
+
+
+def test_a_noise_held_for_the_page_s_barge_in_resumes_once_the_quiet_follows_it() -> None:
+    """The page's VAD fired after the cough and nothing followed (server VAD heard no more):
+    the reply resumes on the noise once `RESUME_SILENCE_MS` of quiet followed the input the
+    page's `barge_in` arrived with, not before; with reason `noise`, no backchannel event."""
+    session, rid, item_id = cough_turn_at_its_gap()
+    session.input_turns.audio.append(bytes(2 * 24000 * 300 // 1000))
+    send(session, type="barge_in", response_id=rid, audio_end_ms=420, source="vad", pause=True)
+    heard_at_barge_in = session.input_turns.audio.end_ms
+    decide_on(session, item_id, "")
+    session.turn_taking.on_vad_position(HeardSound(heard_at_barge_in + RESUME_SILENCE_MS - 10,
+                                                   sound_end_ms=450))
+    assert session.take_events() == []
+    session.turn_taking.on_vad_position(HeardSound(heard_at_barge_in + RESUME_SILENCE_MS,
+                                                   sound_end_ms=450))
+    assert [(e["type"], e.get("reason")) for e in session.take_events()] == [
+        ("response.resumed", "noise")]
+
+
+def test_the_page_s_barge_in_on_the_cough_itself_lets_the_noise_resume_at_once() -> None:
+    """The page's VAD fired on the cough itself (its `barge_in` arrived before the cough's
+    turn went silent): the `noise` verdict resumes the reply at once, as without it."""
+    session, rid = paused_session()
+    session.take_events()
+    cough = speech_fixtures.white_noise_burst(np.random.default_rng(3), 150.0, -20.0)
+    session.input_turns.audio.append(mic_pcm16(speech_fixtures.place(cough, 300, 0)))
+    item_id = session.input_turns.speech_turn[0]
+    send(session, type="barge_in", response_id=rid, audio_end_ms=420, source="vad", pause=True)
+    session.input_turns.audio.append(bytes(2 * 24000 * 300 // 1000))
+    session.turn_taking.on_speech_gap(450)
+    decide_on(session, item_id, "")
+    assert [(e["type"], e.get("reason")) for e in session.take_events()] == [
+        ("response.resumed", "noise")]

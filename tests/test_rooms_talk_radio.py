@@ -16,9 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from server.speech.resampling import resample
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests import test_rooms as rooms
+from tests.echo_microphone import LEAD_MS, room_microphone, turn_starts
+from tests.echo_room import RATE_HZ, Room, RoomPage
+from tests.realtime_client import RealtimeClient
 
 PASSAGE = ("You are listening to the afternoon show. Coming up after the break, the weather for "
            "the weekend, and a call from a listener who grew the biggest pumpkin in the county. "
@@ -116,3 +120,62 @@ async def test_the_person_over_talk_radio_cuts_the_reply_over_the_protocol(start
             for e in started] == [True], (started, onset_ms)
     assert "question" in transcript["transcript"].lower(), transcript["transcript"]
     assert page.stopped_at_ms is not None and page.stopped_at_ms >= at_ms - 1000
+
+
+ECHO_ROOM = Room(-14.0, 100, -60.0)
+"""The tester's loudspeaker: the reply's echo at -14 dB, 100 ms late, over a -60 dBFS floor."""
+
+PEOPLE_OVER_A_TALKER_AND_THE_ECHO = [
+    ("espeak", "en-us+m3", -32.0, "Wait.", "piper", None, -22.0, 4300),
+    ("espeak", "en-gb-scotland", -32.0, "Wait.", "piper", None, -22.0, 5100),
+    ("espeak", "en-us+f3", -32.0, "No, wait.", "piper", None, -22.0, 5000),
+]
+"""(talker engine, voice, RMS dBFS on the phone band; the person's text, engine, voice, RMS
+dBFS; ms into the reply): the person 10 dB over the talker, RMS, under `ECHO_ROOM`'s echo of
+the reply (`tests.echo_microphone`'s, from `LEAD_MS` into the microphone). Each was missed
+before (the room heard under the echo was never learned; in a learned room its loudest
+window was lifted by the largest band rise of its last second, up to 9 dB in a band the
+talker barely fills)."""
+
+
+@pytest.mark.parametrize(("engine", "voice", "room_dbfs", "text", "person_engine",
+                          "person_voice", "person_dbfs", "at_ms"),
+                         PEOPLE_OVER_A_TALKER_AND_THE_ECHO)
+def test_the_person_over_a_talker_is_heard_over_the_replys_echo(
+        engine: str, voice: str | None, room_dbfs: float, text: str, person_engine: str,
+        person_voice: str | None, person_dbfs: float, at_ms: int) -> None:
+    """Offline through the server's VAD, the talk radio from the first sample and the reply's
+    echo from `LEAD_MS`: the person is one turn from their first word; the talker and the
+    echo alone start none."""
+    person = rs.at_rms_dbfs(fx.speech(text, person_engine, person_voice), person_dbfs)
+    mic = room_microphone(ECHO_ROOM, person, LEAD_MS + at_ms)
+    alone = room_microphone(ECHO_ROOM)
+    talker = talker_room(engine, voice, room_dbfs, mic.size * 1000 / fx.RATE_HZ + 10, True)
+    onset_ms = LEAD_MS + at_ms + fx.active_span_ms(person)[0]
+    started = [e.audio_start_ms for e in turn_starts(mic + talker[:mic.size])]
+    assert [onset_ms - rooms.EARLIEST_START_MS <= start <= onset_ms + FIRST_WORD_MS
+            for start in started] == [True], (started, onset_ms)
+    assert turn_starts(alone + talker[:alone.size]) == []
+TALK_REPLY = ("say: Tomatoes need at least six hours of direct sun every day, and they grow best "
+              "in deep, loose soil that drains well. Water them at the base in the early "
+              "morning, never on the leaves, and add a thick layer of straw around each plant.")
+
+
+async def test_the_person_over_talk_radio_is_heard_over_the_replys_echo(start_server) -> None:
+    """A real server, a Piper reply heard through the tester's loudspeaker (`ECHO_ROOM`) and
+    an espeak-ng en-us+m3 talk radio at -40 dBFS RMS from the first sample: Piper "Wait." at
+    -22 dBFS RMS 6.1 s into the reply is the one turn and cuts the reply. The room is heard
+    mostly under the echo: before, the windows the echo ruled were never learned and the room
+    stayed young (issue 24's tester: missed 2 of 4 runs)."""
+    server = await start_server(tts="piper", calibration="marks")
+    radio = talker_room("espeak", "en-us+m3", -40.0, 25_000, True)
+    person = rs.at_rms_dbfs(fx.speech("Wait."), -22.0)
+    async with RealtimeClient.connect(server.ws_url) as client:
+        result = await RoomPage(client, ECHO_ROOM, resample(person, fx.RATE_HZ, RATE_HZ),
+                                6100.0, sound=resample(radio, fx.RATE_HZ, RATE_HZ)
+                                ).run(TALK_REPLY)
+    onset_ms = result.person_onset_ms
+    assert onset_ms is not None
+    assert [onset_ms - rooms.EARLIEST_START_MS <= start <= onset_ms + FIRST_WORD_MS
+            for start in result.speech_started] == [True], (result.speech_started, onset_ms)
+    assert result.interrupted_at_ms is not None

@@ -348,6 +348,28 @@ class EchoDetector:
                         path.gain_db[np.isfinite(path.gain_db)].min())
         return stretch.mic, explained_db(aligned, gain, stretch.floor), stretch.first_ms
 
+    def over_echo_db(self, from_ms: int, end_ms: int) -> float | None:
+        """How far (dB) the microphone's power in its frames ending in (`from_ms`, `end_ms`]
+        (ms on this stream) stands above the power of the held echo path's echo there, all
+        bands together (`echo_db`: the reference at the path's lag and gain, each frame the
+        loudest within `EXCESS_SLACK_FRAMES`, an overestimate; a band where the path heard no
+        echo at the lowest gain of the bands where it did, as `held_explained`): what the
+        echo does not explain is the room's (`server.listening.room_background`). +inf where
+        the echo is silent. None without a held path whose echo was heard (a lag), or with
+        fewer than `MIN_FRAMES` tagged frames in the `MIN_FRAMES` before `end_ms`."""
+        held = self._held_stretch(min(from_ms, end_ms - MIN_FRAMES * FRAME_MS), end_ms)
+        if held is None or held[0].lag_ms is None:
+            return None
+        path, stretch, aligned = held
+        gain = np.where(np.isfinite(path.gain_db), path.gain_db,
+                        path.gain_db[np.isfinite(path.gain_db)].min())
+        frames = slice(max(self._mic.index(from_ms) - stretch.lo, 0), stretch.count)
+        mic = float(np.sum(10.0 ** (stretch.mic[frames] / 10.0)))
+        echo = float(np.sum(10.0 ** (echo_db(aligned, gain)[frames] / 10.0)))
+        if echo <= 0.0:
+            return float("inf")
+        return 10.0 * np.log10(max(mic, 1e-30) / echo)
+
     def _held_stretch(self, from_ms: int, end_ms: int,
                       ) -> tuple[EchoPath, Stretch, np.ndarray] | None:
         """The held path, the microphone's stretch from `from_ms` to `end_ms` (ms on this

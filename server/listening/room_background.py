@@ -15,7 +15,8 @@ follows the same 512-sample windows as `server.listening.silero_vad.SileroStream
   start; windows of the assistant's playback only where its echo does not rule the
   microphone (`echo_rules`: the echo is `server.listening.echo`'s business, but a room
   heard only while a reply plays, or lifted by an auto gain while it does, is still the
-  room);
+  room) or where they stand `ROOM_OVER_ECHO_DB` over the echo the held echo path explains
+  (a room heard mostly under the echo);
 - the person's level: the `LOUD_PERCENTILE` level of the windows of the person's recent turns
   (`PERSON_HISTORY_MS`), `PERSON_PRIOR_DBFS` before the first one.
 
@@ -122,7 +123,11 @@ held at most 2.5 dB (99th percentile 1.5 dB), a TV talker's 5.3 dB (4.9 dB)."""
 
 LOUDER_DB = 7.0
 """How far (dB) a candidate's loudest window must rise above the loudest window of the
-background (lifted by the largest band rise of the room's gain, `_gain_rise`) to be the person
+background (lifted by the largest band rise of the room's gain, `_gain_rise`; in a learned
+room, where `LEARNED_LOUDER_DB` may hold, by its broadband rise: the band rises weighted by
+the power of the background's loud band levels; the largest alone, in a band the room barely
+fills such as a talk radio's 5-8 kHz under a reply's echo, put a person's "Wait." 2.6 dB under
+the room's loudest window where the broadband rise puts it 6.3 dB over) to be the person
 with less than `ABOVE_DB` of excess: a voice over a room whose loud windows vary (music with
 a singer, talk radio, traffic) is louder than anything that room did, while its band excess
 over the room's `LOUD_PERCENTILE` levels falls short of `ABOVE_DB` (the person 8-11 dB above
@@ -179,6 +184,16 @@ learned as the room after all: voices in the room that stand out of it now and t
 shouting in a room silent between their words, at -36 dBFS RMS: never learned, 19 turns in 40
 s) are the room, while a person's sentence goes on within it (Piper "Excuse me, can you stop
 for a second?": 2.5 s). A turn that starts forgets them: they were the person's first words."""
+
+ROOM_OVER_ECHO_DB = 6.0
+"""How far (dB) above the power of the reply's echo the held echo path explains
+(`server.listening.echo.EchoDetector.over_echo_db`, itself an overestimate) a window of a
+reply playing must stand to be learned as the room where the echo rules the microphone
+(`echo_rules`): at most a quarter of its power is the echo, so its levels are the room's
+within 1.3 dB. Without it a room heard mostly under a reply's echo stays young and its talker
+is judged against the bars of a room heard for a second (issue 24's tester: Piper "Wait." at
+-22 dBFS RMS over an espeak talk radio at -40 dBFS RMS under a -14 dB echo: 3.4 s of room
+learned by 8 s in, missed)."""
 
 CONTINUE_DB = 8.0
 """The same excess (dB) that a window inside a turn must hold to continue it once a background
@@ -267,14 +282,16 @@ class _Window:
     playing: bool
     in_turn: bool | None = None
     held: bool = False
+    echo_held: bool = False
     transient: bool = False
     voice: bool = False
 
     @property
     def room(self) -> bool:
-        """Heard outside turns, and neither speech held back, a transient nor a voice above
-        the room (`VOICE_PROBABILITY`)."""
-        return not (self.in_turn or self.held or self.transient or self.voice)
+        """Heard outside turns, and neither speech held back (as the reply's echo or as the
+        person's), a transient nor a voice above the room (`VOICE_PROBABILITY`)."""
+        return not (self.in_turn or self.held or self.echo_held or self.transient
+                    or self.voice)
 
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
@@ -326,6 +343,11 @@ class RoomBackground:
         """Whether the reply's echo may rule the microphone around a window of a reply playing
         (its end ms in, True: it may), the server's `server.listening.echo.EchoDetector.echo_rules`;
         None: it may always (such windows are never learned)."""
+        self.over_echo_db: Callable[[int, int], float | None] | None = None
+        """How far (dB) the microphone stands above the reply's echo in the windows ending in
+        (from ms, end ms] (the server's `server.listening.echo.EchoDetector.over_echo_db`;
+        None: not known): a window the echo rules is still the room's where it stands
+        `ROOM_OVER_ECHO_DB` above the echo."""
 
     @property
     def person_dbfs(self) -> float:
@@ -375,13 +397,14 @@ class RoomBackground:
         go to the transient detector (`server.listening.transients`: a cough, a knock), whose
         transients are never the room; windows `SETTLE_MS` older outside turns, held speech and
         transients become background, those of a reply playing only where `echo_rules` says
-        the echo does not rule them."""
+        the echo does not rule them or they stand `ROOM_OVER_ECHO_DB` above the echo
+        (`_room_over_the_echo`; held back as the echo, `_room_under_the_echo`)."""
         for window in self._recent:
             if window.end_ms > end_ms:
                 break
             if window.in_turn is None:
                 window.in_turn = self._turn is not None
-                window.held = held
+                window.echo_held = held
                 if self._turn is not None:
                     self._turn.levels.append(window.level_dbfs)
                     self._turn.bands.append(window.bands_db)
@@ -391,16 +414,42 @@ class RoomBackground:
                 window.voice = self._voice_above_the_room(window, window_probability)
         while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
             window = self._recent.popleft()
-            learnable = not (window.playing and (
-                self.echo_rules is None or self.echo_rules(window.end_ms)))
-            if window.room and learnable:
+            learnable = not window.playing or self._room_over_the_echo(window.end_ms)
+            if (window.room and learnable) or self._room_under_the_echo(window):
                 self._learn([window.bands_db])
             elif window.voice and learnable and not (window.in_turn or window.held
+                                                     or window.echo_held
                                                      or window.transient):
                 self._voices.append(window)
         while self._voices and self._voices[0].end_ms <= end_ms - VOICE_HOLD_MS:
             self._learn([self._voices.popleft().bands_db])
         self._forget_a_fallen_room()
+
+    def _room_over_the_echo(self, end_ms: int) -> bool:
+        """Whether a window of a reply playing (ending at `end_ms`, ms) is the room's: the
+        reply's echo does not rule the microphone around it (`echo_rules`), or the microphone
+        stands `ROOM_OVER_ECHO_DB` above the echo the held echo path explains in it
+        (`over_echo_db`)."""
+        if self.echo_rules is None or not self.echo_rules(end_ms):
+            return self.echo_rules is not None
+        over_db = None if self.over_echo_db is None else self.over_echo_db(
+            end_ms - WINDOW_MS, end_ms)
+        return over_db is not None and over_db >= ROOM_OVER_ECHO_DB
+
+    def _room_under_the_echo(self, window: _Window) -> bool:
+        """Whether a window of speech held back as the reply's echo is the room's after all:
+        nothing else kept it out of the room, it is no louder than the room's loudest learned
+        window (a person wrongly held as the echo stands above the room) and it stands
+        `ROOM_OVER_ECHO_DB` above the echo the held echo path explains in it (`over_echo_db`).
+        Silero scores the echo as speech, so the echo gate holds back most of a reply's
+        windows, and the room heard under them would otherwise never be learned."""
+        if not (window.echo_held and window.playing and self._background_dbfs
+                and self.over_echo_db is not None) or window.in_turn or window.held or (
+                window.transient or window.voice
+                or window.level_dbfs > max(self._background_dbfs)):
+            return False
+        over_db = self.over_echo_db(window.end_ms - WINDOW_MS, window.end_ms)
+        return over_db is not None and over_db >= ROOM_OVER_ECHO_DB
 
     def _voice_above_the_room(self, window: _Window, probability: float | None) -> bool:
         """Whether a window outside turns is a voice above the room, not the room (until
@@ -409,7 +458,8 @@ class RoomBackground:
         level and at least the loudest learned window's, and it holds `LOUDER_ABOVE_DB` of
         excess (`_standing`), which no window of a learned room did (see
         `VOICE_PROBABILITY`)."""
-        if (window.in_turn or window.held or self._room_windows < _YOUNG_WINDOWS
+        if (window.in_turn or window.held or window.echo_held
+                or self._room_windows < _YOUNG_WINDOWS
                 or probability is None
                 or probability < VOICE_PROBABILITY
                 or window.level_dbfs < self.person_dbfs - NEAR_DB
@@ -547,7 +597,7 @@ class RoomBackground:
         background's loud band levels, dB over their total; the margin that must reach,
         `ABOVE_DB` (raised in a young room) or `in_turn` (a turn's window) `CONTINUE_DB`,
         dB; how far its loudest window rises above the background's loudest, lifted by the
-        room's largest band rise, dB). None while no background is known."""
+        room's gain rise (`LOUDER_DB`), dB). None while no background is known."""
         before = [w.bands_db for w in self._recent
                   if w.end_ms <= start_ms and w.room and not w.playing]
         heard = self._room_windows + len(before)
@@ -562,12 +612,15 @@ class RoomBackground:
         learned = np.stack(background)
         rise = _gain_rise(learned, recent[-_RECENT_WINDOWS:],
                           LOUD_PERCENTILE if in_turn else RISE_PERCENTILE)
-        loud = 10.0 ** ((np.percentile(learned, LOUD_PERCENTILE, axis=0) + rise) / 10.0)
+        loud_db = np.percentile(learned, LOUD_PERCENTILE, axis=0)
+        loud = 10.0 ** ((loud_db + rise) / 10.0)
         powers = 10.0 ** (np.stack([w.bands_db for w in candidate]) / 10.0)
         excess = float(np.maximum(powers - loud, 0.0).sum(axis=1).max())
         excess_db = 10.0 * np.log10(max(excess, 1e-30) / float(loud.sum()))
         margin_db = CONTINUE_DB if in_turn else (
             ABOVE_DB + YOUNG_ABOVE_DB * max(0.0, 1.0 - heard / _YOUNG_WINDOWS))
+        rise_db = (float(total_dbfs(loud_db + rise) - total_dbfs(loud_db))
+                   if margin_db == ABOVE_DB else float(np.max(rise)))
         over_loudest_db = (max(w.level_dbfs for w in candidate)
-                           - float(np.max(total_dbfs(learned)) + np.max(rise)))
+                           - float(np.max(total_dbfs(learned))) - rise_db)
         return float(excess_db), margin_db, over_loudest_db

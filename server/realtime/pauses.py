@@ -28,7 +28,9 @@ a turn whose backchannel (or noise: a cough before the words) already resumed th
 longer pause, or a client's longer
 `silence_duration_ms`) pauses the reply again, at once, and the whole turn decides anew: the
 reply plays on for at most that pause, and a cut then keeps only what the client played. A
-client that stops sending audio after a backchannel gets its reply back at the timeout.
+client that stops sending audio after a backchannel gets its reply back at the timeout. The
+client's VAD reporting the person (`barge_in` with `pause`) after a `noise` sound ended holds
+that verdict like a backchannel's (`ReplyPauses.client_heard`): the person spoke on.
 
 Prior art: LiveKit Agents' `resume_false_interruption` / `false_interruption_timeout`. Sans-I/O:
 plain state; `Session` applies it.
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from server.listening.backchannel import Verdict, classify
 from server.listening.pcm16 import pcm16_to_float
@@ -87,6 +89,21 @@ can end inside the word's last window; a person whose last syllable falls more t
 rule's range under their loudest is still speaking while Silero says so."""
 
 
+class HeldVerdict(NamedTuple):
+    """A verdict on the deciding utterance that resumes the reply once the person is done.
+
+    Attributes:
+        verdict: `Verdict.BACKCHANNEL`, or `Verdict.NOISE` when the client's VAD heard the
+            person after the sound (`Pause.client_heard_ms`).
+        transcript: the utterance's transcript (stripped).
+        rule: the deciding rule (`server.listening.backchannel.Decision.rule`).
+    """
+
+    verdict: Verdict
+    transcript: str
+    rule: str
+
+
 @dataclass(slots=True)
 class Pause:
     """One paused reply.
@@ -101,13 +118,16 @@ class Pause:
         transcribing: that turn was committed and waits for its transcript.
         silent_since_ms: input-timeline end (ms) of that turn's speech while it is silent
             (server VAD reported a gap or a pause, no speech since); None while it speaks.
-        held: the `input_audio_buffer.backchannel` fields (transcript, rule) of a backchannel
-            verdict waiting for `RESUME_SILENCE_MS` of silence, None when none waits.
+        held: a backchannel verdict (or a `noise` one the client's VAD heard the person after:
+            `client_heard_ms`) waiting for `RESUME_SILENCE_MS` of silence, None when none waits.
         hold_until_ms: input position (ms) up to which a held verdict whose turn ended waits
             on an onset (`ONSET_HOLD_MS`), None when none does.
         later_turn: (item id, input start ms) of a turn that started while the deciding one
             was still undecided, None when none did: a backchannel verdict then hands the
             decision to it (the person spoke on).
+        client_heard_ms: input-timeline end (ms) of the audio the server held when the
+            client's VAD last reported the person (`barge_in` with `pause`, while paused or
+            pausing): they were speaking up to about there; None when it never did.
         timing: when things happened, for `response.resumed`'s `timing` (`PauseTiming`).
     """
 
@@ -119,9 +139,10 @@ class Pause:
     speech_start_ms: int | None = None
     transcribing: bool = False
     silent_since_ms: int | None = None
-    held: tuple[str, str] | None = None
+    held: HeldVerdict | None = None
     hold_until_ms: int | None = None
     later_turn: tuple[str, int] | None = None
+    client_heard_ms: int | None = None
     timing: PauseTiming = field(default_factory=PauseTiming)
 
     def deadline_ms(self, settings: InterruptionSettings) -> float:
@@ -180,6 +201,17 @@ class ReplyPauses:
                        audio_end_ms=audio_end_ms, reason=reason)
         self._log.effect(WakeSender())
 
+    def client_heard(self, input_end_ms: int) -> None:
+        """The client's VAD reported the person (`barge_in` with `pause`) with the input audio
+        received up to `input_end_ms` (input-timeline ms): they were speaking then. The quiet
+        a held verdict waits for counts from there at the earliest, and a `noise` verdict on
+        a sound that ended before it is held like a backchannel (the person spoke on): the
+        page's `barge_in` carries no position on the input timeline, and the audio it fired
+        on has reached the server by the time it arrives (the page sends the microphone on
+        the same socket, in order)."""
+        if self.current is not None:
+            self.current.client_heard_ms = max(self.current.client_heard_ms or 0, input_end_ms)
+
     def attach_turn(self, item_id: str, audio_start_ms: int) -> bool:
         """A server VAD turn started: it decides the pause that has none yet. True when it
         does.
@@ -230,9 +262,9 @@ class ReplyPauses:
         pause = self.current
         if pause is None or pause.held is None or pause.item_id != item_id:
             return
-        onset_ms = self._heard.onset_ms
-        if pause.silent_since_ms is None or onset_ms is None or onset_ms < pause.silent_since_ms:
-            self._resume_backchannel(pause)
+        onset_ms = max(self._heard.onset_ms or 0, pause.client_heard_ms or 0)
+        if pause.silent_since_ms is None or onset_ms < pause.silent_since_ms:
+            self._resume_held(pause)
         else:
             pause.hold_until_ms = self._heard.heard_ms + ONSET_HOLD_MS
             self._release_held()
@@ -250,11 +282,13 @@ class ReplyPauses:
     def _silence_from(self, pause: Pause) -> int:
         """Input position (ms) from which the silence after the deciding turn's speech counts:
         the end of the person's sound (`SOUND_END_LEAD_MS` before server VAD's speech end at
-        the most), or server VAD's speech end when the sound is unknown."""
+        the most), or server VAD's speech end when the sound is unknown; never before the
+        client's VAD last heard the person (`Pause.client_heard_ms`)."""
         assert pause.silent_since_ms is not None
-        if self._heard.sound_end_ms is None:
-            return pause.silent_since_ms
-        return max(self._heard.sound_end_ms, pause.silent_since_ms - SOUND_END_LEAD_MS)
+        since = pause.silent_since_ms
+        if self._heard.sound_end_ms is not None:
+            since = max(self._heard.sound_end_ms, since - SOUND_END_LEAD_MS)
+        return max(since, pause.client_heard_ms or 0)
 
     def _release_held(self) -> None:
         """Note when the silence after the deciding turn's speech became long enough (the
@@ -267,7 +301,7 @@ class ReplyPauses:
                 pause.hold_until_ms is not None and heard_ms >= pause.hold_until_ms):
             self._quiet(pause)
             if pause.held is not None:
-                self._resume_backchannel(pause)
+                self._resume_held(pause)
 
     def _quiet(self, pause: Pause) -> None:
         """Note (`Pause.timing`) that the person is done now, unless noted already."""
@@ -278,14 +312,19 @@ class ReplyPauses:
             if pause.silent_since_ms is not None:
                 timing.silence_from_ms = self._silence_from(pause)
 
-    def _resume_backchannel(self, pause: Pause) -> None:
-        """Announce the held backchannel and resume the reply (reason `backchannel`)."""
+    def _resume_held(self, pause: Pause) -> None:
+        """Resume the reply on the held verdict: a backchannel is announced
+        (`input_audio_buffer.backchannel`) and resumes with reason `backchannel`, a noise with
+        reason `noise`."""
         assert pause.held is not None and pause.item_id is not None
         self._quiet(pause)
-        transcript, rule = pause.held
+        self._resumed_turn = pause.item_id
+        verdict, transcript, rule = pause.held
+        if verdict is Verdict.NOISE:
+            self.resume(verdict.value)
+            return
         self._log.emit("input_audio_buffer.backchannel", item_id=pause.item_id,
                        response_id=pause.response_id, transcript=transcript, rule=rule)
-        self._resumed_turn = pause.item_id
         self.resume("backchannel", pause.timing)
 
     def speech_paused(self, item_id: str | None, audio_end_ms: int) -> None:
@@ -380,7 +419,7 @@ class ReplyPauses:
         if now_ms < pause.deadline_ms(self.settings):
             return pause.deadline_ms(self.settings)
         if pause.held is not None:
-            self._resume_backchannel(pause)
+            self._resume_held(pause)
             return None
         undecided = pause.item_id is not None and (
             pause.transcribing or self._turns.speech_turn is not None
@@ -447,13 +486,15 @@ class ReplyPauses:
         if decision.verdict is Verdict.INTERRUPTION:
             self.cut("interruption")
             return decision.verdict
-        if decision.verdict is Verdict.NOISE:
+        if decision.verdict is Verdict.NOISE and not (
+                pause.client_heard_ms is not None and pause.silent_since_ms is not None
+                and pause.client_heard_ms > pause.silent_since_ms):
             # As after a backchannel: the turn speaking on pauses the reply again
             # (`spoke_again`); it played on over the person until the turn ended before.
             self._resumed_turn = item_id
             self.resume(decision.verdict.value)
             return decision.verdict
-        pause.held = (transcript.strip(), decision.rule)
+        pause.held = HeldVerdict(decision.verdict, transcript.strip(), decision.rule)
         turn = self._turns.speech_turn
         if pause.later_turn is not None:  # the person spoke on before this verdict
             later_id = pause.later_turn[0]

@@ -93,7 +93,8 @@ class TurnTaking:
 
     def barge_in_pause(self, event: protocol.BargeIn) -> None:
         """`barge_in` with `pause`: the client's VAD paused the named (default: the active)
-        reply at `audio_end_ms`; a reply not in progress is interrupted as by `barge_in`.
+        reply at `audio_end_ms`; a reply not in progress is interrupted as by `barge_in`. The
+        person was speaking up to the input audio received so far (`ReplyPauses.client_heard`).
 
         Raises:
             protocol.ProtocolError: the named response or item is unknown
@@ -109,6 +110,7 @@ class TurnTaking:
         if event.audio_end_ms is not None:
             response.cursor.acknowledge(event.audio_end_ms)
         self._pauses.pause(response, "barge_in", response.cursor.played_ms)
+        self._pauses.client_heard(self._turns.audio.end_ms)
 
     def on_speech_gap(self, audio_end_ms: int) -> None:
         """Server VAD heard the decision tail of silence after `audio_end_ms` (ms of input
