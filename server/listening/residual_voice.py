@@ -64,13 +64,47 @@ a -30 dB echo was missed 2 of 4 with 120 (`benchmarks/bench_interruptions.py`'s 
 the reply), none with 96 or 64; with 64 a dropped cup over a -12 dB reverberant echo started a
 turn (`tests/test_echo_room_sounds.py`)."""
 
+SUSTAIN_MS = 50
+"""The shortest stretch (ms, 10 ms frames) a voice's run keeps its unexplained power within
+`SUSTAIN_DB` of its loudest frame: a vowel is driven and holds its level; a struck sound (a knock,
+a key click) is loudest at its attack and decays. Silero heard speech in the rest of such a sound
+(the reply's echo left whole in the bands the sound covers, the masked bands cut out around it)
+on a -6 dBFS knock 5 s into the reply over a -30 dB echo and typing over -10 / -6 dB reverberant
+echoes (`benchmarks/bench_interruptions.py` table 4): their runs held it 20-30 ms (a knock's thump
+decays in 20 ms, a key's click in 4 ms), "Stop.", "Wait.", "No.", "Hold on." over -30 / -10 dB
+echoes 60 ms and more. Not longer: with 80 ms a dog's bark (120-180 ms, decaying over half its
+length) held 60-80 ms and was no voice, but 6 more of 144 words over -10 / -6 dB echoes (4 s into
+the reply, where 21 were missed already) were missed; with 50 ms, 2 more."""
+
+SUSTAIN_DB = 6.0
+"""How far (dB) under a run's loudest unexplained frame a frame still counts as sustained
+(`SUSTAIN_MS`): a knock's thump falls that far in 14 ms."""
+
 _KEEP_SAMPLES = KEEP_MS * SAMPLE_RATE_HZ // 1000
+_SUSTAIN_FRAMES = SUSTAIN_MS // FRAME_MS
 
 
 def unexplained_gains(mic_db: np.ndarray, explained_db: np.ndarray) -> np.ndarray:
     """Amplitude gains (frames, bands): 1.0 where the microphone's band level (dB) reaches what
     the echo and the noise explain (dB), 0.0 where they explain it."""
     return np.where(mic_db >= explained_db, 1.0, 0.0)
+
+
+def unexplained_power_db(mic_db: np.ndarray, explained_db: np.ndarray) -> np.ndarray:
+    """Per frame, the power (dB, summed over bands) by which the microphone's band levels (dB,
+    (frames, bands)) exceed what the echo and the noise explain (dB); -120 where nothing does."""
+    excess = np.maximum(10.0 ** (mic_db / 10.0) - 10.0 ** (explained_db / 10.0), 0.0)
+    return 10.0 * np.log10(np.maximum(excess.sum(axis=1), 1e-12))
+
+
+def sustained(power_db: np.ndarray) -> bool:
+    """True when `power_db` (per 10 ms frame, dB) holds within `SUSTAIN_DB` of its loudest frame
+    for `SUSTAIN_MS` of consecutive frames."""
+    if power_db.size == 0:
+        return False
+    loud = np.concatenate(([False], power_db >= power_db.max() - SUSTAIN_DB, [False]))
+    edges = np.flatnonzero(np.diff(loud.astype(np.int8)))
+    return bool(np.max(edges[1::2] - edges[::2]) >= _SUSTAIN_FRAMES)
 
 
 class ResidualVoice:
@@ -103,8 +137,9 @@ class ResidualVoice:
         `SPAN_MS` of it) holds no voice beyond the held echo: with the bands the echo explains
         taken out (`unexplained_gains`, `EchoDetector.held_explained`), a fresh Silero fed
         from `LEAD_MS` before finds no voice ending there (a run of `MIN_RUN_MS`, `config`).
-        True (a voice, as far as this can tell) without a held path whose echo was heard, or
-        without the audio or the tagged frames to judge."""
+        A run whose unexplained power is not `sustained` (a struck sound: a knock, typing) is
+        no voice either. True (a voice, as far as this can tell) without a held path whose
+        echo was heard, or without the audio or the tagged frames to judge."""
         start_ms = max(start_ms, end_ms - SPAN_MS)
         from_ms = max(start_ms - LEAD_MS, -(-self._first * 1000 // SAMPLE_RATE_HZ))
         levels = self._echo.held_explained(from_ms, end_ms)
@@ -121,6 +156,7 @@ class ResidualVoice:
             unexplained_gains(mic_db, explained_db),
             first_ms - FRAME_MS // 2 - from_ms,
         )
+        power_db = unexplained_power_db(mic_db, explained_db)
         config = self._config
         low = max(config.threshold - config.hysteresis, 0.01)
         run_ms, peak = 0, 0.0
@@ -130,10 +166,10 @@ class ResidualVoice:
                 continue
             run_ms += WINDOW_MS
             peak = max(peak, window.probability)
-            if (
-                from_ms + window.end_ms > start_ms
-                and peak >= config.threshold
-                and run_ms >= MIN_RUN_MS
-            ):
-                return True
+            run_end_ms = from_ms + window.end_ms
+            if run_end_ms > start_ms and peak >= config.threshold and run_ms >= MIN_RUN_MS:
+                # Frame i ends at first_ms + 10 i + 10 ms: the run's frames end within it.
+                first = max((run_end_ms - run_ms - first_ms) // FRAME_MS, 0)
+                if sustained(power_db[first : max((run_end_ms - first_ms) // FRAME_MS, first)]):
+                    return True
         return False
