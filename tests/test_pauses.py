@@ -482,30 +482,6 @@ def test_a_cleared_input_leaves_no_utterance_and_a_committed_one_decides() -> No
     assert "response.created" in types(events), "the words are answered"
 
 
-def test_speech_resuming_a_turn_whose_noise_resumed_the_reply_pauses_it_again() -> None:
-    """The deciding turn began with a sound with no words (a cough: `noise`, the reply
-    resumes at once), then its speech went on (server VAD's speech resumed, same turn): the
-    reply pauses again, at once, as after a backchannel's resume; before, it played on over the
-    person until the turn ended (the page's VAD, fired on them during the pause, does not fire
-    again on the same speech)."""
-    session, rid = paused_session()
-    session.take_events()
-    cough = speech_fixtures.white_noise_burst(np.random.default_rng(3), 150.0, -20.0)
-    session.input_turns.audio.append(mic_pcm16(speech_fixtures.place(cough, 300, 300)))
-    item_id = session.input_turns.speech_turn[0]
-    session.turn_taking.on_speech_gap(450)
-    [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
-    session.set_clock(1200.0)
-    session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, "")
-    events = session.take_events()
-    assert [(e["type"], e.get("reason")) for e in events] == [("response.resumed", "noise")]
-    session.set_clock(1300.0)
-    session.turn_taking.on_speech_resumed()
-    events = session.take_events()
-    assert [(e["type"], e.get("reason"), e["response_id"]) for e in events] == [
-        ("response.paused", "speech_started", rid)]
-
-
 def cough_turn_at_its_gap() -> tuple[Session, str, str]:
     """`paused_session`, a 150 ms cough 300 ms into the microphone and server VAD's gap after
     it at 450 ms: (the session, the paused response's id, the turn's item id); the effects
@@ -523,6 +499,24 @@ def decide_on(session: Session, item_id: str, transcript: str) -> None:
     """The decision transcription the last gap asked for came back as `transcript`."""
     [decide] = [e for e in session.take_effects() if isinstance(e, DecideTranscription)]
     session.turn_taking.on_decision_transcription(item_id, decide.audio_end_ms, transcript)
+
+
+def test_speech_resuming_a_turn_whose_noise_resumed_the_reply_pauses_it_again() -> None:
+    """The deciding turn began with a sound with no words (a cough: `noise`, the reply
+    resumes at once), then its speech went on (server VAD's speech resumed, same turn): the
+    reply pauses again, at once, as after a backchannel's resume; before, it played on over the
+    person until the turn ended (the page's VAD, fired on them during the pause, does not fire
+    again on the same speech)."""
+    session, rid, item_id = cough_turn_at_its_gap()
+    session.set_clock(1200.0)
+    decide_on(session, item_id, "")
+    events = session.take_events()
+    assert [(e["type"], e.get("reason")) for e in events] == [("response.resumed", "noise")]
+    session.set_clock(1300.0)
+    session.turn_taking.on_speech_resumed()
+    events = session.take_events()
+    assert [(e["type"], e.get("reason"), e["response_id"]) for e in events] == [
+        ("response.paused", "speech_started", rid)]
 
 
 def test_the_page_s_barge_in_after_a_noise_keeps_the_reply_paused_for_the_person_s_words(
