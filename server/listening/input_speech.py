@@ -79,7 +79,7 @@ class InputSpeechDetector:
         self._turns.room_gate = self._room.is_background
         self._turns.room_voice = self._room.voice_start
         self._room.echo_rules = self._echo.echo_rules
-        self._room.over_echo_db = self._echo.over_echo_db
+        self._room.over_echo_db = self._echo.held.over_echo_db
         self._turns.speech_dropped = self._room.speech_dropped
         self._quiet = QuietAfterSpeech(input_rate_hz)
         self._room_dbfs: float | None = None

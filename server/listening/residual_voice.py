@@ -135,14 +135,14 @@ class ResidualVoice:
     def voiced(self, start_ms: int, end_ms: int) -> bool:
         """True unless the microphone from `start_ms` to `end_ms` (ms on this stream; the last
         `SPAN_MS` of it) holds no voice beyond the held echo: with the bands the echo explains
-        taken out (`unexplained_gains`, `EchoDetector.held_explained`), a fresh Silero fed
+        taken out (`unexplained_gains`, `HeldEcho.held_explained`), a fresh Silero fed
         from `LEAD_MS` before finds no voice ending there (a run of `MIN_RUN_MS`, `config`).
         A run whose unexplained power is not `sustained` (a struck sound: a knock, typing) is
         no voice either. True (a voice, as far as this can tell) without a held path whose
         echo was heard, or without the audio or the tagged frames to judge."""
         start_ms = max(start_ms, end_ms - SPAN_MS)
         from_ms = max(start_ms - LEAD_MS, -(-self._first * 1000 // SAMPLE_RATE_HZ))
-        levels = self._echo.held_explained(from_ms, end_ms)
+        levels = self._echo.held.held_explained(from_ms, end_ms)
         if levels is None:
             return True
         mic_db, explained_db, first_ms = levels

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.listening.percentiles import percentile
+from server.listening.room_under_echo import room_over_the_echo, room_under_the_echo
 from server.listening.silero_vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
 from server.listening.transients import TransientDetector
 
@@ -184,16 +185,6 @@ learned as the room after all: voices in the room that stand out of it now and t
 shouting in a room silent between their words, at -36 dBFS RMS: never learned, 19 turns in 40
 s) are the room, while a person's sentence goes on within it (Piper "Excuse me, can you stop
 for a second?": 2.5 s). A turn that starts forgets them: they were the person's first words."""
-
-ROOM_OVER_ECHO_DB = 6.0
-"""How far (dB) above the power of the reply's echo the held echo path explains
-(`server.listening.echo.EchoDetector.over_echo_db`, itself an overestimate) a window of a
-reply playing must stand to be learned as the room where the echo rules the microphone
-(`echo_rules`): at most a quarter of its power is the echo, so its levels are the room's
-within 1.3 dB. Without it a room heard mostly under a reply's echo stays young and its talker
-is judged against the bars of a room heard for a second (issue 24's tester: Piper "Wait." at
--22 dBFS RMS over an espeak talk radio at -40 dBFS RMS under a -14 dB echo: 3.4 s of room
-learned by 8 s in, missed)."""
 
 CONTINUE_DB = 8.0
 """The same excess (dB) that a window inside a turn must hold to continue it once a background
@@ -345,7 +336,7 @@ class RoomBackground:
         None: it may always (such windows are never learned)."""
         self.over_echo_db: Callable[[int, int], float | None] | None = None
         """How far (dB) the microphone stands above the reply's echo in the windows ending in
-        (from ms, end ms] (the server's `server.listening.echo.EchoDetector.over_echo_db`;
+        (from ms, end ms] (the server's `server.listening.held_echo.HeldEcho.over_echo_db`;
         None: not known): a window the echo rules is still the room's where it stands
         `ROOM_OVER_ECHO_DB` above the echo."""
 
@@ -398,7 +389,7 @@ class RoomBackground:
         transients are never the room; windows `SETTLE_MS` older outside turns, held speech and
         transients become background, those of a reply playing only where `echo_rules` says
         the echo does not rule them or they stand `ROOM_OVER_ECHO_DB` above the echo
-        (`_room_over_the_echo`; held back as the echo, `_room_under_the_echo`)."""
+        (`room_under_echo`)."""
         for window in self._recent:
             if window.end_ms > end_ms:
                 break
@@ -414,8 +405,13 @@ class RoomBackground:
                 window.voice = self._voice_above_the_room(window, window_probability)
         while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
             window = self._recent.popleft()
-            learnable = not window.playing or self._room_over_the_echo(window.end_ms)
-            if (window.room and learnable) or self._room_under_the_echo(window):
+            learnable = not window.playing or room_over_the_echo(
+                self.echo_rules, self.over_echo_db, window.end_ms)
+            under_echo = window.echo_held and window.playing and self._background_dbfs and not (
+                window.in_turn or window.held or window.transient or window.voice)
+            if (window.room and learnable) or (under_echo and room_under_the_echo(
+                    window.level_dbfs, window.end_ms, max(self._background_dbfs),
+                    self.over_echo_db)):
                 self._learn([window.bands_db])
             elif window.voice and learnable and not (window.in_turn or window.held
                                                      or window.echo_held
@@ -424,32 +420,6 @@ class RoomBackground:
         while self._voices and self._voices[0].end_ms <= end_ms - VOICE_HOLD_MS:
             self._learn([self._voices.popleft().bands_db])
         self._forget_a_fallen_room()
-
-    def _room_over_the_echo(self, end_ms: int) -> bool:
-        """Whether a window of a reply playing (ending at `end_ms`, ms) is the room's: the
-        reply's echo does not rule the microphone around it (`echo_rules`), or the microphone
-        stands `ROOM_OVER_ECHO_DB` above the echo the held echo path explains in it
-        (`over_echo_db`)."""
-        if self.echo_rules is None or not self.echo_rules(end_ms):
-            return self.echo_rules is not None
-        over_db = None if self.over_echo_db is None else self.over_echo_db(
-            end_ms - WINDOW_MS, end_ms)
-        return over_db is not None and over_db >= ROOM_OVER_ECHO_DB
-
-    def _room_under_the_echo(self, window: _Window) -> bool:
-        """Whether a window of speech held back as the reply's echo is the room's after all:
-        nothing else kept it out of the room, it is no louder than the room's loudest learned
-        window (a person wrongly held as the echo stands above the room) and it stands
-        `ROOM_OVER_ECHO_DB` above the echo the held echo path explains in it (`over_echo_db`).
-        Silero scores the echo as speech, so the echo gate holds back most of a reply's
-        windows, and the room heard under them would otherwise never be learned."""
-        if not (window.echo_held and window.playing and self._background_dbfs
-                and self.over_echo_db is not None) or window.in_turn or window.held or (
-                window.transient or window.voice
-                or window.level_dbfs > max(self._background_dbfs)):
-            return False
-        over_db = self.over_echo_db(window.end_ms - WINDOW_MS, window.end_ms)
-        return over_db is not None and over_db >= ROOM_OVER_ECHO_DB
 
     def _voice_above_the_room(self, window: _Window, probability: float | None) -> bool:
         """Whether a window outside turns is a voice above the room, not the room (until
