@@ -91,8 +91,7 @@ class HeldEcho:
         if held is None or held[0].lag_ms is None:
             return None
         path, stretch, aligned = held
-        gain = np.where(np.isfinite(path.gain_db), path.gain_db,
-                        path.gain_db[np.isfinite(path.gain_db)].min())
+        gain = _heard_gain(path)
         return stretch.mic, explained_db(aligned, gain, stretch.floor), stretch.first_ms
 
     def over_echo_db(self, from_ms: int, end_ms: int) -> float | None:
@@ -108,8 +107,7 @@ class HeldEcho:
         if held is None or held[0].lag_ms is None:
             return None
         path, stretch, aligned = held
-        gain = np.where(np.isfinite(path.gain_db), path.gain_db,
-                        path.gain_db[np.isfinite(path.gain_db)].min())
+        gain = _heard_gain(path)
         frames = slice(max(self._mic.index(from_ms) - stretch.lo, 0), stretch.count)
         mic = float(np.sum(10.0 ** (stretch.mic[frames] / 10.0)))
         echo = float(np.sum(10.0 ** (echo_db(aligned, gain)[frames] / 10.0)))
@@ -131,3 +129,11 @@ class HeldEcho:
             return None
         return path, stretch, aligned_at(reverberant(stretch.block), stretch.count,
                                          stretch.max_lag, path.lag_ms)
+
+
+def _heard_gain(path: EchoPath) -> np.ndarray:
+    """The path's echo gain per band (dB), a band where it heard no echo (-inf) at the lowest
+    gain of the bands where it did (`HeldEcho.held_explained`). The path has a lag: some band
+    heard the echo."""
+    heard = np.isfinite(path.gain_db)
+    return np.where(heard, path.gain_db, path.gain_db[heard].min())
