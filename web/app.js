@@ -5,14 +5,15 @@
  *
  * Test hooks: `window.duplexDemo.state` (see `state` below), `window.duplexDemo.vadConfig` (the
  * client VAD parameters, read when the microphone is switched on; see vad.js),
- * `window.duplexDemo.serverVad` (the `server_vad` settings asked for when it is switched on;
- * see mic-control.js) and `data-testid` attributes.
+ * `window.duplexDemo.serverVad` and `window.duplexDemo.semanticVad` (the `server_vad` and
+ * `semantic_vad` settings asked for when it is switched on, as the "End of turn" choice
+ * `[data-testid=turn-end]` says; see mic-control.js) and `data-testid` attributes.
  */
 import { BargeInTimings } from './barge-in-timings.js';
 import { ConversationView } from './conversation-view.js';
 import { HistoryView } from './history-view.js';
 import { LevelMeter } from './level-meter.js';
-import { MicControl, SERVER_VAD } from './mic-control.js';
+import { MicControl, SEMANTIC_VAD, SERVER_VAD } from './mic-control.js';
 import { Playback } from './playback.js';
 import { RealtimeClient } from './realtime-client.js';
 import { StatusView } from './status-view.js';
@@ -25,6 +26,7 @@ const byId = (id) => document.getElementById(id);
 const promptInput = byId('prompt');
 const stopButton = byId('stop');
 const reconnectButton = byId('reconnect');
+const turnEndChoice = byId('turn-end');
 
 const status = new StatusView({
   connection: byId('status-connection'),
@@ -63,7 +65,9 @@ const state = {
     noiseFloorDb: null, // dBFS
     onsetDb: null, // current onset threshold, dBFS
     playbackDb: null, // the assistant's output level as the echo guard sees it, dBFS
-    serverVad: 'off', // 'off' | 'pending' | 'on' | 'unsupported' (audio sent if pending/on)
+    serverVad: 'off', // server turn detection: 'off' | 'pending' | 'on' | 'unsupported'
+    //                   (audio sent if pending/on)
+    turnDetection: null, // while serverVad is 'on': 'server_vad' | 'semantic_vad'
     framesSent: 0, // input_audio_buffer.append events sent (40 ms each)
     contextRate: null, // capture AudioContext rate in Hz (resampled to inputRate in the worklet)
   },
@@ -79,7 +83,12 @@ const state = {
   resumed: [], // session.resumed events (a session given back after a dropped connection)
   reconnects: [], // {detail, retryMs}: automatic reconnects scheduled after a drop
 };
-window.duplexDemo = { state, vadConfig: { ...DEFAULT_VAD_CONFIG }, serverVad: { ...SERVER_VAD } };
+window.duplexDemo = {
+  state,
+  vadConfig: { ...DEFAULT_VAD_CONFIG },
+  serverVad: { ...SERVER_VAD },
+  semanticVad: { ...SEMANTIC_VAD },
+};
 
 const playback = new Playback({
   onAck(ack) {
@@ -116,8 +125,10 @@ const mic = new MicControl({
   playback,
   state,
   vadConfig: () => window.duplexDemo.vadConfig,
-  serverVad: () => window.duplexDemo.serverVad,
+  turnDetection: () => (turnEndChoice.value === 'semantic_vad'
+    ? window.duplexDemo.semanticVad : window.duplexDemo.serverVad),
 });
+turnEndChoice.addEventListener('change', () => mic.turnDetectionChanged());
 
 /** Server event handlers by `type`; events not listed are ignored. */
 const handlers = {

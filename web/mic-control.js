@@ -3,11 +3,12 @@ import { encodeBase64 } from './pcm16.js';
 import { DEFAULT_VAD_CONFIG } from './vad.js';
 
 /**
- * Server turn detection asked for while the microphone is on (OpenAI Realtime `server_vad`).
- * A test may ask for other settings through `window.duplexDemo.serverVad` (app.js) before the
- * mic is switched on: tests/page_barge_in.py turns `interrupt_response` and `create_response`
- * off, so that the server's VAD reports turns but never stops the reply before the page's VAD
- * decides.
+ * Server turn detection asked for while the microphone is on, when the page's "End of turn"
+ * choice is "after a silence" (OpenAI Realtime `server_vad`: the turn ends after 500 ms of
+ * silence). A test may ask for other settings through `window.duplexDemo.serverVad` (app.js)
+ * before the mic is switched on: tests/page_barge_in.py turns `interrupt_response` and
+ * `create_response` off, so that the server's VAD reports turns but never stops the reply
+ * before the page's VAD decides.
  */
 export const SERVER_VAD = Object.freeze({
   type: 'server_vad',
@@ -18,22 +19,39 @@ export const SERVER_VAD = Object.freeze({
   interrupt_response: true,
 });
 
+/**
+ * Server turn detection asked for when the page's "End of turn" choice is "when the sentence is
+ * finished" (OpenAI Realtime `semantic_vad`, eagerness `auto` = medium: a turn whose words and
+ * sound look unfinished, "I want to book a table for...", is waited for up to 4 s; the server
+ * judges it with Smart Turn v3.2 and the transcript, docs/listening.md). Settable through
+ * `window.duplexDemo.semanticVad` as SERVER_VAD is.
+ */
+export const SEMANTIC_VAD = Object.freeze({
+  type: 'semantic_vad',
+  eagerness: 'auto',
+  create_response: true,
+  interrupt_response: true,
+});
+
 /** Input rate (Hz) used before a session names one: the OpenAI default. */
 const DEFAULT_INPUT_RATE = 24000;
 
 /** Bound on `state.vadEvents` (oldest dropped). */
 const VAD_EVENTS_KEPT = 1000;
 
+/** The level meter's note per server turn-detection state (`on`: per turn-detection type). */
 const SERVER_VAD_NOTES = {
   off: '',
-  pending: 'Server VAD: requested',
-  on: 'Server VAD: on (speak to send a prompt)',
+  pending: 'Turn detection: requested',
+  server_vad: 'Turn detection: on (speak to send a prompt; it ends after 500 ms of silence)',
+  semantic_vad: 'Turn detection: on (speak to send a prompt; it ends when the sentence is finished)',
   unsupported: 'Server VAD unavailable: the microphone only interrupts the assistant',
 };
 
 /**
  * The page's microphone feature: the Mic toggle, the capture worklet with the client VAD, the
- * level meter, server turn detection (`session.update` with SERVER_VAD) and the audio stream
+ * level meter, server turn detection (`session.update` with SERVER_VAD or SEMANTIC_VAD, as the
+ * page's "End of turn" choice says) and the audio stream
  * (`input_audio_buffer.append`, 40 ms PCM16 frames, only while server VAD is requested or on: a
  * server without it would only buffer them).
  *
@@ -47,7 +65,7 @@ export class MicControl {
   #playback;
   #state;
   #vadConfig;
-  #serverVad;
+  #turnDetection;
   #microphone;
   /** event_id of the session.update that asked for server VAD (its error means: unsupported) */
   #requestId = null;
@@ -63,10 +81,11 @@ export class MicControl {
    * @param {import('./playback.js').Playback} options.playback
    * @param {object} options.state the page state: `mic`, `vadEvents`, `inputRate` are used
    * @param {() => object} options.vadConfig the VAD parameters to use when the mic starts
-   * @param {() => object} options.serverVad the `server_vad` settings to ask for when the mic
-   *   starts (SERVER_VAD unless a test changed them)
+   * @param {() => object} options.turnDetection the `turn_detection` settings to ask for when
+   *   the mic starts or the page's choice changes (SERVER_VAD or SEMANTIC_VAD unless a test
+   *   changed them)
    */
-  constructor({ button, error, meter, client, playback, state, vadConfig, serverVad }) {
+  constructor({ button, error, meter, client, playback, state, vadConfig, turnDetection }) {
     this.#button = button;
     this.#error = error;
     this.#meter = meter;
@@ -74,7 +93,7 @@ export class MicControl {
     this.#playback = playback;
     this.#state = state;
     this.#vadConfig = vadConfig;
-    this.#serverVad = serverVad;
+    this.#turnDetection = turnDetection;
     this.#microphone = new Microphone({
       onAudio: (pcm) => this.#sendAudio(pcm),
       onVad: (event) => this.#onVad(event),
@@ -124,7 +143,7 @@ export class MicControl {
       playbackDb: null, contextRate: null,
     });
     this.#meter.setOff();
-    if (this.#state.mic.serverVad === 'pending' || this.#state.mic.serverVad === 'on') {
+    if (this.#serverVadAsked) {
       this.#requestServerVad(false);
       this.#client.send({ type: 'input_audio_buffer.clear' });
     }
@@ -136,9 +155,24 @@ export class MicControl {
     this.#microphone.setRate(this.#state.inputRate ?? DEFAULT_INPUT_RATE);
     if (event.type === 'session.created' && this.enabled) this.#requestServerVad(true);
     const detection = event.session?.audio?.input?.turn_detection;
-    if (event.type === 'session.updated' && detection?.type === 'server_vad') {
+    if (event.type === 'session.updated' && detection && this.enabled) {
+      this.#state.mic.turnDetection = detection.type;
       this.#setServerVad('on');
     }
+  }
+
+  /**
+   * The page's "End of turn" choice changed: while the microphone is on, ask the server for the
+   * new `turn_detection` at once (the next turn ends the new way); otherwise it is asked for
+   * when the microphone is switched on.
+   */
+  turnDetectionChanged() {
+    if (this.#serverVadAsked) this.#requestServerVad(true);
+  }
+
+  /** Server turn detection is asked for or on (microphone audio is then sent). */
+  get #serverVadAsked() {
+    return this.#state.mic.serverVad === 'pending' || this.#state.mic.serverVad === 'on';
   }
 
   /**
@@ -176,7 +210,7 @@ export class MicControl {
 
   /** Ask the server to detect turns in the microphone audio (or to stop doing so). */
   #requestServerVad(on) {
-    const detection = on ? { ...this.#serverVad() } : null;
+    const detection = on ? { ...this.#turnDetection() } : null;
     const sent = this.#client.send({
       type: 'session.update',
       session: { type: 'realtime', audio: { input: { turn_detection: detection } } },
@@ -187,13 +221,14 @@ export class MicControl {
 
   #setServerVad(mode) {
     this.#state.mic.serverVad = mode;
+    if (mode !== 'on') this.#state.mic.turnDetection = null;
     this.#microphone.tellVad({ type: 'server-vad', on: mode === 'on' });
-    this.#meter.setNote(SERVER_VAD_NOTES[mode], mode === 'unsupported' ? 'warn' : '');
+    const note = mode === 'on' ? this.#state.mic.turnDetection : mode;
+    this.#meter.setNote(SERVER_VAD_NOTES[note] ?? '', mode === 'unsupported' ? 'warn' : '');
   }
 
   #sendAudio(pcm) {
-    const mode = this.#state.mic.serverVad;
-    if (mode !== 'pending' && mode !== 'on') return;
+    if (!this.#serverVadAsked) return;
     const event = { type: 'input_audio_buffer.append', audio: encodeBase64(pcm) };
     if (this.#client.send(event)) this.#state.mic.framesSent += 1;
   }
