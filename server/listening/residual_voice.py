@@ -80,8 +80,31 @@ SUSTAIN_DB = 6.0
 """How far (dB) under a run's loudest unexplained frame a frame still counts as sustained
 (`SUSTAIN_MS`): a knock's thump falls that far in 14 ms."""
 
+DECAY_DB_PER_FRAME = -0.9
+"""The fall (dB per 10 ms frame, least squares) from a run's loudest unexplained frame on, down to
+`SUSTAIN_DB` under it, at which the run is a free decay: a sound excited once (a dog's bark, a door
+slammed) is loudest at its onset and falls steadily, a driven vowel holds or rises. Table 4's dog
+barks (`benchmarks/bench_interruptions.py`) fell 0.9-1.4 dB a frame over the 40-70 ms after their
+loudest frame, the held-out second dog 1.0, door slam 1.2-1.3 and table 4's dog at held-out
+levels and echoes up to 1.6 (`DECAY_MIN_MS`); "Stop.", "Wait.", "No.", "Hold on." in three voices
+over -30 dB echoes fell 0.64 at most, but over -10 / -6 dB echoes 4 s into the reply a word's
+rest fell as fast as a bark's (up to 2.8 over 30-60 ms): only a run Silero is not sure of is
+judged so (`DECAY_SURE`)."""
+
+DECAY_MIN_MS = 40
+"""The shortest fall (ms, 10 ms frames from the loudest frame on, the loudest included) judged by
+`DECAY_DB_PER_FRAME`: a shorter one is a syllable's end as much as a decay."""
+
+DECAY_SURE = 0.85
+"""Silero's probability on the rest (`ResidualVoice.voiced`) at or above which a run is a voice
+even when it decays: the words over loud echoes whose rest fell as fast as a bark peaked at
+0.89-0.95 on it, table 4's barks at 0.50-0.80 and the held-out dog, door slam and barks at
+0.49-0.84 (a bark's harmonics in a breath of noise are not quite a voice to Silero). With no
+Silero bound (every decaying run no voice), 4 more of those 144 words were missed."""
+
 _KEEP_SAMPLES = KEEP_MS * SAMPLE_RATE_HZ // 1000
 _SUSTAIN_FRAMES = SUSTAIN_MS // FRAME_MS
+_DECAY_MIN_FRAMES = DECAY_MIN_MS // FRAME_MS
 
 
 def unexplained_gains(mic_db: np.ndarray, explained_db: np.ndarray) -> np.ndarray:
@@ -105,6 +128,22 @@ def sustained(power_db: np.ndarray) -> bool:
     loud = np.concatenate(([False], power_db >= power_db.max() - SUSTAIN_DB, [False]))
     edges = np.flatnonzero(np.diff(loud.astype(np.int8)))
     return bool(np.max(edges[1::2] - edges[::2]) >= _SUSTAIN_FRAMES)
+
+
+def decaying(power_db: np.ndarray) -> bool:
+    """True when `power_db` (per 10 ms frame, dB) falls freely from its loudest frame: from it on,
+    down to the first frame `SUSTAIN_DB` under it, at least `DECAY_MIN_MS` of frames whose least
+    squares slope is `DECAY_DB_PER_FRAME` or steeper."""
+    if power_db.size == 0:
+        return False
+    loudest = int(np.argmax(power_db))
+    tail = power_db[loudest:]
+    under = np.flatnonzero(tail < tail[0] - SUSTAIN_DB)
+    if under.size:
+        tail = tail[: under[0]]
+    if tail.size < _DECAY_MIN_FRAMES:
+        return False
+    return bool(np.polyfit(np.arange(tail.size), tail, 1)[0] <= DECAY_DB_PER_FRAME)
 
 
 class ResidualVoice:
@@ -138,8 +177,9 @@ class ResidualVoice:
         taken out (`unexplained_gains`, `HeldEcho.held_explained`), a fresh Silero fed
         from `LEAD_MS` before finds no voice ending there (a run of `MIN_RUN_MS`, `config`).
         A run whose unexplained power is not `sustained` (a struck sound: a knock, typing) is
-        no voice either. True (a voice, as far as this can tell) without a held path whose
-        echo was heard, or without the audio or the tagged frames to judge."""
+        no voice either, nor one that is `decaying` (a bark, a slammed door) unless Silero
+        reached `DECAY_SURE` on it. True (a voice, as far as this can tell) without a held path
+        whose echo was heard, or without the audio or the tagged frames to judge."""
         start_ms = max(start_ms, end_ms - SPAN_MS)
         from_ms = max(start_ms - LEAD_MS, -(-self._first * 1000 // SAMPLE_RATE_HZ))
         levels = self._echo.held.held_explained(from_ms, end_ms)
@@ -170,6 +210,7 @@ class ResidualVoice:
             if run_end_ms > start_ms and peak >= config.threshold and run_ms >= MIN_RUN_MS:
                 # Frame i ends at first_ms + 10 i + 10 ms: the run's frames end within it.
                 first = max((run_end_ms - run_ms - first_ms) // FRAME_MS, 0)
-                if sustained(power_db[first : max((run_end_ms - first_ms) // FRAME_MS, first)]):
+                run_db = power_db[first : max((run_end_ms - first_ms) // FRAME_MS, first)]
+                if sustained(run_db) and (peak >= DECAY_SURE or not decaying(run_db)):
                     return True
         return False
