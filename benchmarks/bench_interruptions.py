@@ -30,13 +30,18 @@ peak, 2.0 / 3.5 / 5.0 s into the reply, over its echo -30..-6 dB down, dry and w
 RT60 tail (`SOUND_ROOMS`): every turn started is a false barge-in (issue 24, a tester's T1).
 `--only-sounds` runs this table alone.
 
+Table 5, words over loud echoes (a laptop's speakerphone with no echo cancellation): the words
+and voices of table 1 at -6 dBFS peak, `LOUD_ECHO_POSITIONS_MS` into the reply, over its echo 10
+and 6 dB down (150 ms late), dry and with a 400 ms RT60 tail (`LOUD_ECHO_ROOMS`): missed and
+false barge-ins as in table 1. `--only-loud-echoes` runs this table alone.
+
 Then the fast-word tables (`benchmarks.fast_word_tables`): short words said quickly, with no
 reply and over the reply.
 
 Prints the tables and the missed positions; exit status 1 when any interruption is missed or
 any false barge-in happens. Offline and deterministic: counts do not depend on the machine's
-load. About 12 minutes on 2 loaded cores (264 + 240 + 32 runs); `--quick` runs Piper at 4 and
-3 positions.
+load. About 14 minutes on 2 loaded cores (264 + 240 + 32 + 336 + 96 runs); `--quick` runs
+Piper at 4 and 3 positions.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_interruptions`.
 """
@@ -108,6 +113,12 @@ SOUND_POSITIONS_MS = (2000, 3500, 5000)
 """Where a room sound starts, ms after the reply started playing."""
 SOUND_PEAKS_DBFS = (-10.0, -6.0)
 """Peak levels of the room sounds (dBFS)."""
+LOUD_ECHO_ROOMS = tuple(Room(gain, 150, -60.0, rt60_ms=rt60) for gain in (-10.0, -6.0)
+                        for rt60 in (0.0, 400.0))
+"""Rooms of the loud-echo table (4): a speakerphone's echo 10 and 6 dB down, dry and with a
+400 ms RT60 tail (issue 24: as loud as the person, whose -6 dBFS peak it nearly reaches)."""
+LOUD_ECHO_POSITIONS_MS = (2000, 4000)
+"""Where the person starts over a loud echo, ms after the reply started playing."""
 
 
 def turn_starts(mic: np.ndarray, from_ms: float = 0.0,
@@ -210,16 +221,28 @@ def room_sound_table(positions: tuple[int, ...]) -> int:
     return total
 
 
+def loud_echo_table(voices: tuple[tuple[str, str | None], ...] = VOICES) -> tuple[int, int]:
+    """Table 5: the words in `voices` over the `LOUD_ECHO_ROOMS` echoes at
+    `LOUD_ECHO_POSITIONS_MS`; print it; return (missed, false barge-ins)."""
+    return interruption_table("Words over loud echoes (a speakerphone, no echo cancellation)",
+                              voices, LOUD_ECHO_POSITIONS_MS, LOUD_ECHO_ROOMS)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="Piper only, 4 positions, 4 echo rooms (a smoke run)")
     parser.add_argument("--only-sounds", action="store_true",
                         help="the room-sound table alone")
+    parser.add_argument("--only-loud-echoes", action="store_true",
+                        help="the table of words over loud echoes alone")
     args = parser.parse_args()
     if args.only_sounds:
         print("command: python -m benchmarks.bench_interruptions --only-sounds")
         return 1 if room_sound_table(SOUND_POSITIONS_MS) else 0
+    if args.only_loud_echoes:
+        print("command: python -m benchmarks.bench_interruptions --only-loud-echoes")
+        return 1 if any(loud_echo_table()) else 0
     voices, positions = (VOICES[:1], POSITIONS_MS[::3]) if args.quick else (VOICES, POSITIONS_MS)
     echo_rooms = ECHO_ROOMS[::5] if args.quick else ECHO_ROOMS
     print("command: python -m benchmarks.bench_interruptions" + (" --quick" if args.quick else ""))
@@ -247,6 +270,9 @@ def main() -> int:
     print_table(f"The reply's echo alone, server VAD: false barge-ins {echo_false} in "
                 f"{len(echo_rows)} rooms (target 0)", ("room", "turns started"), echo_rows)
     sound_false = room_sound_table(SOUND_POSITIONS_MS[:1] if args.quick else SOUND_POSITIONS_MS)
+    loud_missed, loud_false = loud_echo_table(voices)
+    total_missed += loud_missed
+    total_false += loud_false
     print(f"elapsed: {time.monotonic() - began:.0f} s")
     return 1 if total_missed or total_false or echo_false or sound_false else 0
 
