@@ -14,7 +14,9 @@ Run from the project root: `.venv/bin/python -m benchmarks.bench_microphone` (it
 `tests` helpers, so it must run as a module). `--grid all|people|false` runs only the page's
 barge-in grids of issue 24 instead (benchmarks/page_grid.py: 66 real interruptions in three
 voices at 11 positions with and without an echo, the page's own echo alone, babble and TV with
-nobody speaking; one Chromium launch each, about 20 minutes on a loaded machine).
+nobody speaking; one Chromium launch each, about 20 minutes on a loaded machine); `--grid
+long` the long-latency grid alone (a loudspeaker 600-1250 ms late: its echo alone and a
+person over it, about 5 minutes).
 """
 
 from __future__ import annotations
@@ -94,9 +96,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=23, help="seed of the noise bursts")
     parser.add_argument("--dump", type=Path, help="write the browser runs' raw page data "
                         "(JSON) into this directory")
-    parser.add_argument("--grid", choices=("all", "people", "false"),
+    parser.add_argument("--grid", choices=("all", "people", "false", "long"),
                         help="run only the page's barge-in grids (benchmarks/page_grid.py, "
-                        "issue 24): real interruptions, the page's own echo, the room")
+                        "issue 24): real interruptions, the page's own echo, the room; "
+                        "long: a loudspeaker 600-1250 ms late (not part of all)")
     args = parser.parse_args(argv)
     if args.grid:
         print_run_header()

@@ -74,6 +74,19 @@ case's audio (after the file's end, Chromium's fake device restarts it; at 14 s 
 last second went unheard, and that hid a false barge-in over babble at 9.8 s into the reply,
 web/room-background.js)."""
 
+LONG_LAGS_MS = (500.0, 700.0, 900.0)
+"""Extra lags of the long-latency grid's echo (`--grid long`): with the 50-350 ms the reply had
+rendered when the file started and the capture's start-up, the echo lags the playback by about
+600-1250 ms, a Bluetooth headset's or a USB/HDMI output's latency (issue 24)."""
+
+LONG_ECHO_DBFS = (-18.0, -12.0)
+"""Peak levels of the long-latency grid's echo (the levels of `ECHO_ALONE` that pass the
+page's level guard)."""
+
+LONG_MAX_LAG_MS = 1250.0
+"""A long-latency case whose echo lags the playback by more than this is void (played
+again): past the 1.2 s the page searches (and past any latency measured)."""
+
 SILENCE_P95_MS = 250.0
 """Target: VAD onset -> local silence p95 (issue 24)."""
 
@@ -98,6 +111,53 @@ def echo_cases(reply_peak_dbfs: float) -> list[Case]:
     return [Case(f"echo {dbfs:.0f} dBFS peak, +{lag:.0f} ms", None, 0.0,
                  dbfs - reply_peak_dbfs, lag, until_ms=ECHO_ALONE_MS)
             for dbfs, lag in ECHO_ALONE]
+
+
+def long_cases(reply_peak_dbfs: float) -> tuple[list[Case], list[Case]]:
+    """The long-latency grid: (the echo alone at LONG_ECHO_DBFS x LONG_LAGS_MS, a person
+    over it: WORDS in two voices, one per lag and level in turn, 2.5 s or 4 s into the file)."""
+    alone = [Case(f"echo {dbfs:.0f} dBFS peak, +{lag:.0f} ms", None, 0.0, dbfs - reply_peak_dbfs,
+                  lag, until_ms=ECHO_ALONE_MS, max_lag_ms=LONG_MAX_LAG_MS)
+             for dbfs in LONG_ECHO_DBFS for lag in LONG_LAGS_MS]
+    people = []
+    for index, (word, (engine, voice)) in enumerate(
+            (w, v) for v in VOICES[:2] for w in WORDS):
+        dbfs = LONG_ECHO_DBFS[index % 2]
+        lag = LONG_LAGS_MS[index % len(LONG_LAGS_MS)]
+        position = (2500.0, 4000.0)[index // 2 % 2]
+        pcm = speech_fixtures.at_peak_dbfs(speech_fixtures.speech(word, engine, voice),
+                                           PERSON_PEAK_DBFS)
+        people.append(Case(f"{engine} {voice or ''} | {word} | {position:.0f} | echo "
+                           f"{dbfs:.0f} dBFS +{lag:.0f} ms", pcm, position,
+                           dbfs - reply_peak_dbfs, lag, max_lag_ms=LONG_MAX_LAG_MS))
+    return alone, people
+
+
+def report_long(alone: Sequence[Outcome], people: Sequence[Outcome], load: str) -> list[bool]:
+    """Table G4 (the long-latency grid); returns the verdict (no false barge-in, none
+    missed)."""
+    rows = []
+    for outcome in [*alone, *people]:
+        lags = {e["echoLagMs"] for e in outcome.events if e.get("echoLagMs") is not None}
+        person = outcome.case.person is not None
+        result = ("void" if outcome.void else
+                  ("heard" if outcome.heard else "MISSED") if person else
+                  "FALSE barge-in" if outcome.page_barge_in else "no barge-in")
+        rows.append((outcome.case.label, round(outcome.rendered_at_click_ms), outcome.plays,
+                     result, fmt(outcome.fired_early_ms) if person else "-",
+                     fmt(outcome.fired_ms) if person else "-",
+                     fmt(outcome.onset_to_silence_ms),
+                     "-" if not lags else f"{min(lags)}-{max(lags)}"))
+    false = sum(o.page_barge_in for o in alone if not o.void)
+    missed = sum(not o.heard for o in people if not o.void)
+    void = sum(o.void for o in [*alone, *people])
+    print_table(f"G4. A loudspeaker 600-1250 ms late ({load}); false barge-ins by the page "
+                f"VAD on the echo alone {false} of {len(alone)}, people missed {missed} of "
+                f"{len(people)}, {void} void (target 0 / 0: {verdict(false == missed == 0)})",
+                ["case", "rendered at mic on ms", "plays", "result",
+                 "fired before the person ms", "fired - true onset ms",
+                 "VAD onset -> silence ms", "echo path lag ms"], rows)
+    return [false == 0, missed == 0]
 
 
 def room_cases() -> list[Case]:
@@ -183,7 +243,7 @@ def report_false(echoes: Sequence[Outcome], rooms: Sequence[Outcome], load: str)
 
 async def grid(seed: int, only: str | None = None) -> list[bool]:
     """Run the grids against a fresh Piper server; print tables G1-G3; return the verdicts.
-    `only`: "people" | "false" to run one part."""
+    `only`: "people" | "false" to run one part; "long": the long-latency grid (G4) alone."""
     synthesizer = CachedSynthesizer(await asyncio.to_thread(loaded_synthesizer, "piper"))
     services = await asyncio.to_thread(
         build_services, ServerConfig(port=0, tts="piper", deterministic=True,
@@ -209,6 +269,14 @@ async def grid(seed: int, only: str | None = None) -> list[bool]:
                 rooms = [await run_case(http_url, case, reply, Path(workdir), seed=seed)
                          for case in room_cases()]
                 verdicts += report_false(echoes, rooms, other_load(snapshot))
+            if only == "long":
+                snapshot = cpu_snapshot()
+                alone, people = long_cases(peak)
+                alone = [await run_case(http_url, case, reply, Path(workdir), seed=seed)
+                         for case in alone]
+                people = [await run_case(http_url, case, reply, Path(workdir), seed=seed)
+                          for case in people]
+                verdicts += report_long(alone, people, other_load(snapshot))
     finally:
         server.close()
         await server.wait_closed()

@@ -101,7 +101,9 @@ class Case:
     `position_ms`; the reply's own echo at `echo_db` below the reply's peak (None: none),
     `echo_lag_ms` late; a room recording (16 kHz, any length: looped over the WAV; None: the
     noise floor only) and the room case's WAV length `room_ms`; `until_ms`: WAV length of a
-    case without a person (None: the whole reply)."""
+    case without a person (None: the whole reply); `max_lag_ms`: the longest lag behind the
+    playback its echo may have, or it is void (None: the page's `echoMaxLagMs` less
+    `LAG_MARGIN_MS`; a long-latency case names its own, to measure a page searching less)."""
 
     label: str
     person: np.ndarray | None = None
@@ -111,6 +113,7 @@ class Case:
     room: np.ndarray | None = field(default=None, repr=False)
     room_ms: float = 0.0
     until_ms: float | None = None
+    max_lag_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +246,8 @@ async def _play(http_url: str, case: Case, reply: np.ndarray, wav: Path,
                       else case.until_ms or reply.size * 1000 / speech_fixtures.RATE_HZ)
             max_lag = await demo.page.evaluate("window.duplexDemo.vadConfig.echoMaxLagMs")
             lag = mic["rendered"] + mic["enabled"] - mic["clicked"] + case.echo_lag_ms
-            too_late = case.echo_db is not None and lag > max_lag - LAG_MARGIN_MS
+            bound = max_lag - LAG_MARGIN_MS if case.max_lag_ms is None else case.max_lag_ms
+            too_late = case.echo_db is not None and lag > bound
         clicked = mic["clicked"]
         stopped = (f"s.bargeInTimings.some((t) => t.responseId === '{response_id}') "
                    f"|| s.responseState === 'idle'")

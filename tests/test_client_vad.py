@@ -326,14 +326,15 @@ async def test_the_echo_heard_as_the_microphone_starts_is_held_back(vad_page) ->
 async def test_the_echo_of_a_stalled_reply_is_held_back(run_vad, reply: np.ndarray) -> None:
     """The reply's output stalls for 600 ms (its audio came late); the microphone hears the echo
     350 ms late, so for 350 ms into the stall it still hears the last audio rendered: a
-    candidate held back as echo stays so (the guard is on for `echoTailMs` after the output
-    fell silent); with 200 ms it fired while the echo still came."""
+    candidate held back as echo stays so (the guard is on for the held echo path's lag plus
+    `echoReverbMs`, at least `echoTailMs`, after the output fell silent); with a guard of
+    200 ms, shorter than the lag, it fired while the echo still came."""
     stall = 2000 * FRAME // 10
     output = np.concatenate([reply[:stall], speech_fixtures.silence(600.0), reply[stall:]])
     mic = delayed(output, 350, -3.0)
     events = await run_vad(mic, output)
     assert of_type(events, "echo") and not of_type(events, "fired"), events
-    short = await run_vad(mic, output, echoTailMs=200)
+    short = await run_vad(mic, output, echoTailMs=200, echoReverbMs=-200)
     assert of_type(short, "fired"), short
 
 

@@ -16,17 +16,7 @@ import { alignedRows } from './echo-path.js';
  * too, so that only the spectral shape of each frame counts, not its overall level.
  */
 export function bandCorrelation(xs, ys, rangeDb, shape = false) {
-  const x = centred(xs, rangeDb, shape);
-  const y = centred(ys, rangeDb, shape);
-  let sxy = 0;
-  let sxx = 0;
-  let syy = 0;
-  for (let i = 0; i < x.length; i += 1) {
-    sxy += x[i] * y[i];
-    sxx += x[i] * x[i];
-    syy += y[i] * y[i];
-  }
-  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
+  return correlation(centred(xs, rangeDb, shape), centred(ys, rangeDb, shape));
 }
 
 /**
@@ -58,19 +48,46 @@ function centred(rows, rangeDb, shape) {
 }
 
 
+/** Pearson's r of two `centred` lists of the same length; 0 when either is constant. */
+function correlation(x, y) {
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < x.length; i += 1) {
+    sxy += x[i] * y[i];
+    sxx += x[i] * x[i];
+    syy += y[i] * y[i];
+  }
+  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : 0;
+}
+
 /**
- * The delay of the output's band rows `echo.envelope` behind the microphone's `mic` (0 to
- * `echoMaxLagMs` in `frameMs` steps) where their `bandCorrelation` from `fromS` to `nowS` (at
- * most the last `echoWindowMs`, by frame start time) is largest: {r, lagMs, rows} (rows: vad.js
- * alignedRows' {times, mic, output}), or null when no delay overlaps on `minSpeechMs` of frames.
+ * The delay of the output's band rows `echo.envelope` behind the microphone's `mic` (`lags`:
+ * {fromMs, toMs}, by default 0 to `echoMaxLagMs`, in `frameMs` steps) where their
+ * `bandCorrelation` from `fromS` to `nowS` (at most the last `echoWindowMs`, by frame start
+ * time) is largest: {r, lagMs, rows} (rows: echo-path.js alignedRows' {times, mic, output}), or
+ * null when no delay overlaps on `minSpeechMs` of frames. The microphone's rows are read and
+ * centred once for all the delays where the output covers all of them (the usual case: the
+ * output's rows are kept `echoMaxLagMs` longer than the microphone's): the search costs one
+ * output lookup and one correlation per delay, not a second lookup and centring of the
+ * microphone's (the range grew from 500 to 1200 ms, issue 24).
  */
-function bestLag(mic, echo, fromS, nowS, config) {
+function bestLag(mic, echo, fromS, nowS, config, lags = null) {
   const needed = Math.max(2, Math.round(config.minSpeechMs / config.frameMs));
+  const heard = alignedRows(mic, { envelope: mic }, fromS, nowS, 0, config); // the mic's own rows
+  const fromMs = lags?.fromMs ?? 0;
+  const toMs = lags?.toMs ?? config.echoMaxLagMs;
+  let micCentred = null;
   let best = null;
-  for (let lag = 0; lag <= config.echoMaxLagMs; lag += config.frameMs) {
-    const rows = alignedRows(mic, echo, fromS, nowS, lag, config);
+  for (let lag = fromMs; lag <= toMs + 1e-6; lag += config.frameMs) {
+    const output = heard.times.map((t) => echo.envelope.at(t - lag / 1000));
+    const whole = output.every((row) => row !== null);
+    const rows = whole ? { times: heard.times, mic: heard.mic, output }
+      : alignedRows(mic, echo, fromS, nowS, lag, config);
     if (rows.mic.length < needed) continue;
-    const r = bandCorrelation(rows.mic, rows.output, config.echoDynamicRangeDb);
+    const x = whole ? (micCentred ??= centred(heard.mic, config.echoDynamicRangeDb, false))
+      : centred(rows.mic, config.echoDynamicRangeDb, false);
+    const r = correlation(x, centred(rows.output, config.echoDynamicRangeDb, false));
     if (best === null || r > best.r) best = { r, lagMs: lag, rows };
   }
   return best;
@@ -79,7 +96,8 @@ function bestLag(mic, echo, fromS, nowS, config) {
 /**
  * Echo likeness of the microphone's band rows in `mic` (by frame start time) from `fromS` to
  * `nowS` (at most the last `echoWindowMs`), compared with the output's band rows
- * `echo.envelope` delayed by 0 to `echoMaxLagMs` (in `frameMs` steps): at the delay with the
+ * `echo.envelope` delayed by 0 to `echoMaxLagMs` (in `frameMs` steps; `lags`: {fromMs, toMs}
+ * instead, as vad.js asks near a held echo path's lag): at the delay with the
  * largest `bandCorrelation` (the envelopes move together), the mean of that correlation and of
  * the spectral-shape correlation (`bandCorrelation` with `shape`: the frames sound alike).
  * A delay counts when the two overlap on at least `minSpeechMs` of frames (the output
@@ -88,8 +106,8 @@ function bestLag(mic, echo, fromS, nowS, config) {
  * reply's own echo at 0 to -10 dB and 40-450 ms late 0.95-1.0, through Chromium's processing
  * 0.86-0.99; a person over the reply -0.10-0.58.
  */
-export function echoLikeness(mic, echo, fromS, nowS, config) {
-  const best = bestLag(mic, echo, fromS, nowS, config);
+export function echoLikeness(mic, echo, fromS, nowS, config, lags = null) {
+  const best = bestLag(mic, echo, fromS, nowS, config, lags);
   if (best === null) return null;
   const shape = bandCorrelation(best.rows.mic, best.rows.output, config.echoDynamicRangeDb, true);
   return { likeness: (best.r + shape) / 2, lagMs: best.lagMs };

@@ -58,6 +58,17 @@ import { BANDS } from './band-envelope.js';
  */
 const FIRST_ECHO_LIKENESS = 0.7;
 
+/**
+ * That first echo is held only at lags up to this (ms): where it was measured (the lag search
+ * went to 500 ms then). Past it the search (to `echoMaxLagMs`, 1.2 s) finds a chance match of a
+ * person's onset with the reply's start, the output before it silence as the microphone's was
+ * (the server's SILENT_LEAD_LAG_MS, server/listening/echo.py): measured in node with no echo
+ * at all (a headset), espeak-ng en-us+m3 "Wait." 0.7 and 1.1 s into the first reply matched
+ * 0.84 at 700 and 1050 ms and was held as that echo. An echo that late still sets the path as
+ * soon as it explains its stretch (`learn`): 600-1000 ms late, at its first candidate.
+ */
+const FIRST_ECHO_MAX_LAG_MS = 500;
+
 /** Level of no sound in a band (dB), in the power sums. */
 const NONE_DB = -200;
 
@@ -227,7 +238,8 @@ export class EchoPath {
   unexplained(mic, echo, fromS, nowS, floor, skip = null) {
     if (!this.established) {
       const check = this.lastCheck;
-      const likely = check !== null && check.likeness >= FIRST_ECHO_LIKENESS;
+      const likely = check !== null && check.likeness >= FIRST_ECHO_LIKENESS
+        && check.lagMs <= FIRST_ECHO_MAX_LAG_MS;
       return { share: likely ? 0 : 1, firstS: fromS };
     }
     const rows = alignedRows(mic, echo, fromS, nowS, this.lagMs, this.#config);

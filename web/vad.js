@@ -115,11 +115,13 @@ export const DEFAULT_VAD_CONFIG = Object.freeze({
   echoCouplingDb: -20, // assumed level of the assistant's voice at the mic vs its output level
   echoMarginDb: 6, // speech must be this much above that expected echo
   echoHoldMs: 200, // playback level is held this long (output + input latency)
-  echoTailMs: 500, // the echo guard stays on this long after the output fell silent
+  echoTailMs: 500, // the echo guard stays on this long after the output fell silent ...
+  echoReverbMs: 300, // ... or, with an echo path held, its lag and this much more
   echoDecayDbPerS: 40, // then decays at this rate (reverberation tail)
   echoWindowMs: 1000, // longest span of microphone envelope compared with the output's
   echoSettleMs: 500, // the capture's first ms are not compared (its processing converging)
-  echoMaxLagMs: 500, // longest output -> microphone delay searched (latencies + room)
+  echoMaxLagMs: 1200, // longest output -> microphone delay searched (latencies + room)
+  echoLagDriftMs: 150, // a candidate is searched within this of the held path's lag
   echoDynamicRangeDb: 50, // band levels are floored this far below the loudest compared
   // issue 24: echo is what the echo path explains (echo-path.js)
   echoPathLikeness: 0.85, // a stretch correlating this well may set the echo path ...
@@ -258,11 +260,18 @@ export class EchoReference {
 
   /**
    * Whether the microphone may still hear assistant audio at `timeS`: some was rendered within
-   * the last `echoTailMs` (the echo of the last audio before the output stops or stalls
-   * arrives as late as the longest lag, `echoMaxLagMs`).
+   * the last `echoTailMs`, or, with an echo path held at `lagMs` (echo-path.js), within that
+   * lag plus `echoReverbMs`: the echo of the last audio before the output stops or stalls
+   * arrives that late and rings on in the room. With the lag search to 1.2 s (issue 24, a
+   * Bluetooth or USB loudspeaker 600-1000 ms late), the echo of a reply's last words went on
+   * after a 500 ms guard and fired the page (node, tests/test_client_vad.py's long-latency
+   * rooms: 29 of 36 echo-alone cases); tests/echo_room.py's reverberant rooms ring for RT60
+   * 300 ms.
    */
-  playingAt(timeS) {
-    return timeS - this.#activeAt <= this.#config.echoTailMs / 1000;
+  playingAt(timeS, lagMs = null) {
+    const c = this.#config;
+    const tailMs = Math.max(c.echoTailMs, lagMs === null ? 0 : lagMs + c.echoReverbMs);
+    return timeS - this.#activeAt <= tailMs / 1000;
   }
 }
 
@@ -407,7 +416,7 @@ export class EnergyVad {
     }
     const level = rmsDb(this.highPass.filter(samples));
     this.levelDb = level;
-    this.playing = this.echo.playingAt(timeS);
+    this.playing = this.echo.playingAt(timeS, this.path.lagMs);
     this.voicingMeter.push(samples);
     for (const row of this.bands.push(samples)) {
       this.levels.push(timeS, row);
@@ -443,7 +452,12 @@ export class EnergyVad {
   /**
    * Try to learn the echo path from the microphone frames up to `timeS` (echo-path.js): the
    * last `echoWindowMs`, from `echoSettleMs` after the capture started (or the current
-   * candidate's onset, if earlier).
+   * candidate's onset, if earlier). While a candidate is judged with a path held, only lags
+   * within `echoLagDriftMs` of the held one are searched (the server's held heard lag,
+   * server/listening/echo.py HEARD_LAG_HOLD_MS, LAG_DRIFT_MS): a loudspeaker's latency does not
+   * jump by hundreds of ms under a candidate, a person's voice must not set a path at a
+   * chance match far from it, and the search over 0-`echoMaxLagMs` (121 lags) runs only every
+   * `echoLearnMs` between candidates, not every `echoRelearnMs` within one.
    */
   #learn(timeS) {
     const c = this.#config;
@@ -452,8 +466,13 @@ export class EnergyVad {
       timeS - c.echoWindowMs / 1000);
     const fromS = Math.min(settledS, this.onsetTime ?? settledS);
     if (fromS >= timeS) return;
+    const held = this.state === 'speech' && this.path.established ? this.path.lagMs : null;
+    const lags = held === null ? null : {
+      fromMs: Math.max(0, held - c.echoLagDriftMs),
+      toMs: Math.min(c.echoMaxLagMs, held + c.echoLagDriftMs),
+    };
     this.path.learn(this.levels, this.echo, fromS, timeS, this.room.floor(),
-      (from, now) => echoLikeness(this.levels, this.echo, from, now, c));
+      (from, now) => echoLikeness(this.levels, this.echo, from, now, c, lags));
   }
 
   #step(level, onset, release, timeS) {
