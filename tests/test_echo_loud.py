@@ -5,7 +5,7 @@ Offline through the server's VAD (`benchmarks/bench_interruptions.py`'s `turn_st
 microphone streamed in 40 ms appends to `InputSpeechDetector`, the playing position the session
 would estimate). The echo 8, 4 and 2 dB under the reply, louder than table 3's loudest (-6 dB):
 a person's short word over such an echo is table 5 of the benchmark (missed 23 of 96 on
-1425602: the echo gate and the residual voice check hold them back), and a mend of that table
+ddc630d: the echo gate and the residual voice check hold them back), and a mend of that table
 must keep these rooms silent.
 """
 
