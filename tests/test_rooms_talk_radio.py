@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from server.speech.resampling import resample
+from tests import echo_microphone
 from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests import test_rooms as rooms
@@ -179,3 +180,29 @@ async def test_the_person_over_talk_radio_is_heard_over_the_replys_echo(start_se
     assert [onset_ms - rooms.EARLIEST_START_MS <= start <= onset_ms + FIRST_WORD_MS
             for start in result.speech_started] == [True], (result.speech_started, onset_ms)
     assert result.interrupted_at_ms is not None
+
+
+RADIO_UNDER_THE_ECHO = [(1000, 280), (1280, 280), (1560, 280)]
+"""(ms the talk radio's passage is shifted by, ms into the microphone the reply starts): the
+radio heard alone only that briefly, then under `ECHO_ROOM`'s echo of `TALK_REPLY`. Each started
+a turn before (at 8.5, 2.4 and 4.1, 2.0 s): the echo gate counted the radio in the echo's
+pauses as more than the echo, the room gate the echo as more than the young room
+(`server.listening.echo_and_room`). Not yet: with a shift of 1960 ms the radio alone 1.6 s
+after the reply's echo ended (13.6 s) starts a turn, the room learned under the echo still
+young."""
+
+
+@pytest.mark.parametrize(("shift_ms", "lead_ms"), RADIO_UNDER_THE_ECHO)
+def test_a_talk_radio_under_the_replys_echo_is_no_turn(monkeypatch: pytest.MonkeyPatch,
+                                                       shift_ms: int, lead_ms: int) -> None:
+    """Offline through the server's VAD: an espeak-ng en-us+m3 talk radio at -40 dBFS RMS
+    from the microphone's first sample and the reply's echo from `lead_ms` on, nobody
+    speaking: no turn."""
+    monkeypatch.setattr(echo_microphone, "LEAD_MS", lead_ms)
+    text = TALK_REPLY.removeprefix("say: ")
+    alone = room_microphone(ECHO_ROOM, played=echo_microphone.reply_24k(text))
+    radio = talker_room("espeak", "en-us+m3", -40.0,
+                        alone.size * 1000 / fx.RATE_HZ + shift_ms + 100, True)
+    first = shift_ms * fx.RATE_HZ // 1000
+    mic = np.clip(alone + radio[first:first + alone.size], -1.0, 1.0)
+    assert turn_starts(mic, text=text) == []

@@ -28,6 +28,7 @@ import soxr
 
 from server.listening.band_envelope import FRAME_MS, EchoReference
 from server.listening.echo import EchoDetector
+from server.listening.echo_and_room import echo_and_room
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.quiet_after_speech import HeardSound, QuietAfterSpeech
@@ -127,8 +128,9 @@ class InputSpeechDetector:
         this stream) is the reply's echo (`EchoDetector.is_echo`), or the echo with a room
         sound on it that holds no voice (`ResidualVoice.voiced`: a cough, a horn, a knock over
         a heard echo is no person)."""
-        return self._echo.is_echo(start_ms, end_ms) or not self._residual.voiced(start_ms,
-                                                                                 end_ms)
+        return (self._echo.is_echo(start_ms, end_ms)
+                or not self._residual.voiced(start_ms, end_ms)
+                or echo_and_room(self._echo, self._room.over_loudest_db, start_ms, end_ms))
 
     @property
     def room_dbfs(self) -> float | None:

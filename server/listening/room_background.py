@@ -331,22 +331,18 @@ class RoomBackground:
         self._room_windows = 0
         self._transients = TransientDetector()
         self.echo_rules: Callable[[int], bool] | None = None
-        """Whether the reply's echo may rule the microphone around a window of a reply playing
-        (its end ms in, True: it may), the server's `server.listening.echo.EchoDetector.echo_rules`;
-        None: it may always (such windows are never learned)."""
+        """Whether the reply's echo may rule the microphone around a playing window (its end
+        ms in; `server.listening.echo.EchoDetector.echo_rules`; None: it may always)."""
         self.over_echo_db: Callable[[int, int], float | None] | None = None
         """How far (dB) the microphone stands above the reply's echo in the windows ending in
-        (from ms, end ms] (the server's `server.listening.held_echo.HeldEcho.over_echo_db`;
-        None: not known): a window the echo rules is still the room's where it stands
-        `ROOM_OVER_ECHO_DB` above the echo."""
+        (from ms, end ms] (`server.listening.held_echo.HeldEcho.over_echo_db`; None: not
+        known): a window the echo rules is the room's where it stands `ROOM_OVER_ECHO_DB` over."""
 
     @property
     def person_dbfs(self) -> float:
         """The person's level (dBFS): `LOUD_PERCENTILE` of their recent turns' window levels,
         `PERSON_PRIOR_DBFS` before their first turn."""
-        if not self._person:
-            return PERSON_PRIOR_DBFS
-        return percentile(self._person, LOUD_PERCENTILE)
+        return percentile(self._person, LOUD_PERCENTILE) if self._person else PERSON_PRIOR_DBFS
 
     @property
     def loud_dbfs(self) -> float | None:
@@ -354,9 +350,8 @@ class RoomBackground:
         learned windows (RMS over 32 ms), None while none was learned. A short utterance's
         prosody is measured above it (`server.listening.backchannel.classify`'s `room_dbfs`):
         the room's own voices are not the person's syllables."""
-        if not self._background_dbfs:
-            return None
-        return percentile(self._background_dbfs, LOUD_PERCENTILE)
+        return (percentile(self._background_dbfs, LOUD_PERCENTILE) if self._background_dbfs
+                else None)
 
     def feed(self, pcm_16k: np.ndarray, playing: bool) -> None:
         """Append 16 kHz float samples; `playing`: the assistant's reply (or its echo tail)
@@ -559,6 +554,15 @@ class RoomBackground:
                      and margin_db == ABOVE_DB else LOUDER_DB)
         return in_turn or start_ms < LOUDER_AFTER_MS or not (
             over_loudest_db >= louder_db and excess_db >= LOUDER_ABOVE_DB)
+
+    def over_loudest_db(self, start_ms: int, ends_ms: np.ndarray) -> np.ndarray | None:
+        """How far (dB) the windows ending at `ends_ms` (ms; -inf: not kept) stand above the
+        loudest room window learned or heard before `start_ms`; None: no room heard yet."""
+        heard = [*self._background_dbfs, *(w.level_dbfs for w in self._recent if w.room
+                                           and not w.playing and w.end_ms <= start_ms)]
+        levels = {w.end_ms: w.level_dbfs for w in self._recent}
+        return None if not heard else np.array([levels.get(int(end), -np.inf)
+                                                for end in ends_ms]) - max(heard)
 
     def _standing(self, start_ms: int, candidate: list[_Window], in_turn: bool
                   ) -> tuple[float, float, float] | None:
