@@ -127,7 +127,8 @@ class InputSpeechDetector:
         """The detector's `echo_gate`: the candidate's audio from `start_ms` to `end_ms` (ms on
         this stream) is the reply's echo (`EchoDetector.is_echo`), or the echo with a room
         sound on it that holds no voice (`ResidualVoice.voiced`: a cough, a horn, a knock over
-        a heard echo is no person)."""
+        a heard echo is no person), or the echo with the room's background under it
+        (`server.listening.echo_and_room`: a talk radio in the echo's pauses)."""
         return (self._echo.is_echo(start_ms, end_ms)
                 or not self._residual.voiced(start_ms, end_ms)
                 or echo_and_room(self._echo, self._room.over_loudest_db, start_ms, end_ms))
