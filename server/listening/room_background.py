@@ -556,12 +556,12 @@ class RoomBackground:
             over_loudest_db >= louder_db and excess_db >= LOUDER_ABOVE_DB)
 
     def over_loudest_db(self, start_ms: int, ends_ms: np.ndarray) -> np.ndarray | None:
-        """How far (dB) the windows ending at `ends_ms` (ms; -inf: not kept) stand above the
+        """How far (dB) the windows ending at `ends_ms` (ms; +inf: not kept) stand above the
         loudest room window learned or heard before `start_ms`; None: no room heard yet."""
         heard = [*self._background_dbfs, *(w.level_dbfs for w in self._recent if w.room
                                            and not w.playing and w.end_ms <= start_ms)]
         levels = {w.end_ms: w.level_dbfs for w in self._recent}
-        return None if not heard else np.array([levels.get(int(end), -np.inf)
+        return None if not heard else np.array([levels.get(int(end), np.inf)
                                                 for end in ends_ms]) - max(heard)
 
     def _standing(self, start_ms: int, candidate: list[_Window], in_turn: bool
