@@ -175,15 +175,14 @@ def test_the_turn_audio_starts_at_the_voice_not_with_the_echo(
     ("Wait.", "espeak", "en-us+m3", -12.0, 700)])
 def test_a_voice_onset_right_before_the_trigger_is_found(
         text: str, engine: str, voice: str | None, dbfs: float, at_ms: int) -> None:
-    """A loud person triggers the VAD within a window of their first word, and the turn asks for
-    its voice onset with only 40 ms of the voice heard (a run cut off by the end of the audio,
-    `server.listening.voice_onset.CUT_RUN_FRAMES`). Over loopback, Piper "What was the name of
-    that street?" at -12 dBFS peak over the -30 dB echo had no onset found there, and its turn's
-    audio began with 300 ms of echo, in 4 of 6 runs (CI). Before the cut run, 30 ms after the
-    onset found none of these and 40 ms missed the street twice. At 0.7-0.9 s into the reply no
-    echo path is held yet and a voice's first frames rise more slowly over the lead-in's echo
-    (CI: the street again, its audio from 290 ms before the voice): the cut run reaches
-    `EXCESS_DB`."""
+    """A loud person triggers the VAD within a window of their first word, and the turn asks
+    for its voice onset with only 40 ms of the voice heard (a run cut off by the end of the
+    audio, `CUT_RUN_FRAMES`). Over loopback, Piper "What was the name of that street?" at
+    -12 dBFS peak over the -30 dB echo had no onset found there, and its turn's audio began with
+    300 ms of echo, in 4 of 6 runs (CI). Before the cut run, 30 ms after the onset found none of
+    these and 40 ms missed the street twice. At 0.7-0.9 s into the reply no echo path is held
+    yet and a voice's first frames rise more slowly over the lead-in's echo (CI: the street
+    again, its audio from 290 ms before the voice): the cut run reaches `EXCESS_DB`."""
     person = fx.at_peak_dbfs(fx.speech(text, engine, voice), dbfs)
     person_at_ms = LEAD_MS + at_ms
     mic = room_microphone(Room(-30.0, 150, -60.0), person, person_at_ms)

@@ -45,12 +45,14 @@ from server.listening.band_envelope import BAND_EDGES_HZ, FRAME_MS, EchoReferenc
 from server.listening.echo_path import (
     AGC_RISE_DB,
     ECHO_CORRELATION,
+    EXCESS_DB,
     FOLLOWED_CORRELATION,
     LAG_DRIFT_MS,
     LEARN_GUARD_MS,
     LEARN_STEP_MS,
     LEARN_WINDOW_MS,
     MISSING_DB,
+    ONSET_EDGE_DB,
     ONSET_RUN_FRAMES,
     UNEXPLAINED_SHARE,
     EchoPath,
@@ -75,7 +77,6 @@ from server.listening.mic_timeline import (
     MicTimeline,
     Stretch,
 )
-from server.listening.voice_onset import onset_index
 
 ECHO_TAIL_MS = LAG_RANGE_MS[1]
 """How long after a reply stopped playing (its last ACK) the microphone may still hear it (ms):
@@ -117,6 +118,22 @@ was mapped to the reply by one offset) correlated 0.40 with 8 % unexplained and 
 at 0.5 (since then the reference follows the stall, `MicTimeline.playing_frames`). At 0.35 a
 person over a Piper echo in the page (tests/test_browser_microphone.py) was held back as echo
 in 2 of 3 runs; 0.38 passed both tests (echo rooms 35 of 35, that browser test 3 of 3)."""
+
+ONSET_EXCESS_DB = 10.0
+"""Excess (dB) that marks a voice onset, higher than `EXCESS_DB`: the echo's gain measured
+before the candidate (`EchoDetector.voice_onset_ms`) may be a few dB off later on (measured
+over loopback: echo-only frames up to 9 dB, a person at -12 dBFS peak 11-30 dB)."""
+
+
+CUT_RUN_FRAMES = 2
+"""Frames (20 ms) reaching `EXCESS_DB` at the end of the audio searched that mark a voice onset
+when no run of `ONSET_RUN_FRAMES` was found (`EchoDetector.voice_onset_ms`): a loud person
+triggers the VAD within a window of their first word, and the turn asks for its onset then,
+before such a run could be complete. Measured over
+loopback (tests/test_echo_server.py, Piper "What was the name of that street?" at -12 dBFS
+peak over a -30 dB echo): the window ended 40 ms after the onset with only its last two frames
+10 dB over the echo (9.8, 13.0, 15.3 dB), no run was found, and the turn's audio began with the
+300 ms prefix padding of echo in 4 of 6 runs."""
 
 SHARE_SPAN_MS = 250
 """The unexplained share is taken over at least this much audio (ms) before the decision: a
@@ -415,20 +432,26 @@ class EchoDetector:
         50 ms into a soft "No." found no 10 dB run and started 500 ms early, on the echo), or
         with none, of `CUT_RUN_FRAMES` that reach `EXCESS_DB` at `end_ms` (the voice began
         right before it), moved back over the frames right before it whose excess rises
-        toward it from `ONSET_EDGE_DB` (a soft onset) and, with a path held, over a stop's
-        closure to a consonant before it (`server.listening.voice_onset.onset_index`). None when
+        toward it from `ONSET_EDGE_DB` (a soft onset). None when
         nothing could be compared (no reply, too few tagged frames) or no such run exists:
         nothing tells the person from the echo."""
-        held = self.learn(from_ms - LEARN_GUARD_MS) is not None
-        if held:
+        thresholds: tuple[float, ...] = (ONSET_EXCESS_DB,)
+        if self.learn(from_ms - LEARN_GUARD_MS) is not None:
             match = self.held.held_excess(from_ms, end_ms)
+            thresholds += (EXCESS_DB,)
         else:
             match = self._lead_in_excess(from_ms, end_ms, echo_until_ms)
         if match is None or match.excess_db.size < ONSET_RUN_FRAMES:
             return None
+        excess = match.excess_db
         first = max(0, (from_ms - match.first_ms) // FRAME_MS)
-        index = onset_index(match.excess_db, first, held)
-        return None if index is None else match.first_ms + index * FRAME_MS
+        start = _onset_run_start(excess[first:], thresholds)
+        if start is None:
+            return None
+        index = first + start
+        while index > first and ONSET_EDGE_DB <= excess[index - 1] < excess[index]:
+            index -= 1
+        return match.first_ms + index * FRAME_MS
 
     def _lead_in_excess(self, from_ms: int, end_ms: int,
                         echo_until_ms: int | None) -> EchoMatch | None:
@@ -558,3 +581,20 @@ class EchoDetector:
         known = np.isfinite(gain)
         self._gain = np.where(known, gain, self._gain)
         return np.where(known, gain, self._gain)
+
+
+def _onset_run_start(excess: np.ndarray, thresholds: tuple[float, ...]) -> int | None:
+    """Where `EchoDetector.voice_onset_ms`'s run begins in `excess` (dB per 10 ms frame over
+    the echo and the noise): the first run of `ONSET_RUN_FRAMES` frames reaching the first
+    of `thresholds` (dB) that has one; else `CUT_RUN_FRAMES` frames at the end of `excess`,
+    cut off by the end of the audio, that reach `EXCESS_DB` (a voice's first 20-30 ms rise
+    through it: offline, with no path held, Piper "What was the name of that street?" at -12 dBFS
+    had 7.9, 10.6 and 8.3, 11.0 dB 40 ms after its onset, and the stretch before it 0-1.5 dB);
+    None when neither is there."""
+    for threshold in thresholds:
+        found = run_starts(excess >= threshold, ONSET_RUN_FRAMES)
+        if found.size:
+            return int(found[0])
+    if excess.size >= CUT_RUN_FRAMES and bool((excess[-CUT_RUN_FRAMES:] >= EXCESS_DB).all()):
+        return excess.size - CUT_RUN_FRAMES
+    return None

@@ -135,7 +135,7 @@ a heard echo correlated at most 0.81 (benchmarks/bench_interruptions.py); with n
 
 ONSET_RUN_FRAMES = 3
 """Consecutive frames of excess that mark a voice onset over the echo (30 ms): over `EXCESS_DB`
-in `voice_over_echo`, over `server.listening.voice_onset.ONSET_EXCESS_DB` in
+in `voice_over_echo`, over `server.listening.echo.ONSET_EXCESS_DB` in
 `EchoDetector.voice_onset_ms`."""
 
 VOICE_RISE_FRAMES = 5

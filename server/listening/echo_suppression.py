@@ -11,9 +11,8 @@ hands-free telephones", Signal Processing 86(6), 2006): with the microphone's ba
 the echo's predicted band power E, each band of a 10 ms frame is scaled by
 sqrt(max(1 - `OVER_SUBTRACTION` E / Y, `FLOOR_GAIN` ^ 2)). Bands where the person is much louder
 than the echo pass unchanged; the echo alone drops to the floor. The caller
-(`server.listening.input_speech.InputSpeechDetector.without_echo`) applies it over the whole
-turn (the reply plays on under the first words until it pauses: see below and
-`benchmarks/bench_echo_transcripts.py`); the committed audio itself is not changed.
+(`server.listening.input_speech.InputSpeechDetector.without_echo`) applies it up to the voice
+onset only; the committed audio itself is not changed.
 
 Measured on bench_echo's failing case, its committed audio captured in 12 protocol runs
 (espeak-ng en-us "Hold on a second." at -12 dBFS peak over the reply's -30 dB echo, 150 ms
@@ -27,11 +26,7 @@ the audio cut at the onset lost the "h" ("Bowled on the second."). Suppressed up
 onset: right in the 6 runs made so (1 of the failures); suppressed over the whole turn (the
 echo under the first words too) wrong in 1 of 6 ("Oh, not American.": the smeared echo
 prediction took the "h" as well), and suppressed 40 ms into the voice, "Gold on the Falcon." in
-2 of 5. Over louder echoes the words decide: short interruptions at -6 dBFS peak over a -20 or
--10 dB echo (`benchmarks/bench_echo_transcripts.py`, 120 offline runs, the reply paused 100 ms
-after `speech_started`) were read exactly 27 times suppressed up to the onset, 54 suppressed
-over the whole turn; the offline "Hold on a second." of tests/test_echo_suppression.py reads
-right both ways.
+2 of 5.
 
 Sans-I/O: numpy only.
 """

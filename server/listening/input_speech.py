@@ -10,7 +10,7 @@ tail a commit keeps (`UTTERANCE_TAIL_MS`). While a reply plays,
 the same 16 kHz stream and is the detector's `echo_gate`: a candidate turn whose audio matches
 the reply being played is the assistant's own voice, not a person; and its `voice_onset`: a
 turn's audio starts where the person's sound rises above the echo, not with the echo before it;
-and `without_echo` takes the echo out of the audio ASR hears.
+and `without_echo` takes the echo still in front of that onset out of the audio ASR hears.
 A candidate the echo does not explain is still held back when what it does not explain holds no
 voice (`server.listening.residual_voice`: a cough or a horn over the echo).
 `server.listening.room_background.RoomBackground` follows the stream too and is the
@@ -159,23 +159,22 @@ class InputSpeechDetector:
 
     def without_echo(self, pcm16: bytes, start_ms: int) -> np.ndarray | None:
         """`pcm16` (PCM16 LE mono at the input rate, from `start_ms` on the input timeline)
-        as float samples for ASR, with the reply's echo suppressed over the whole turn:
-        `server.listening.echo_suppression` takes out what `EchoDetector.echo_levels`
-        predicts of it, band by band where it dominates: in front of the person's voice, and
-        under their first words while the reply still plays before it pauses, and its tail
-        (`benchmarks/bench_echo_transcripts.py`: a short interruption over a -20 or -10 dB
-        echo read exactly 27 of 120 times with the echo suppressed only in front of the
-        voice onset, 54 of 120 with it suppressed throughout). None when there is nothing to
-        suppress: the microphone before `start_ms` did not hold the reply's echo, or that
-        stretch was not fed here."""
+        as float samples for ASR, with the reply's echo suppressed before the person's voice
+        onset (`EchoDetector.voice_onset_ms` from `start_ms`): there the audio is the echo's,
+        and `server.listening.echo_suppression` takes out what `EchoDetector.echo_levels`
+        predicts of it; from the onset on the audio is left as it is (see that module for
+        why). None when there is nothing to suppress: the microphone before `start_ms` did not
+        hold the reply's echo, that stretch was not fed here, or no voice onset was found."""
         samples = pcm16_to_float(pcm16)
         first = start_ms - self.start_ms
         end = first + samples.size * 1000 // self._rate_hz
         levels = self._echo.echo_levels(first, end)
-        if levels is None:
+        onset_ms = self._echo.voice_onset_ms(first, end)
+        if levels is None or onset_ms is None or onset_ms <= first:
             return None
         mic_db, echo_db, first_ms = levels
         gains = band_gains(mic_db, echo_db)
+        gains[max(0, (onset_ms - first_ms) // FRAME_MS):] = 1.0
         # Level frame i ends at first_ms + 10 i + 10 ms and analyses the 30 ms before it: its
         # centre is at first_ms + 10 i - 5 ms.
         return suppress(samples, self._rate_hz, gains, first_ms - FRAME_MS // 2 - first)
