@@ -15,6 +15,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from calibration.cpu_numerics import pin_cpu_numerics
+
+pin_cpu_numerics()
+
 if TYPE_CHECKING:
     from calibration.asr import Transcriber
     from calibration.history_calibration import (

@@ -55,7 +55,8 @@ is below `LOG_PROB_THRESHOLD`, has no speech (faster-whisper's `transcribe` defa
 short window that verdict is checked in the 30 s window: the short one gave it for 17 short
 words a tester said over a reply ("listen", "hold on", "nope", ...) of which 30 s read 9, and an
 utterance with no words is judged by its sound alone (espeak-ng's fast "listen" resumed the
-reply as an "uh-huh")."""
+reply as an "uh-huh"). A decode with no letter or digit ("." for a silent second, average log
+probability -0.91 under `calibration.cpu_numerics`) in a window above this is no speech either."""
 
 LOG_PROB_THRESHOLD = -1.0
 """See `NO_SPEECH_THRESHOLD`."""
@@ -119,9 +120,10 @@ def decode_window(model: WhisperModel, audio: np.ndarray, window_s: int,
         suppress_blank=True, suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1])))[0]
     tokens = result.sequences_ids[0]
     avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
-    if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob < LOG_PROB_THRESHOLD:
-        return None, scored
     text = tokenizer.decode(tokens).strip()
+    if result.no_speech_prob > NO_SPEECH_THRESHOLD and (
+            avg_logprob < LOG_PROB_THRESHOLD or not any(map(str.isalnum, text))):
+        return None, scored
     if ((len(tokens) >= LOOP_MIN_TOKENS and 3 * len(set(tokens)) <= len(tokens))
             or get_compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD):
         return None, scored

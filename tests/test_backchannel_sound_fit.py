@@ -82,18 +82,19 @@ def test_a_misread_acknowledgment_spelled_alike_resumes(
     """Piper's "right right" read "Bike right.", "oh I see" read "Oh my feet.", "sure thing"
     read "shorting" (as the server read them): whisper, forced to read the audio as the
     acknowledgment, finds it about as likely as its words and far likelier than any
-    interruption, the words are spelled alike and the sound fits: backchannels. Piper's is
-    read so every time. (A tester's espeak-ng en-029 "nice" read "The ice." is left out: its
-    "Nice." reading scores 0.6015 below its words on one machine, 0.0015 past the 0.6 the
-    rule allows, and within it on another; a case that close to the rule's edge tests the
-    CPU's float path, not the rule.)"""
+    interruption, the words are spelled alike and the sound fits: backchannels. Piper's,
+    said over a reply, resumes it: read "Bike right." on an Intel MKL machine, "right right"
+    (its words) under `calibration.cpu_numerics`. (A tester's espeak-ng en-029 "nice" read
+    "The ice." is left out: its "Nice." reading scored 0.6015 below its words on one
+    machine, 0.0015 past the 0.6 the rule then allowed, and within it on another; a case that
+    close to the rule's edge tests the CPU's float path, not the rule.)"""
     decision = read_as(text, engine, voice, misread)
     assert (decision.verdict, decision.rule, decision.reading) == (
         Verdict.BACKCHANNEL, "acknowledgment_reading", reading), decision
     if engine == "piper":
         heard = decided(text, engine, voice)
-        assert heard is not None and (heard.verdict, heard.reading) == (
-            Verdict.BACKCHANNEL, reading), heard
+        assert heard is not None and heard.verdict is Verdict.BACKCHANNEL, heard
+        assert heard.reading in (None, reading), heard
 
 
 def test_fair_enough_resumes_and_enough_alone_is_an_interruption() -> None:

@@ -51,10 +51,13 @@ joined by /h/) -1.98 and -1.99, Piper's "a hug" -1.94, other two-syllable words 
 below. Stricter than "Mm-hmm."'s `backchannel.MIN_HUM_READING_LOGPROB`: whisper finds
 "Uh-huh." plausible for more words than "Mm-hmm."."""
 
-UH_HUH_MARGIN = 0.7
+UH_HUH_MARGIN = 0.9
 """Rule 4a on "Uh-huh.": its reading may be at most this much less likely than the transcript's
-own words. Measured: Piper's "uh huh" over a TV read "I had" 0.60 below its words, over babble
-above them; espeak-ng en-029's "I have" read "I am" 1.35 below, "I had" read "I have." 0.84."""
+own words. Measured: Piper's "uh huh" over a TV read "I had" 0.60 below its words (0.76 under
+`calibration.cpu_numerics`: answered at 0.7), over babble above them; espeak-ng en-029's "I
+have" read "I am" 1.35 below, "I had" read "I have." 0.84. The words whisper could read as
+"Uh-huh." (`tests/test_backchannel_murmurs.py`: "I have", "I had", "a hug", "I hope", ...) have
+it at -2.0 and below, under `MIN_UH_HUH_LOGPROB`, which keeps them out."""
 
 MAX_WORDS = 2
 """Rule 4c reads transcripts of at most this many words: a misread laugh came back as one or
