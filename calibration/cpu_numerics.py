@@ -1,8 +1,9 @@
 """One arithmetic for faster-whisper on every x86-64 machine: the same audio, the same reading.
 
-CTranslate2 picks its matrix library by CPU vendor (Intel MKL on Intel, oneDNN elsewhere) and its
-own kernels by instruction set (AVX-512 where there is one), so tiny.en int8 read short, borderline
-sounds differently on an Intel AVX-512 machine and on an AMD AVX2 one: CI on an AMD EPYC read a
+CTranslate2 picks its matrix library by CPU vendor (Intel MKL on Intel, oneDNN elsewhere), and the
+libraries and CTranslate2's own kernels pick theirs by instruction set (MKL runs AVX-512 where
+there is one), so tiny.en int8 read short, borderline sounds differently on an Intel AVX-512
+machine and on an AMD AVX2 one: CI on an AMD EPYC read a
 silent second as " ." and Piper's "Right, right." as "right right", and 8 tests tuned on an Intel
 Xeon failed (2026-12-07). `CPU_NUMERICS` pins the path an AVX2 machine without MKL takes: oneDNN
 (`CT2_USE_MKL=0`), CTranslate2's AVX2 kernels (`CT2_FORCE_CPU_ISA`) and oneDNN's AVX2 kernels
@@ -16,7 +17,10 @@ margin from each threshold beyond what one machine shows. Names and meanings: CT
 CTranslate2 reads `CT2_USE_MKL` when it is imported, so `pin_cpu_numerics` runs when the
 `calibration` package is imported, before any module of the project imports faster-whisper. A
 value already in the environment is kept (an operator may choose MKL for speed), and nothing is
-pinned on a CPU without AVX2 or off x86-64 (there is no such path to pin to).
+pinned on a CPU without AVX2 or off x86-64 (there is no such path to pin to). The cost, on the
+Intel Xeon only (an AMD machine already takes this path): the person's transcription p50 238
+ms against 140 under MKL (`benchmarks/bench_asr_numerics.py`, 2026-12-07); CTranslate2's log
+says MKL's GEMMs run on packed weights and oneDNN's do not.
 """
 
 from __future__ import annotations
