@@ -15,7 +15,7 @@ long (a loop busy for seconds would close the sessions: runs on a loaded machine
 every 100-800 ms (`tests.stalled_loop`, seeded: a busy machine; the server reads appends and
 ACKs late and in bursts), the tables' titles then say so. Prints the command, machine facts and one
 table per measurement with its target and PASS/FAIL; exit status 1 when a target fails. About
-4 minutes on 2 cores (10 rooms, 20 person runs).
+4 minutes on 2 cores (10 rooms, 20 person runs), and 4 more for table 3 (16 runs).
 
 1. Echo alone: per room, speech starts, user turns and responses to them (target: 0 turns).
 2. A person over the echo: each utterance (espeak-ng voices and Piper, -12 dBFS peak) spoken
@@ -23,6 +23,13 @@ table per measurement with its target and PASS/FAIL; exit status 1 when a target
    without echo over the same floor; the word error rate of the person's transcript against
    the sentence (target: with echo at most 5 points above without), and where the turn's audio
    started relative to the person's voice onset.
+3. A room under the echo (`--only rooms`): a talk radio, a TV talker or babble
+   (`tests/room_sounds.py`, `ROOM_SOUNDS`) from the microphone's first sample, so the room is
+   heard almost only under the reply's echo (`ROOMS_ECHO`: -14 dB, 100 ms, the issue 24
+   tester's loudspeaker); a person's "Wait." or "Stop." at `ROOM_PERSON_DBFS` RMS 4.1 or 6.1 s
+   into the reply pauses it, the room talks on -> the person's turn found (starting at most
+   `EARLIEST_MS` before the voice and `FIRST_WORD_MS` after it), other turns (target: every
+   person found, no other turn).
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_echo` (it imports the `tests`
 helpers, so it must run as a module).
@@ -44,6 +51,7 @@ from benchmarks.tables import print_table
 from server.app import DemoServer
 from server.config import ServerConfig, build_services, server_options
 from server.speech.resampling import resample
+from tests import room_sounds as rs
 from tests import speech_fixtures as fx
 from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, word_errors, words
 from tests.realtime_client import RealtimeClient
@@ -106,6 +114,21 @@ the page still waits for the person's transcript)."""
 WER_MARGIN_POINTS = 5.0
 """Target: the word error rate over the echo at most this many points above without it."""
 
+ROOMS_ECHO = Room(-14.0, 100, -60.0)
+"""Table 3's loudspeaker: the reply's echo at -14 dB, 100 ms late, over a -60 dBFS floor."""
+ROOM_SOUNDS = {"talk radio -40": (rs.radio, -40.0), "talk radio -36": (rs.radio, -36.0),
+               "TV talker -40": (rs.tv_talker, -40.0), "babble -40": (rs.babble, -40.0)}
+"""Table 3's rooms: (sound, its RMS level dBFS)."""
+ROOM_PERSONS = (("Wait.", "piper", None), ("Stop.", "espeak", "en-us+f3"))
+ROOM_PERSON_DBFS = -22.0
+"""Table 3's person: RMS dBFS, 14-18 dB over the room (issue 24's tester: -22 over -40)."""
+ROOM_PERSON_AT_MS = (4100.0, 6100.0)
+ROOM_SOUND_MS = 25_000
+EARLIEST_MS = 400
+FIRST_WORD_MS = 650
+"""Table 3's turn found: it starts at most `EARLIEST_MS` before the person's voice and
+`FIRST_WORD_MS` after it (their first word is 300-600 ms)."""
+
 SEND_TIMEOUT_MS = 120_000
 """The server's `--send-timeout-ms` here: the clients read in the server's own event loop, and
 on a loaded machine a starved loop left a client's data unread past the default 10 s (the
@@ -130,13 +153,17 @@ async def bounded(concurrency: int, jobs: Sequence[Awaitable[T]]) -> list[T]:
 
 
 async def in_room(url: str, room: Room, prompt: str, person: np.ndarray | None = None,
-                  person_at_ms: float = 0.0) -> RoomResult:
+                  person_at_ms: float = 0.0, sound: np.ndarray | None = None,
+                  after_ms: float | None = None) -> RoomResult:
     """One session at `url`: the page in `room` plays the reply to `prompt` (with `person`
-    speaking `person_at_ms` into it; then it listens `PERSON_AFTER_MS` after the reply stopped,
-    else 2.5 s: the echo's tail). Progress goes to stderr."""
-    after_ms = 2500.0 if person is None else PERSON_AFTER_MS
+    speaking `person_at_ms` into it and the room's `sound`, 24 kHz, from the first sample;
+    then it listens `after_ms`, by default `PERSON_AFTER_MS` after the reply stopped when a
+    person spoke, else 2.5 s: the echo's tail). Progress goes to stderr."""
+    if after_ms is None:
+        after_ms = 2500.0 if person is None else PERSON_AFTER_MS
     async with RealtimeClient.connect(url, ping_interval=None) as client:
-        result = await RoomPage(client, room, person, person_at_ms).run(prompt, after_ms)
+        result = await RoomPage(client, room, person, person_at_ms, sound=sound
+                                ).run(prompt, after_ms)
     print(f"{room.describe()}: speech starts {result.speech_started}, transcripts "
           f"{result.transcripts}", file=sys.stderr, flush=True)
     return result
@@ -199,6 +226,39 @@ async def report_person(url: str, concurrency: int, more: bool, stalled: str = "
     return ok
 
 
+async def report_rooms(url: str, concurrency: int, stalled: str = "") -> bool:
+    """Table 3; True when every person's turn was found and the room started none."""
+    cases = [(name, text, engine, voice, at_ms) for name in ROOM_SOUNDS
+             for text, engine, voice in ROOM_PERSONS for at_ms in ROOM_PERSON_AT_MS]
+    jobs = []
+    for name, text, engine, voice, at_ms in cases:
+        make, dbfs = ROOM_SOUNDS[name]
+        sound = resample(make(ROOM_SOUND_MS, dbfs), fx.RATE_HZ, RATE_HZ)
+        person = resample(rs.at_rms_dbfs(fx.speech(text, engine, voice), ROOM_PERSON_DBFS),
+                          fx.RATE_HZ, RATE_HZ)
+        jobs.append(in_room(url, ROOMS_ECHO, PERSON_PROMPT, person, at_ms, sound, 2500.0))
+    results = await bounded(concurrency, jobs)
+    rows, missed, others = [], 0, 0
+    for (name, text, engine, voice, at_ms), result in zip(cases, results, strict=True):
+        onset = result.person_onset_ms
+        found = [start for start in result.speech_started if onset is not None
+                 and onset - EARLIEST_MS <= start <= onset + FIRST_WORD_MS]
+        missed += not found
+        others += len(result.speech_started) - len(found[:1])
+        rows.append((name, f"{text} ({engine} {voice or ''})".strip(), round(at_ms),
+                     "yes" if found else "MISSED",
+                     ", ".join(str(start) for start in result.speech_started) or "-",
+                     "-" if onset is None else round(onset)))
+    ok = missed == 0 and others == 0
+    rows.append(("total", "", "", f"{missed} missed", f"{others} other turns", verdict(ok)))
+    print_table(f"A room under the reply's echo ({ROOMS_ECHO.describe()}), the person at "
+                f"{ROOM_PERSON_DBFS:.0f} dBFS RMS pausing the reply{stalled} (target: every "
+                "person found, no other turn)",
+                ("room (RMS dBFS)", "person", "ms into the reply", "found", "speech starts ms",
+                 "voice onset ms"), rows)
+    return ok
+
+
 async def bench(args: argparse.Namespace) -> bool:
     config = ServerConfig(port=0, tts="piper", calibration="auto", deterministic=True,
                           ping_interval_s=0, send_timeout_ms=SEND_TIMEOUT_MS,
@@ -214,22 +274,26 @@ async def bench(args: argparse.Namespace) -> bool:
         async with contextlib.AsyncExitStack() as stack:
             if args.stall_seed is not None:
                 await stack.enter_async_context(stalled_loop(args.stall_seed))
-            echo_ok = args.only == "person" or await report_echo(url, args.concurrency, stalled)
-            person_ok = args.only == "echo" or await report_person(url, args.concurrency,
-                                                                   args.more, stalled)
+            passed = []
+            if args.only in (None, "echo"):
+                passed.append(await report_echo(url, args.concurrency, stalled))
+            if args.only in (None, "person"):
+                passed.append(await report_person(url, args.concurrency, args.more, stalled))
+            if args.only in (None, "rooms"):
+                passed.append(await report_rooms(url, args.concurrency, stalled))
     finally:
         assert demo.server is not None
         demo.server.close()
         await demo.server.wait_closed()
-    return echo_ok and person_ok
+    return all(passed)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=1,
                         help="sessions at a time (default 1)")
-    parser.add_argument("--only", choices=("echo", "person"),
-                        help="run one of the two measurements")
+    parser.add_argument("--only", choices=("echo", "person", "rooms"),
+                        help="run one of the three measurements")
     parser.add_argument("--more", action="store_true",
                         help="table 2 with ten more utterances (20 in all)")
     parser.add_argument("--stall-seed", type=int,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.listening import echo, echo_path
+from server.listening import echo, echo_path, room_fall
 from server.listening import room_background as server_room
 from server.listening import transients as server_transients
 from server.listening.vad import TurnDetectionConfig
@@ -288,15 +288,15 @@ SERVER_CONSTANTS = {
     "roomRecentMs": server_room.RECENT_MS,
     "roomRecentGapMs": server_room.RECENT_GAP_MS,
     "roomRisePercentile": server_room.RISE_PERCENTILE,
-    "roomFallSpanMs": server_room.FALL_SPAN_MS,
-    "roomFallDb": server_room.FALL_DB,
-    "roomFallFloorMs": server_room.FALL_FLOOR_MS,
+    "roomFallSpanMs": room_fall.FALL_SPAN_MS,
+    "roomFallDb": room_fall.FALL_DB,
+    "roomFallFloorMs": room_fall.FALL_FLOOR_MS,
     "roomPersonHistoryMs": server_room.PERSON_HISTORY_MS,
     "roomPersonPriorDb": server_room.PERSON_PRIOR_DBFS,
     "roomNearDb": server_room.NEAR_DB,
     "roomColdMs": server_room.COLD_ROOM_MS,
     "roomColdNearDb": server_room.COLD_NEAR_DB,
-    "roomFloorPercentile": server_room.FLOOR_PERCENTILE,
+    "roomFloorPercentile": room_fall.FLOOR_PERCENTILE,
     "roomEchoCorrelation": echo.ROOM_ECHO_CORRELATION,
     "roomEchoStepMs": echo_path.LEARN_STEP_MS,
     "roomEchoSpanMs": echo.MAX_SPAN_MS,

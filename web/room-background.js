@@ -64,8 +64,9 @@ import { BANDS, FRAME_MS, SILENCE_DB, totalDb } from './band-envelope.js';
 /**
  * The room's parameters, part of vad.js DEFAULT_VAD_CONFIG (dB values are dB differences
  * unless named dBFS; times in ms). The server's (server/listening/room_background.py:
- * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, FALL_*, RECENT_*, RISE_PERCENTILE,
- * YOUNG_*, COLD_*, NEAR_DB, PERSON_PRIOR_DBFS; server/listening/echo.py
+ * HISTORY_MS, SETTLE_MS, LOUD_PERCENTILE, ABOVE_DB, RECENT_*, RISE_PERCENTILE,
+ * YOUNG_*, COLD_*, NEAR_DB, PERSON_PRIOR_DBFS; server/listening/room_fall.py FALL_*,
+ * FLOOR_PERCENTILE; server/listening/echo.py
  * ROOM_ECHO_CORRELATION, MAX_SPAN_MS; server/listening/echo_path.py LEARN_STEP_MS;
  * server/listening/vad.py TurnDetectionConfig.min_speech_ms), which
  * documents where each was measured; tests/test_client_vad_rooms.py checks that the values

@@ -104,7 +104,7 @@ class InputSpeechDetector:
         self._residual.feed(pcm_16k)
         self._turns.assistant_playing = assistant_playing or (
             playback_ms is not None and reference is not None)
-        self._room.feed(pcm_16k, self._turns.assistant_playing)
+        self._room.feed(pcm_16k, self._turns.assistant_playing, not assistant_playing)
         events: list[TurnEvent] = []
         for window in self._vad.feed_windows(pcm_16k):
             self._room.advance(window.end_ms, self._turns.echo_held, window.probability)

@@ -9,20 +9,21 @@ follows the same 512-sample windows as `server.listening.silero_vad.SileroStream
 - the background: the band levels (`BANDS_HZ`) of the last `HISTORY_MS` of windows heard
   outside turns, learned once they are `SETTLE_MS` old (a candidate turn that started by then
   keeps its windows out, and so does speech that started none but stands out of the room: a
-  person's "Uh.", a short loud non-speech sound, `server.listening.transients`: a
-  cough, and for `VOICE_HOLD_MS` a voice above a learned room, `VOICE_PROBABILITY`: a
-  person's first words the room gate rejected), plus the windows before a candidate's
-  start; windows of the assistant's playback only where its echo does not rule the
-  microphone (`echo_rules`: the echo is `server.listening.echo`'s business, but a room
-  heard only while a reply plays, or lifted by an auto gain while it does, is still the
-  room) or where they stand `ROOM_OVER_ECHO_DB` over the echo the held echo path explains
-  (a room heard mostly under the echo);
+  person's "Uh.", a short loud non-speech sound, `server.listening.transients`: a cough, and
+  for `VOICE_HOLD_MS` a voice above a learned room, `VOICE_PROBABILITY`: a person's first words
+  the room gate rejected), plus the windows before a candidate's start that will be learned so
+  (`_room_heard`); windows of the assistant's playback only where its echo does not rule the
+  microphone (`echo_rules`: the echo is `server.listening.echo`'s business, but a room heard
+  only while a reply plays, or lifted by an auto gain while it does, is still the room) or
+  where they stand `ROOM_OVER_ECHO_DB` over the echo the held echo path explains (a room heard
+  mostly under the echo);
 - the person's level: the `LOUD_PERCENTILE` level of the windows of the person's recent turns
   (`PERSON_HISTORY_MS`), `PERSON_PRIOR_DBFS` before the first one.
 
-The background falls when the room falls: once `FALL_SPAN_MS` outside turns stay `FALL_DB` below
-the floor of what was learned (loud babble stopped), what was learned is forgotten and the room
-is learned anew, so the person is heard at once after loud noise, not `HISTORY_MS` later.
+The background falls when the room falls (`server.listening.room_fall`): once `FALL_SPAN_MS`
+outside turns stay `FALL_DB` below the floor of what was learned (loud babble stopped), what
+was learned is forgotten and the room is learned anew, so the person is heard at once after
+loud noise, not `HISTORY_MS` later.
 
 A candidate is the person (`is_background` False) when its loudest window reaches the
 person's level less `NEAR_DB`, and, once a background is known, one of its windows holds
@@ -44,14 +45,18 @@ window is at -14 dBFS.
 from __future__ import annotations
 
 import collections
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from server.listening.percentiles import percentile
-from server.listening.room_under_echo import room_over_the_echo, room_under_the_echo
+from server.listening.room_fall import FALL_WINDOWS, room_fell
+from server.listening.room_under_echo import (
+    ECHO_RULES_HEARD_MS,
+    room_over_the_echo,
+    room_under_the_echo,
+)
 from server.listening.silero_vad import SAMPLE_RATE_HZ, SILENCE_DBFS, WINDOW_MS, WINDOW_SAMPLES
 from server.listening.transients import TransientDetector
 
@@ -73,29 +78,6 @@ learned as the room."""
 LOUD_PERCENTILE = 90.0
 """How loud the background gets, and how loud the person speaks: this percentile of the
 windows' levels (the background band by band)."""
-
-FLOOR_PERCENTILE = 10.0
-"""The room's floor: this percentile of the background windows' levels (minimum statistics,
-R. Martin, IEEE TSAP 2001, over the whole history rather than sub-windows)."""
-
-FALL_DB = 10.0
-"""The room fell (loud babble stopped, a fan was switched off) when even the loud windows
-(`LOUD_PERCENTILE`) of the last `FALL_SPAN_MS` outside turns stay this far (dB) below the floor
-(`FLOOR_PERCENTILE`) of the last `FALL_FLOOR_MS` of background learned before them: that
-background is then forgotten, and the room is learned anew from that second on. A room that
-only pauses (a TV between sentences) has its pauses in that floor already and never falls so.
-Measured on `tests/room_sounds.py`'s backgrounds (30 s, three seeds, 3 s spans every 256 ms):
-a TV talker's floor is the -70 dBFS RMS pink floor under it (-72 to -66 dBFS) at -25 and -45
-dBFS RMS, and every second of it has loud windows (90th percentile at least -47 dBFS at -45);
-babble's floor is -34 to -31 dBFS at -25 dBFS RMS, -54 to -51 dBFS at -45."""
-
-FALL_SPAN_MS = 640
-"""How long the room must have stayed down to have fallen (ms): a person who speaks a second
-after loud babble stopped is over it by then (with a second, espeak-ng's questions 1 s after
-were missed 2 of 5: their first windows were still outside the turn, and loud)."""
-
-FALL_FLOOR_MS = 3000
-"""The background whose floor a fall is measured from: its last 3 s (see `FALL_DB`)."""
 
 RECENT_MS = 1000
 """The background's loud band levels are raised by how far its last second before
@@ -276,6 +258,8 @@ class _Window:
     echo_held: bool = False
     transient: bool = False
     voice: bool = False
+    echo_tail: bool = False
+    over_the_reply: bool | None = None
 
     @property
     def room(self) -> bool:
@@ -287,9 +271,7 @@ class _Window:
 
 _HISTORY_WINDOWS = HISTORY_MS // WINDOW_MS
 _PERSON_WINDOWS = PERSON_HISTORY_MS // WINDOW_MS
-_FALL_WINDOWS = FALL_SPAN_MS // WINDOW_MS
 _RECENT_WINDOWS = RECENT_MS // WINDOW_MS
-_FALL_FLOOR_WINDOWS = FALL_FLOOR_MS // WINDOW_MS
 _YOUNG_WINDOWS = YOUNG_ROOM_MS // WINDOW_MS
 
 
@@ -353,9 +335,9 @@ class RoomBackground:
         return (percentile(self._background_dbfs, LOUD_PERCENTILE) if self._background_dbfs
                 else None)
 
-    def feed(self, pcm_16k: np.ndarray, playing: bool) -> None:
-        """Append 16 kHz float samples; `playing`: the assistant's reply (or its echo tail)
-        may be in them, so their windows are never learned as background.
+    def feed(self, pcm_16k: np.ndarray, playing: bool, echo_tail: bool = False) -> None:
+        """Append 16 kHz float samples; `playing`: the reply (`echo_tail`: only its echo's tail,
+        the reply stopped) may be in them, so they are learned only `_over_the_reply`.
 
         Raises:
             ValueError: the input is not 1-D.
@@ -373,7 +355,8 @@ class RoomBackground:
         levels = 10.0 * np.log10(np.maximum(powers, 10.0 ** (SILENCE_DBFS / 10.0)))
         for level, bands in zip(levels, band_levels(frames), strict=True):
             self._windows += 1
-            self._recent.append(_Window(self._windows * WINDOW_MS, float(level), bands, playing))
+            self._recent.append(_Window(self._windows * WINDOW_MS, float(level), bands, playing,
+                                        echo_tail=playing and echo_tail))
 
     def advance(self, end_ms: int, held: bool = False, probability: float | None = None
                 ) -> None:
@@ -400,8 +383,7 @@ class RoomBackground:
                 window.voice = self._voice_above_the_room(window, window_probability)
         while self._recent and self._recent[0].end_ms <= end_ms - SETTLE_MS:
             window = self._recent.popleft()
-            learnable = not window.playing or room_over_the_echo(
-                self.echo_rules, self.over_echo_db, window.end_ms)
+            learnable = self._over_the_reply(window)
             under_echo = window.echo_held and window.playing and self._background_dbfs and not (
                 window.in_turn or window.held or window.transient or window.voice)
             if (window.room and learnable) or (under_echo and room_under_the_echo(
@@ -415,6 +397,27 @@ class RoomBackground:
         while self._voices and self._voices[0].end_ms <= end_ms - VOICE_HOLD_MS:
             self._learn([self._voices.popleft().bands_db])
         self._forget_a_fallen_room()
+
+    def _over_the_reply(self, window: _Window) -> bool:
+        """Whether `window` may be the room's as far as the assistant's reply goes: none
+        played, or the reply's echo does not rule it or it stands over that echo
+        (`room_over_the_echo`), kept once the echo gate can tell (`ECHO_RULES_HEARD_MS`)."""
+        if window.playing and window.over_the_reply is None:
+            over = room_over_the_echo(self.echo_rules, self.over_echo_db, window.end_ms)
+            if over or window.end_ms <= self._windows * WINDOW_MS - ECHO_RULES_HEARD_MS:
+                window.over_the_reply = over
+        return not window.playing or bool(window.over_the_reply)
+
+    def _room_heard(self, window: _Window) -> bool:
+        """Whether `window`, not learned yet, stands for the room before a candidate: heard
+        outside turns, held speech and transients (`_Window.room`), and outside the reply's
+        playback or in its echo's tail after it stopped where `_over_the_reply`. Measured: a
+        talk radio heard only under a reply's echo was learned from 1 s after the person paused
+        the reply, and its next sentence within that second was a turn; the playback's own
+        windows (the echo not ruling them, in them all the same) made a person over music or
+        an espeak-ng "No." over a reverberant echo stand too little over the room."""
+        return window.room and (not window.playing or (window.echo_tail
+                                                       and self._over_the_reply(window)))
 
     def _voice_above_the_room(self, window: _Window, probability: float | None) -> bool:
         """Whether a window outside turns is a voice above the room, not the room (until
@@ -453,18 +456,15 @@ class RoomBackground:
         may be in them: it only makes them louder) and their loud level stays `FALL_DB`
         below the floor of the last `FALL_FLOOR_MS` of that background. The windows before
         them not learned yet are forgotten too."""
-        if len(self._background_dbfs) < _FALL_WINDOWS:
+        if len(self._background_dbfs) < FALL_WINDOWS:
             return
         heard = [w for w in self._recent
-                 if w.in_turn is not None and not w.transient][-_FALL_WINDOWS:]
-        if len(heard) < _FALL_WINDOWS or any(w.in_turn for w in heard):
+                 if w.in_turn is not None and not w.transient][-FALL_WINDOWS:]
+        if len(heard) < FALL_WINDOWS or any(w.in_turn for w in heard):
             return
         loud = percentile(total_dbfs(np.stack([w.bands_db for w in heard])).tolist(),
                           LOUD_PERCENTILE)
-        floor = percentile(itertools.islice(
-            self._background_dbfs, max(len(self._background_dbfs) - _FALL_FLOOR_WINDOWS, 0),
-            None), FLOOR_PERCENTILE)
-        if loud <= floor - FALL_DB:
+        if room_fell(loud, self._background_dbfs):
             self._background.clear()
             self._background_dbfs.clear()
             while self._recent[0] is not heard[0]:
@@ -558,8 +558,8 @@ class RoomBackground:
     def over_loudest_db(self, start_ms: int, ends_ms: np.ndarray) -> np.ndarray | None:
         """How far (dB) the windows ending at `ends_ms` (ms; +inf: not kept) stand above the
         loudest room window learned or heard before `start_ms`; None: no room heard yet."""
-        heard = [*self._background_dbfs, *(w.level_dbfs for w in self._recent if w.room
-                                           and not w.playing and w.end_ms <= start_ms)]
+        heard = [*self._background_dbfs, *(w.level_dbfs for w in self._recent
+                                           if w.end_ms <= start_ms and self._room_heard(w))]
         levels = {w.end_ms: w.level_dbfs for w in self._recent}
         return None if not heard else np.array([levels.get(int(end), np.inf)
                                                 for end in ends_ms]) - max(heard)
@@ -573,7 +573,7 @@ class RoomBackground:
         dB; how far its loudest window rises above the background's loudest, lifted by the
         room's gain rise (`LOUDER_DB`), dB). None while no background is known."""
         before = [w.bands_db for w in self._recent
-                  if w.end_ms <= start_ms and w.room and not w.playing]
+                  if w.end_ms <= start_ms and self._room_heard(w)]
         heard = self._room_windows + len(before)
         background = list(self._background) + before
         if not background and self._turn is not None:
@@ -582,7 +582,7 @@ class RoomBackground:
             return None
         recent = list(self._background) + [
             w.bands_db for w in self._recent
-            if w.end_ms <= start_ms - RECENT_GAP_MS and w.room and not w.playing]
+            if w.end_ms <= start_ms - RECENT_GAP_MS and self._room_heard(w)]
         learned = np.stack(background)
         rise = _gain_rise(learned, recent[-_RECENT_WINDOWS:],
                           LOUD_PERCENTILE if in_turn else RISE_PERCENTILE)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from server.listening.echo import MAX_SPAN_MS
+from server.listening.echo_path import LEARN_STEP_MS
 from server.listening.silero_vad import WINDOW_MS
 
 ROOM_OVER_ECHO_DB = 6.0
@@ -18,6 +20,10 @@ is judged against the bars of a room heard for a second (issue 24's tester: Pipe
 -22 dBFS RMS over an espeak talk radio at -40 dBFS RMS under a -14 dB echo: 3.4 s of room
 learned by 8 s in, missed)."""
 
+ECHO_RULES_HEARD_MS = MAX_SPAN_MS // 2 + LEARN_STEP_MS // 2
+"""How long after a window's end (ms) the echo gate has heard the second it judges the window
+by (`EchoDetector.echo_rules`: from `MAX_SPAN_MS` / 2 before the `LEARN_STEP_MS` step nearest
+the window to as long after); until then it says the echo may rule it."""
 
 
 def room_over_the_echo(echo_rules: Callable[[int], bool] | None,
