@@ -29,7 +29,7 @@ table per measurement with its target and PASS/FAIL; exit status 1 when a target
    tester's loudspeaker); a person's "Wait." or "Stop." at `ROOM_PERSON_DBFS` RMS 4.1 or 6.1 s
    into the reply pauses it, the room talks on -> the person's turn found (starting at most
    `EARLIEST_MS` before the voice and `FIRST_WORD_MS` after it), other turns (target: every
-   person found, no other turn).
+   person found, no other turn); `--repeat N` runs each case N times.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_echo` (it imports the `tests`
 helpers, so it must run as a module).
@@ -226,10 +226,12 @@ async def report_person(url: str, concurrency: int, more: bool, stalled: str = "
     return ok
 
 
-async def report_rooms(url: str, concurrency: int, stalled: str = "") -> bool:
-    """Table 3; True when every person's turn was found and the room started none."""
+async def report_rooms(url: str, concurrency: int, repeat: int, stalled: str = "") -> bool:
+    """Table 3, each case `repeat` times (the server's timing differs from run to run); True
+    when every person's turn was found and the room started none."""
     cases = [(name, text, engine, voice, at_ms) for name in ROOM_SOUNDS
-             for text, engine, voice in ROOM_PERSONS for at_ms in ROOM_PERSON_AT_MS]
+             for text, engine, voice in ROOM_PERSONS for at_ms in ROOM_PERSON_AT_MS
+             for _ in range(repeat)]
     jobs = []
     for name, text, engine, voice, at_ms in cases:
         make, dbfs = ROOM_SOUNDS[name]
@@ -245,7 +247,7 @@ async def report_rooms(url: str, concurrency: int, stalled: str = "") -> bool:
                  and onset - EARLIEST_MS <= start <= onset + FIRST_WORD_MS]
         missed += not found
         others += len(result.speech_started) - len(found[:1])
-        rows.append((name, f"{text} ({engine} {voice or ''})".strip(), round(at_ms),
+        rows.append((name, f"{text} ({' '.join(filter(None, (engine, voice)))})", round(at_ms),
                      "yes" if found else "MISSED",
                      ", ".join(str(start) for start in result.speech_started) or "-",
                      "-" if onset is None else round(onset)))
@@ -280,7 +282,7 @@ async def bench(args: argparse.Namespace) -> bool:
             if args.only in (None, "person"):
                 passed.append(await report_person(url, args.concurrency, args.more, stalled))
             if args.only in (None, "rooms"):
-                passed.append(await report_rooms(url, args.concurrency, stalled))
+                passed.append(await report_rooms(url, args.concurrency, args.repeat, stalled))
     finally:
         assert demo.server is not None
         demo.server.close()
@@ -296,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="run one of the three measurements")
     parser.add_argument("--more", action="store_true",
                         help="table 2 with ten more utterances (20 in all)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="table 3: run each case this many times (default 1)")
     parser.add_argument("--stall-seed", type=int,
                         help="block the event loop 50-400 ms every 100-800 ms (this seed)")
     args = parser.parse_args(argv)
