@@ -27,9 +27,9 @@ table per measurement with its target and PASS/FAIL; exit status 1 when a target
    (`tests/room_sounds.py`, `ROOM_SOUNDS`) from the microphone's first sample, so the room is
    heard almost only under the reply's echo (`ROOMS_ECHO`: -14 dB, 100 ms, the issue 24
    tester's loudspeaker); a person's "Wait." or "Stop." at `ROOM_PERSON_DBFS` RMS 4.1 or 6.1 s
-   into the reply pauses it, the room talks on -> the person's turn found (starting at most
-   `EARLIEST_MS` before the voice and `FIRST_WORD_MS` after it), other turns (target: every
-   person found, no other turn); `--repeat N` runs each case N times.
+   into the reply pauses it, the room talks on -> the person's turn found (as the tests find it:
+   from `EARLIEST_START_MS` before the voice to `FIRST_WORD_MS` after it), other turns
+   (target: every person found, no other turn); `--repeat N` runs each case N times.
 
 Run from the project root: `.venv/bin/python -m benchmarks.bench_echo` (it imports the `tests`
 helpers, so it must run as a module).
@@ -56,6 +56,8 @@ from tests import speech_fixtures as fx
 from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, word_errors, words
 from tests.realtime_client import RealtimeClient
 from tests.stalled_loop import BETWEEN_MS, STALL_MS, stalled_loop
+from tests.test_rooms import EARLIEST_START_MS
+from tests.test_rooms_talk_radio import FIRST_WORD_MS
 
 ECHO_PROMPT = "say: From a cursed kanji to a full chibi chorus line in a single evening."
 """The issue's reply: its last word's echo came back after the final ACK and was answered."""
@@ -124,10 +126,6 @@ ROOM_PERSON_DBFS = -22.0
 """Table 3's person: RMS dBFS, 14-18 dB over the room (issue 24's tester: -22 over -40)."""
 ROOM_PERSON_AT_MS = (4100.0, 6100.0)
 ROOM_SOUND_MS = 25_000
-EARLIEST_MS = 400
-FIRST_WORD_MS = 650
-"""Table 3's turn found: it starts at most `EARLIEST_MS` before the person's voice and
-`FIRST_WORD_MS` after it (their first word is 300-600 ms)."""
 
 SEND_TIMEOUT_MS = 120_000
 """The server's `--send-timeout-ms` here: the clients read in the server's own event loop, and
@@ -232,19 +230,18 @@ async def report_rooms(url: str, concurrency: int, repeat: int, stalled: str = "
     cases = [(name, text, engine, voice, at_ms) for name in ROOM_SOUNDS
              for text, engine, voice in ROOM_PERSONS for at_ms in ROOM_PERSON_AT_MS
              for _ in range(repeat)]
-    jobs = []
-    for name, text, engine, voice, at_ms in cases:
-        make, dbfs = ROOM_SOUNDS[name]
-        sound = resample(make(ROOM_SOUND_MS, dbfs), fx.RATE_HZ, RATE_HZ)
-        person = resample(rs.at_rms_dbfs(fx.speech(text, engine, voice), ROOM_PERSON_DBFS),
-                          fx.RATE_HZ, RATE_HZ)
-        jobs.append(in_room(url, ROOMS_ECHO, PERSON_PROMPT, person, at_ms, sound, 2500.0))
-    results = await bounded(concurrency, jobs)
+    sounds = {name: resample(make(ROOM_SOUND_MS, dbfs), fx.RATE_HZ, RATE_HZ)
+              for name, (make, dbfs) in ROOM_SOUNDS.items()}
+    persons = {text: resample(rs.at_rms_dbfs(fx.speech(text, engine, voice), ROOM_PERSON_DBFS),
+                              fx.RATE_HZ, RATE_HZ) for text, engine, voice in ROOM_PERSONS}
+    results = await bounded(concurrency, [
+        in_room(url, ROOMS_ECHO, PERSON_PROMPT, persons[text], at_ms, sounds[name], 2500.0)
+        for name, text, _, _, at_ms in cases])
     rows, missed, others = [], 0, 0
     for (name, text, engine, voice, at_ms), result in zip(cases, results, strict=True):
         onset = result.person_onset_ms
         found = [start for start in result.speech_started if onset is not None
-                 and onset - EARLIEST_MS <= start <= onset + FIRST_WORD_MS]
+                 and onset - EARLIEST_START_MS <= start <= onset + FIRST_WORD_MS]
         missed += not found
         others += len(result.speech_started) - len(found[:1])
         rows.append((name, f"{text} ({' '.join(filter(None, (engine, voice)))})", round(at_ms),
