@@ -54,12 +54,11 @@ READINGS = ACKNOWLEDGMENT_READINGS + INTERRUPTION_READINGS
 
 MIN_INTERRUPTION_MARGIN = 0.9
 """The acknowledgment's reading must be likelier than every interruption's by this much (mean
-token log probability, natural log); also rule 4's one-beat laughs (`murmurs.laugh_clear`;
-rule 4c has its own, `murmurs.MIN_LAUGH_MARGIN`). 0.9 under `calibration.cpu_numerics` (1.0
-before). Measured: the misread acknowledgments
-1.75-2.5 ("The ice.", "Bike right.", "shorting" 1.6-2.4); misread interruptions below 0
-("Build" for "nope": -1.21; "8.0." for "yeah but wait": -0.54; "Harden" for "pardon":
-"Pardon?" 0.8 above any acknowledgment)."""
+token log probability, natural log); also rule 4's one-beat laughs (`murmurs.laugh_clear`; rule
+4c has its own, `murmurs.MIN_LAUGH_MARGIN`). 0.9 under `calibration.cpu_numerics` (1.0 before).
+Measured: the misread acknowledgments 1.75-2.5 ("The ice.", "Bike right.", "shorting" 1.6-2.4);
+misread interruptions below 0 ("Build" for "nope": -1.21; "8.0." for "yeah but wait": -0.54;
+"Harden" for "pardon": "Pardon?" 0.8 above any acknowledgment)."""
 
 
 def acknowledgment_reading(reading: MurmurReading | None, margin: float = 0.0) -> str | None:
