@@ -93,7 +93,7 @@ class TurnWork:
             case DecideTranscription(item_id=item_id, pcm16=pcm16, audio_start_ms=start_ms,
                                      audio_end_ms=end_ms):
                 self._in_background(self._decision_transcription(
-                    item_id, end_ms, self._recognise(pcm16, start_ms, person_only=True)))
+                    item_id, pcm16, start_ms, end_ms))
             case PredictTurnEnd(item_id=item_id, pcm16=pcm16, audio_end_ms=end_ms):
                 self._in_background(self._predict_turn_end(item_id, pcm16, end_ms))
             case EndTurn(audio_end_ms=end_ms, min_silence_ms=wait_ms):
@@ -181,12 +181,15 @@ class TurnWork:
         self.session.turn_taking.on_turn_end_probability(item_id, audio_end_ms, probability)
         await self._sender.settle()
 
-    async def _decision_transcription(self, item_id: str, audio_end_ms: int,
-                                      recognition: Awaitable[str]) -> None:
-        """Hand the transcript of a turn up to its speech gap at `audio_end_ms` to the session
-        as soon as it is ready: it decides the reply that turn paused
-        (`TurnTaking.on_decision_transcription`)."""
-        transcript = await recognition
+    async def _decision_transcription(self, item_id: str, pcm16: bytes, start_ms: int,
+                                      audio_end_ms: int) -> None:
+        """Transcribe the person's part of a turn up to its speech gap at `audio_end_ms` (its
+        audio `pcm16` from `start_ms`) and hand it to the session as soon as it is ready: it
+        decides the reply that turn paused (`TurnTaking.on_decision_transcription`). The
+        recognition starts here, in this task: a coroutine made for it beforehand and never
+        awaited (this task cancelled before it ran, the session closing) was a
+        `RuntimeWarning` under load."""
+        transcript = await self._recognise(pcm16, start_ms, person_only=True)
         self.session.set_clock(now_ms())
         self.session.turn_taking.on_decision_transcription(item_id, audio_end_ms, transcript)
         await self._sender.settle()

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.listening import echo, echo_path, room_fall
+from server.listening import echo, echo_path, person_level, room_fall
 from server.listening import room_background as server_room
 from server.listening import transients as server_transients
 from server.listening.vad import TurnDetectionConfig
@@ -292,10 +292,10 @@ SERVER_CONSTANTS = {
     "roomFallDb": room_fall.FALL_DB,
     "roomFallFloorMs": room_fall.FALL_FLOOR_MS,
     "roomPersonHistoryMs": server_room.PERSON_HISTORY_MS,
-    "roomPersonPriorDb": server_room.PERSON_PRIOR_DBFS,
-    "roomNearDb": server_room.NEAR_DB,
-    "roomColdMs": server_room.COLD_ROOM_MS,
-    "roomColdNearDb": server_room.COLD_NEAR_DB,
+    "roomPersonPriorDb": person_level.PERSON_PRIOR_DBFS,
+    "roomNearDb": person_level.NEAR_DB,
+    "roomColdMs": person_level.COLD_ROOM_MS,
+    "roomColdNearDb": person_level.COLD_NEAR_DB,
     "roomFloorPercentile": room_fall.FLOOR_PERCENTILE,
     "roomEchoCorrelation": echo.ROOM_ECHO_CORRELATION,
     "roomEchoStepMs": echo_path.LEARN_STEP_MS,

@@ -7,18 +7,22 @@ by hand (`input_audio_buffer.commit`):
 - a transcription that fails drops its turn (`conversation.item.deleted`, nothing claimed) and
   the next turn is transcribed as usual;
 - a response asked for right after a commit waits for that turn's transcript: its prompt
-  holds the words.
+  holds the words;
+- a session closing before a decision transcription ran leaves no coroutine unawaited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 from typing import Any
 
 import numpy as np
 
 from calibration.local_asr import person_transcriber
+from server.realtime.effects import DecideTranscription
+from server.turn_work import TurnWork
 from tests import speech_fixtures
 from tests.realtime_client import RealtimeClient
 from tests.test_server_vad import mic_pcm16
@@ -108,3 +112,23 @@ async def test_a_response_right_after_a_commit_waits_for_its_transcript(
     turns = [(turn.role, turn.text) for turn in server.responder.prompts[-1].turns]
     assert turns == [("user", completed[0]["transcript"])]
     assert "planet" in turns[0][1].lower()
+
+
+async def test_a_decision_transcription_cancelled_before_it_ran_leaves_nothing_unawaited(
+        ) -> None:
+    """The connection cancels a session's tasks when it closes (`TurnWork.tasks`); one that
+    had not run yet, a paused reply's decision transcription, held the coroutine of its
+    recognition made beforehand, and that coroutine was never awaited: "RuntimeWarning:
+    coroutine 'TurnWork._recognise' was never awaited" in a loaded run. Now no recognition
+    exists before its task runs, and cancelled before it ran, the task started none (the
+    work's other parts are never touched)."""
+    work = TurnWork(None, None, None, None)  # type: ignore[arg-type]
+    work.apply(DecideTranscription("item_1", bytes(3200), 0, 100))
+    recognitions = [obj for obj in gc.get_objects() if asyncio.iscoroutine(obj)
+                    and obj.__qualname__ == "TurnWork._recognise"]
+    tasks = work.tasks()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert recognitions == []
+    assert [task.cancelled() for task in tasks] == [True]

@@ -29,6 +29,7 @@ import soxr
 from server.listening.band_envelope import FRAME_MS, EchoReference
 from server.listening.echo import EchoDetector
 from server.listening.echo_and_room import echo_and_room
+from server.listening.echo_path import LEARN_GUARD_MS
 from server.listening.echo_suppression import band_gains, suppress
 from server.listening.pcm16 import pcm16_to_float
 from server.listening.quiet_after_speech import HeardSound, QuietAfterSpeech
@@ -81,6 +82,7 @@ class InputSpeechDetector:
         self._turns.room_voice = self._room.voice_start
         self._room.echo_rules = self._echo.echo_rules
         self._room.over_echo_db = self._echo.held.over_echo_db
+        self._room.echo_unknown = self._echo_unknown
         self._turns.speech_dropped = self._room.speech_dropped
         self._quiet = QuietAfterSpeech(input_rate_hz)
         self._room_dbfs: float | None = None
@@ -132,6 +134,12 @@ class InputSpeechDetector:
         return (self._echo.is_echo(start_ms, end_ms)
                 or not self._residual.voiced(start_ms, end_ms)
                 or echo_and_room(self._echo, self._room.over_loudest_db, start_ms, end_ms))
+
+    def _echo_unknown(self, start_ms: int) -> bool:
+        """The room gate's `RoomBackground.echo_unknown`: no echo path is held for a candidate
+        starting at `start_ms` (ms on this stream), as `EchoDetector.is_echo` judges it (from
+        windows ending `LEARN_GUARD_MS` before)."""
+        return self._echo.learn(start_ms - LEARN_GUARD_MS) is None
 
     @property
     def room_dbfs(self) -> float | None:

@@ -51,6 +51,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.listening.percentiles import percentile
+from server.listening.person_level import (
+    COLD_ROOM_MS,
+    NEAR_DB,
+    PERSON_PRIOR_DBFS,
+    near_margin_db,
+)
 from server.listening.room_fall import FALL_WINDOWS, room_fell
 from server.listening.room_under_echo import (
     ECHO_RULES_HEARD_MS,
@@ -173,11 +179,6 @@ CONTINUE_DB = 8.0
 is known (the person's softer sounds included): below, it counts toward the turn's silence
 like a window Silero scores as non-speech, so the room talking on does not hold the turn."""
 
-NEAR_DB = 20.0
-"""How far below the person's level (dB) a candidate's loudest window may stay (a design
-margin, not fitted: room for a murmur or a quiet "wait" said well below full voice; a TV at
--45 dBFS RMS stays 22 dB below a person at -20 dBFS RMS, loudest window to 90th percentile)."""
-
 YOUNG_ROOM_MS = 4000
 """How much of the room (ms of windows outside turns and playback) must have been heard before
 its background is trusted as learned. Less, and a candidate needs up to `YOUNG_ABOVE_DB` more
@@ -192,29 +193,6 @@ stays (`tests/room_sounds.py`'s `CHROMIUM_AGC_DB`)."""
 YOUNG_ABOVE_DB = 8.0
 """The most `ABOVE_DB` is raised in a young room (nothing heard yet): at 1.2 s in, the auto gain
 above had lifted a TV's window 12.6 dB over the background of its first second."""
-
-COLD_ROOM_MS = 1000
-"""A candidate that starts in the microphone's first second (ms from the first sample fed)
-comes before the background can tell a TV's first words from the person's: the `COLD_NEAR_DB`
-level rule decides. Counted in microphone time, not in room heard: the auto gain converges
-with the stream's time, and the windows of a reply playing whose echo rules them are not
-room heard, so counted so a session's first reply kept the room cold while it played and held
-a person at -12 dBFS peak over it for the room (`tests/test_echo_suppression.py`)."""
-
-COLD_NEAR_DB = 12.0
-"""How far below the person's level a candidate's loudest window may stay in a cold room
-(`COLD_ROOM_MS`): with `PERSON_PRIOR_DBFS`, -24 dBFS, above a TV or babble at -45 dBFS RMS
-lifted 10 dB by an auto gain (loudest windows -32 to -29 dBFS), below a person at -20 dBFS
-RMS (-11)."""
-
-PERSON_PRIOR_DBFS = -12.0
-"""The person's level before their first turn (dBFS, `LOUD_PERCENTILE` window level): a voice
-of about -20 dBFS RMS (measured: Piper at -20 dBFS RMS has its 90th percentile window at -14
-dBFS, its loudest at -11). With `NEAR_DB`, a candidate's loudest window then needs -32 dBFS:
-a voice of about -35 dBFS RMS over its speech or more (Piper "Hang on." at -36 dBFS RMS has
-its loudest window at -33.4 dBFS and is not heard), above a TV talker at -45 dBFS RMS
-(loudest window -36 dBFS)."""
-
 
 def band_levels(windows: np.ndarray) -> np.ndarray:
     """Band powers (dBFS, `BANDS_HZ`) of (n, `WINDOW_SAMPLES`) windows at 16 kHz: (n, bands).
@@ -315,6 +293,9 @@ class RoomBackground:
         self.echo_rules: Callable[[int], bool] | None = None
         """Whether the reply's echo may rule the microphone around a playing window (its end
         ms in; `server.listening.echo.EchoDetector.echo_rules`; None: it may always)."""
+        self.echo_unknown: Callable[[int], bool] | None = None
+        """Whether no echo path tells the reply's echo from the room yet for a candidate
+        starting at a ms (`person_level.near_margin_db`; None: never asked)."""
         self.over_echo_db: Callable[[int, int], float | None] | None = None
         """How far (dB) the microphone stands above the reply's echo in the windows ending in
         (from ms, end ms] (`server.listening.held_echo.HeldEcho.over_echo_db`; None: not
@@ -531,7 +512,7 @@ class RoomBackground:
     def is_background(self, start_ms: int, end_ms: int) -> bool:
         """True when the speech whose windows end in (`start_ms`, `end_ms`] (ms) is the room
         rather than the person: its loudest window stays more than `NEAR_DB` below the
-        person's level (`COLD_NEAR_DB` when it starts in the first `COLD_ROOM_MS`), or no
+        person's level (less in a cold room: `_near_db`), or no
         window of it holds `ABOVE_DB` more energy than the background's loud band levels
         explain (up to `YOUNG_ABOVE_DB` more while under `YOUNG_ROOM_MS` of room was heard)
         and, from `LOUDER_AFTER_MS` on, it is not louder than the room (`LOUDER_DB`).
@@ -541,8 +522,8 @@ class RoomBackground:
         if not candidate:
             return False
         in_turn = self._turn is not None
-        near_db = COLD_NEAR_DB if start_ms < COLD_ROOM_MS else NEAR_DB
-        if not in_turn and max(w.level_dbfs for w in candidate) < self.person_dbfs - near_db:
+        if not in_turn and (max(w.level_dbfs for w in candidate)
+                            < self.person_dbfs - self._near_db(start_ms, candidate)):
             return True
         standing = self._standing(start_ms, candidate, in_turn)
         if standing is None:
@@ -554,6 +535,26 @@ class RoomBackground:
                      and margin_db == ABOVE_DB else LOUDER_DB)
         return in_turn or start_ms < LOUDER_AFTER_MS or not (
             over_loudest_db >= louder_db and excess_db >= LOUDER_ABOVE_DB)
+
+    def _near_db(self, start_ms: int, candidate: list[_Window]) -> float:
+        """`person_level.near_margin_db` for a candidate (its `candidate` windows, the first
+        after `start_ms`): the loudest window outside turns in the `COLD_ROOM_MS` before it,
+        the room heard before it (`_room_before`), and `echo_unknown` when it plays over a
+        reply."""
+        before = [w.level_dbfs for w in self._recent
+                  if start_ms - COLD_ROOM_MS < w.end_ms <= start_ms and not w.in_turn]
+        heard_ms = (self._room_windows + len(self._room_before(start_ms))) * WINDOW_MS
+        echo_unknown = self.echo_unknown
+        asked = (None if echo_unknown is None or not any(w.playing for w in candidate)
+                 else lambda: echo_unknown(start_ms))
+        return near_margin_db(start_ms, self.person_dbfs, max(before, default=None),
+                              heard_ms, asked)
+
+    def _room_before(self, start_ms: int) -> list[np.ndarray]:
+        """The band levels of the windows not learned yet that stand for the room before a
+        candidate starting at `start_ms` (`_room_heard`)."""
+        return [w.bands_db for w in self._recent
+                if w.end_ms <= start_ms and self._room_heard(w)]
 
     def over_loudest_db(self, start_ms: int, ends_ms: np.ndarray) -> np.ndarray | None:
         """How far (dB) the windows ending at `ends_ms` (ms; +inf: not kept) stand above the
@@ -572,8 +573,7 @@ class RoomBackground:
         `ABOVE_DB` (raised in a young room) or `in_turn` (a turn's window) `CONTINUE_DB`,
         dB; how far its loudest window rises above the background's loudest, lifted by the
         room's gain rise (`LOUDER_DB`), dB). None while no background is known."""
-        before = [w.bands_db for w in self._recent
-                  if w.end_ms <= start_ms and self._room_heard(w)]
+        before = self._room_before(start_ms)
         heard = self._room_windows + len(before)
         background = list(self._background) + before
         if not background and self._turn is not None:
