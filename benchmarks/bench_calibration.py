@@ -97,7 +97,6 @@ TARGET_ASR_INSIDE = 97.0
 TARGET_WAIT_P95_MS = {"marks": 20.0, "asr": 600.0}
 
 
-
 @dataclass
 class OfflineResult:
     """Part 1: outcomes per row, scores on each row's cuts and on the asr cuts only."""

@@ -37,7 +37,6 @@ SETTLE_S = 2.0
 """Wait after the last cycle before reading the server's memory (its handlers finish)."""
 
 
-
 def _split(total: int, parts: int) -> list[int]:
     """`total` as `parts` near-equal positive counts (fewer parts when total is smaller)."""
     parts = max(1, min(parts, total))

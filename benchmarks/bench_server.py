@@ -43,7 +43,6 @@ BARGE_SESSIONS = 5
 BARGES_PER_SESSION = 6
 
 
-
 async def measure_ttfa(runs: dict[str, tuple[Services, float]]) -> None:
     """Table 1: time from `response.create` sent to the first audio delta received (warm);
     `runs`: label -> (services, seconds between a stopped reply and the next prompt)."""

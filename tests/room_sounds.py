@@ -145,8 +145,6 @@ def dropped_cup(rng: np.random.Generator, dbfs: float) -> np.ndarray:
     return fx.at_peak_dbfs((crack + 0.6 * ring).astype(np.float32), dbfs)
 
 
-
-
 def horn(rng: np.random.Generator, dbfs: float) -> np.ndarray:
     """A car horn outside: two harmonic tones a third apart (a random 380-460 Hz and 1.25 times
     that, eight harmonics falling 6 dB per octave), 300-700 ms with 20 ms edges, peak `dbfs`."""

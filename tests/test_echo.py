@@ -192,7 +192,6 @@ def test_a_voice_onset_right_before_the_trigger_is_found(
     assert found is not None and abs(found - onset_ms) <= 10
 
 
-
 ROOMS = [Room(-30.0, 150, -60.0), Room(-30.0, 400, -50.0), Room(-30.0, 250, -50.0),
          Room(-20.0, 400, -60.0, rt60_ms=400.0), Room(-30.0, 150, None, rt60_ms=400.0)]
 

@@ -34,7 +34,6 @@ from tests.test_session import send
 pytestmark = pytest.mark.timeout(60)
 
 
-
 async def closed_with(client: RealtimeClient, timeout: float = 10.0) -> tuple[int, str]:
     """Read until the server closes the connection; returns the (code, reason) it sent."""
     with pytest.raises(ConnectionClosed) as closed:

@@ -43,7 +43,6 @@ LOUD_BABBLE_DBFS = -25.0
 MAX_TURN_MS = 4000
 
 
-
 async def turns_over_the_protocol(start_server, mic_16k: np.ndarray, turns: int,
                                   **server: object) -> RealtimeClient:
     """Stream `mic_16k` (16 kHz) to a fresh server with server VAD (responses off) and wait

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
+import inspect
 from typing import Any
 
 import numpy as np
@@ -124,8 +125,10 @@ async def test_a_decision_transcription_cancelled_before_it_ran_leaves_nothing_u
     work's other parts are never touched)."""
     work = TurnWork(None, None, None, None)  # type: ignore[arg-type]
     work.apply(DecideTranscription("item_1", bytes(3200), 0, 100))
-    recognitions = [obj for obj in gc.get_objects() if asyncio.iscoroutine(obj)
-                    and obj.__qualname__ == "TurnWork._recognise"]
+    recognitions = [obj for obj in gc.get_objects() if inspect.iscoroutine(obj)
+                    and inspect.getcoroutinestate(obj) == inspect.CORO_CREATED
+                    and obj.__qualname__ == "TurnWork._recognise"
+                    and obj.cr_frame.f_locals.get("self") is work]
     tasks = work.tasks()
     for task in tasks:
         task.cancel()

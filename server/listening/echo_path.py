@@ -149,6 +149,7 @@ ONSET_EDGE_DB = 1.5
 toward it still belong to the voice: its rising edge, e.g. the breath of an "h"
 (`EchoDetector.voice_onset_ms`)."""
 
+
 @dataclass(frozen=True, slots=True, eq=False)
 class EchoPath:
     """The held echo path: what the microphone hears of the playing reply.

@@ -49,7 +49,6 @@ class EchoMatch:
         return float(np.mean(excess >= EXCESS_DB)) if excess.size else 0.0
 
 
-
 class HeldEcho:
     """One session's microphone (`MicTimeline`) against the echo path its detector holds.
 

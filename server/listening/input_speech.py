@@ -137,8 +137,10 @@ class InputSpeechDetector:
 
     def _echo_unknown(self, start_ms: int) -> bool:
         """The room gate's `RoomBackground.echo_unknown`: no echo path is held for a candidate
-        starting at `start_ms` (ms on this stream), as `EchoDetector.is_echo` judges it (from
-        windows ending `LEARN_GUARD_MS` before)."""
+        starting at `start_ms` (ms on this stream), as `EchoDetector.is_echo` would judge it:
+        the path is learned from the windows ending `LEARN_GUARD_MS` before, here as there
+        (learning follows the stream in order whoever asks; a later question about an earlier
+        candidate sees the path learned so far, as after the echo gate judged a later one)."""
         return self._echo.learn(start_ms - LEARN_GUARD_MS) is None
 
     @property

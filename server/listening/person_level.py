@@ -39,27 +39,36 @@ has its loudest window at -33.4 dBFS and is not heard), above a TV talker at -45
 (loudest window -36 dBFS)."""
 
 
-def near_margin_db(start_ms: int, person_dbfs: float, loudest_before_dbfs: float | None,
-                   room_heard_ms: int, echo_unknown: Callable[[], bool] | None) -> float:
+COLD_ROOM_HEARD_MS = 1000
+"""Room heard (ms of windows learned or standing for the room) under which a candidate over a
+reply is judged as in a cold room while nothing tells the reply's echo from the room
+(`near_margin_db`): as much as `COLD_ROOM_MS`, the second the level rule alone decides in."""
+
+
+def near_margin_db(start_ms: int, person_dbfs: float,
+                   sound_before: Callable[[], tuple[float | None, int]] | None = None,
+                   echo_unknown: Callable[[], bool] | None = None) -> float:
     """How far below the person's level `person_dbfs` (dBFS) a candidate starting at
     `start_ms` may keep its loudest window (dB): `COLD_NEAR_DB` in a cold room, else
     `NEAR_DB`.
 
     The room is cold for a candidate that starts in the microphone's first `COLD_ROOM_MS`, and
-    for one over a reply (`echo_unknown`, None: no reply in it) when the microphone's
-    loudest window in the `COLD_ROOM_MS` before it, `loudest_before_dbfs` (None: none), the
-    reply's echo and the room together, already came within `NEAR_DB` of the person's level,
-    less than `COLD_ROOM_MS` of room was heard outside that echo (`room_heard_ms`) and
-    `echo_unknown()` (asked last) says no echo path tells the echo from the room yet: that
-    sound passes the level rule by itself, and the room's other rules have no room to judge
-    it by. Measured (`benchmarks/bench_echo.py` table 3): a TV talker at -40 dBFS RMS from
-    the microphone's first sample under a Piper reply's -14 dB echo (the reply 80-120 ms in)
-    reached -30.5 dBFS in its loudest window 1.2 s in, with 96 ms of room heard and no echo
-    path: a turn 692 or 1170 ms into the first reply in 5 of 12 runs."""
+    for one over a reply (`sound_before`, None: no reply in it) when `sound_before()` (the
+    microphone's loudest window just before it, the reply's echo and the room together, dBFS
+    or None; the room heard, ms) says that window already came within `NEAR_DB` of the
+    person's level with less than `COLD_ROOM_HEARD_MS` of room heard outside that echo, and
+    `echo_unknown()` (asked last; None: never) says no echo path tells the echo from the room
+    yet: that sound passes the level rule by itself, and the room's other rules have no room
+    to judge it by. Measured (`benchmarks/bench_echo.py` table 3): a TV talker at -40 dBFS RMS
+    from the microphone's first sample under a Piper reply's -14 dB echo (the reply 80-120 ms
+    in) reached -30.5 dBFS in its loudest window 1.2 s in, with 96 ms of room heard and no
+    echo path: a turn 692 or 1170 ms into the first reply in 5 of 12 runs."""
     if start_ms < COLD_ROOM_MS:
         return COLD_NEAR_DB
-    if (echo_unknown is not None and loudest_before_dbfs is not None
-            and loudest_before_dbfs >= person_dbfs - NEAR_DB
-            and room_heard_ms < COLD_ROOM_MS and echo_unknown()):
+    if sound_before is None or echo_unknown is None:
+        return NEAR_DB
+    loudest_dbfs, room_heard_ms = sound_before()
+    if (loudest_dbfs is not None and loudest_dbfs >= person_dbfs - NEAR_DB
+            and room_heard_ms < COLD_ROOM_HEARD_MS and echo_unknown()):
         return COLD_NEAR_DB
     return NEAR_DB

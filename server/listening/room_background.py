@@ -182,17 +182,17 @@ like a window Silero scores as non-speech, so the room talking on does not hold 
 YOUNG_ROOM_MS = 4000
 """How much of the room (ms of windows outside turns and playback) must have been heard before
 its background is trusted as learned. Less, and a candidate needs up to `YOUNG_ABOVE_DB` more
-excess (in proportion to what is missing) and, when it starts in the microphone's first
-`COLD_ROOM_MS`, a loudest window within `COLD_NEAR_DB` of the person's level: a few windows'
+excess (in proportion to what is missing) and, in a cold room (`person_level.near_margin_db`),
+a loudest window within `person_level.COLD_NEAR_DB` of the person's level: a few windows'
 percentile underestimates how loud the room gets, and an auto gain converges over the first
-seconds. Measured, Chromium's (the
-demo page's `autoGainControl`) on a TV talker at -45 dBFS RMS through its fake microphone:
-+10 dB at the first window, +17 dB after 1 s, +20 dB after 2.6 s, +22 dB after 4.6 s, where it
-stays (`tests/room_sounds.py`'s `CHROMIUM_AGC_DB`)."""
+seconds. Measured, Chromium's (the demo page's `autoGainControl`) on a TV talker at -45 dBFS
+RMS through its fake microphone: +10 dB at the first window, +17 dB after 1 s, +20 dB after
+2.6 s, +22 dB after 4.6 s, where it stays (`tests/room_sounds.py`'s `CHROMIUM_AGC_DB`)."""
 
 YOUNG_ABOVE_DB = 8.0
 """The most `ABOVE_DB` is raised in a young room (nothing heard yet): at 1.2 s in, the auto gain
 above had lifted a TV's window 12.6 dB over the background of its first second."""
+
 
 def band_levels(windows: np.ndarray) -> np.ndarray:
     """Band powers (dBFS, `BANDS_HZ`) of (n, `WINDOW_SAMPLES`) windows at 16 kHz: (n, bands).
@@ -209,8 +209,7 @@ def band_levels(windows: np.ndarray) -> np.ndarray:
 
 
 def total_dbfs(bands_db: np.ndarray) -> np.ndarray:
-    """The power of all `BANDS_HZ` together (dBFS) of band levels (..., bands) in dBFS:
-    shape (...)."""
+    """The power of all `BANDS_HZ` together (dBFS) of band levels (..., bands) (dBFS): (...)."""
     return 10.0 * np.log10(np.sum(10.0 ** (np.asarray(bands_db) / 10.0), axis=-1))
 
 
@@ -294,8 +293,7 @@ class RoomBackground:
         """Whether the reply's echo may rule the microphone around a playing window (its end
         ms in; `server.listening.echo.EchoDetector.echo_rules`; None: it may always)."""
         self.echo_unknown: Callable[[int], bool] | None = None
-        """Whether no echo path tells the reply's echo from the room yet for a candidate
-        starting at a ms (`person_level.near_margin_db`; None: never asked)."""
+        """Whether no echo path tells the reply's echo from the room yet (ms in; None: never)."""
         self.over_echo_db: Callable[[int, int], float | None] | None = None
         """How far (dB) the microphone stands above the reply's echo in the windows ending in
         (from ms, end ms] (`server.listening.held_echo.HeldEcho.over_echo_db`; None: not
@@ -537,30 +535,32 @@ class RoomBackground:
             over_loudest_db >= louder_db and excess_db >= LOUDER_ABOVE_DB)
 
     def _near_db(self, start_ms: int, candidate: list[_Window]) -> float:
-        """`person_level.near_margin_db` for a candidate (its `candidate` windows, the first
-        after `start_ms`): the loudest window outside turns in the `COLD_ROOM_MS` before it,
-        the room heard before it (`_room_before`), and `echo_unknown` when it plays over a
-        reply."""
-        before = [w.level_dbfs for w in self._recent
-                  if start_ms - COLD_ROOM_MS < w.end_ms <= start_ms and not w.in_turn]
-        heard_ms = (self._room_windows + len(self._room_before(start_ms))) * WINDOW_MS
+        """`person_level.near_margin_db` for a candidate (`candidate`: its windows, the first
+        after `start_ms`); over a reply, the sound before it: the loudest window kept (the last
+        `SETTLE_MS`) in the `COLD_ROOM_MS` before it, outside turns and the person's own sounds
+        (`_Window.held`, `_Window.voice`), and the room heard (`_room_before`)."""
         echo_unknown = self.echo_unknown
-        asked = (None if echo_unknown is None or not any(w.playing for w in candidate)
-                 else lambda: echo_unknown(start_ms))
-        return near_margin_db(start_ms, self.person_dbfs, max(before, default=None),
-                              heard_ms, asked)
+        if echo_unknown is None or not any(w.playing for w in candidate):
+            return near_margin_db(start_ms, self.person_dbfs)
 
-    def _room_before(self, start_ms: int) -> list[np.ndarray]:
-        """The band levels of the windows not learned yet that stand for the room before a
-        candidate starting at `start_ms` (`_room_heard`)."""
-        return [w.bands_db for w in self._recent
-                if w.end_ms <= start_ms and self._room_heard(w)]
+        def sound_before() -> tuple[float | None, int]:
+            loudest = max((w.level_dbfs for w in self._recent
+                           if start_ms - COLD_ROOM_MS < w.end_ms <= start_ms
+                           and not (w.in_turn or w.held or w.voice)), default=None)
+            heard = self._room_windows + len(self._room_before(start_ms))
+            return loudest, heard * WINDOW_MS
+
+        return near_margin_db(start_ms, self.person_dbfs, sound_before,
+                              lambda: echo_unknown(start_ms))
+
+    def _room_before(self, start_ms: int) -> list[_Window]:
+        """The windows not learned yet that stand for the room before `start_ms` (ms)."""
+        return [w for w in self._recent if w.end_ms <= start_ms and self._room_heard(w)]
 
     def over_loudest_db(self, start_ms: int, ends_ms: np.ndarray) -> np.ndarray | None:
         """How far (dB) the windows ending at `ends_ms` (ms; +inf: not kept) stand above the
         loudest room window learned or heard before `start_ms`; None: no room heard yet."""
-        heard = [*self._background_dbfs, *(w.level_dbfs for w in self._recent
-                                           if w.end_ms <= start_ms and self._room_heard(w))]
+        heard = [*self._background_dbfs, *(w.level_dbfs for w in self._room_before(start_ms))]
         levels = {w.end_ms: w.level_dbfs for w in self._recent}
         return None if not heard else np.array([levels.get(int(end), np.inf)
                                                 for end in ends_ms]) - max(heard)
@@ -573,7 +573,7 @@ class RoomBackground:
         `ABOVE_DB` (raised in a young room) or `in_turn` (a turn's window) `CONTINUE_DB`,
         dB; how far its loudest window rises above the background's loudest, lifted by the
         room's gain rise (`LOUDER_DB`), dB). None while no background is known."""
-        before = self._room_before(start_ms)
+        before = [w.bands_db for w in self._room_before(start_ms)]
         heard = self._room_windows + len(before)
         background = list(self._background) + before
         if not background and self._turn is not None:

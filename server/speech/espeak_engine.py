@@ -258,7 +258,6 @@ def espeak_engine() -> EspeakEngine:
         return _ENGINE
 
 
-
 FRESH_PROCESS_TIMEOUT_S = 60.0
 """Longest wait (s) for one synthesis in a fresh process (a 27-word sentence takes ~0.15 s
 there, most of it the interpreter and numpy starting)."""
