@@ -57,7 +57,7 @@ from tests.echo_room import RATE_HZ, Room, RoomPage, RoomResult, word_errors, wo
 from tests.realtime_client import RealtimeClient
 from tests.stalled_loop import BETWEEN_MS, STALL_MS, stalled_loop
 from tests.test_rooms import EARLIEST_START_MS
-from tests.test_rooms_talk_radio import FIRST_WORD_MS
+from tests.test_rooms_talk_radio import FIRST_WORD_MS, MUSEUM_REPLY
 
 ECHO_PROMPT = "say: From a cursed kanji to a full chibi chorus line in a single evening."
 """The issue's reply: its last word's echo came back after the final ACK and was answered."""
@@ -70,9 +70,7 @@ ECHO_ROOMS = (
 """The target's rooms: echo at -30 / -20 dB, 150 and 400 ms late (the ends of the target's
 range), over -60 / -50 dBFS RMS pink noise; and two with a 400 ms reverberant tail."""
 
-PERSON_PROMPT = ("say: The museum opens at nine in the morning and closes at six in the evening. "
-                 "On Mondays it stays closed all day, and on Sundays the guided tours start at "
-                 "eleven.")
+PERSON_PROMPT = f"say: {MUSEUM_REPLY}"
 """A reply long enough to be playing when the person speaks."""
 
 PERSON_UTTERANCES = (

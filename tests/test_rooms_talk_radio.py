@@ -253,7 +253,8 @@ def test_a_talk_radio_under_the_replys_echo_is_no_turn(monkeypatch: pytest.Monke
 
 MUSEUM_REPLY = ("The museum opens at nine in the morning and closes at six in the evening. On "
                 "Mondays it stays closed all day, and on Sundays the guided tours start at eleven.")
-"""`benchmarks/bench_echo.py`'s reply (its `PERSON_PROMPT`)."""
+"""A reply long enough to be playing when the person speaks (`benchmarks/bench_echo.py`'s
+`PERSON_PROMPT`)."""
 
 ROOMS_UNDER_THE_FIRST_REPLY = [("tv_talker", 0, 170), ("tv_talker", 0, 230),
                                ("tv_talker", 2, 150), ("tv_talker", 2, 170),

@@ -38,7 +38,6 @@ dBFS: a voice of about -35 dBFS RMS over its speech or more (Piper "Hang on." at
 has its loudest window at -33.4 dBFS and is not heard), above a TV talker at -45 dBFS RMS
 (loudest window -36 dBFS)."""
 
-
 COLD_ROOM_HEARD_MS = 1000
 """Room heard (ms of windows learned or standing for the room) under which a candidate over a
 reply is judged as in a cold room while nothing tells the reply's echo from the room
